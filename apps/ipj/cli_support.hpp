@@ -1,0 +1,31 @@
+// Shared CLI plumbing: the registration signature of subcommands, JSON/human output helpers.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+#include "ipj/core/error.hpp"
+#include "ipj/core/json_io.hpp"
+
+namespace ipj::cli {
+
+// Every subcommand registers itself on the app and sets `run` to what executes it after parsing.
+using CommandRunner = std::function<int()>;
+
+struct CommonOutputFlags {
+  bool json = false;   // one JSON object on stdout, nothing else there
+  bool quiet = false;  // no progress on stderr
+};
+
+void add_output_flags(CLI::App& command, CommonOutputFlags& flags);
+
+// Prints `value` as one compact JSON line on stdout.
+void print_json(const Json& value);
+
+CLI::App* register_devices_command(CLI::App& app, CommandRunner& runner);
+CLI::App* register_models_command(CLI::App& app, CommandRunner& runner);
+CLI::App* register_train_command(CLI::App& app, CommandRunner& runner);
+
+}  // namespace ipj::cli

@@ -1,0 +1,90 @@
+// `ipj train`: trains a registry model on an image data set and writes results (see docs/CLI.md).
+#include <ctime>
+#include <iostream>
+
+#include "cli_support.hpp"
+#include "ipj/core/progress.hpp"
+#include "ipj/data/dataset.hpp"
+#include "ipj/device/device_report.hpp"
+#include "ipj/train/trainer.hpp"
+
+namespace ipj::cli {
+namespace {
+
+std::string default_run_folder(const std::string& model) {
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+  return "runs/" + model + "-" + stamp;
+}
+
+}  // namespace
+
+CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
+  auto* command = app.add_subcommand(
+      "train",
+      "Train a model on Fashion-MNIST (default) or any MNIST-format / CIFAR-10 folder\n"
+      "Example: ipj train --model cnn --epochs 2 --batch 128 --lr 0.01 --out runs/cnn --json");
+  static CommonOutputFlags flags;
+  static train::TrainConfig config;
+  static bool no_save = false;
+  add_output_flags(*command, flags);
+  command->add_option("--model", config.model, "mlp | cnn | resnet18 | resnet50")->capture_default_str();
+  command->add_option("--data", config.data_dir, "Data folder (IDX .gz/plain or CIFAR-10 binary)")->capture_default_str();
+  command->add_option("--epochs", config.epochs, "Training epochs")->capture_default_str();
+  command->add_option("--batch", config.batch_size, "Mini-batch size")->capture_default_str();
+  command->add_option("--lr", config.learning_rate, "Learning rate")->capture_default_str();
+  command->add_option("--optimizer", config.optimizer, "sgd | adamw")->capture_default_str();
+  command->add_option("--momentum", config.momentum, "SGD momentum")->capture_default_str();
+  command->add_option("--weight-decay", config.weight_decay, "Weight decay")->capture_default_str();
+  command->add_option("--schedule", config.schedule, "none | step | cosine")->capture_default_str();
+  command->add_option("--step-size", config.step_size, "Step schedule: epochs per decay (0 = epochs/3)");
+  command->add_option("--step-gamma", config.step_gamma, "Step schedule: decay factor")->capture_default_str();
+  command->add_option("--seed", config.seed, "Seed for initialisation, shuffling and augmentation")->capture_default_str();
+  command->add_option("--threads", config.threads, "Cores to use (0 = all)")->capture_default_str();
+  command->add_option("--limit", config.limit, "Use only the first N training samples (0 = all)");
+  command->add_option("--test-limit", config.test_limit, "Use only the first N test samples (0 = all)");
+  command->add_flag("--augment", config.augment, "Random crop (pad 4) + horizontal flip");
+  command->add_option("--prefetch", config.prefetch_batches, "Batches prepared ahead on a background thread (0 = off)")
+      ->capture_default_str();
+  command->add_option("--eval-batch", config.eval_batch_size, "Evaluation batch size")->capture_default_str();
+  command->add_option("--precision", config.precision, "fp32")->capture_default_str();
+  command->add_option("--out", config.out_dir, "Run folder for checkpoint.pt and results.json (default runs/MODEL-TIME)");
+  command->add_flag("--no-save", no_save, "Write no checkpoint or results file");
+  command->add_flag("--resume", config.resume, "Continue the run in --out from its last checkpoint");
+
+  command->callback([&runner] {
+    runner = [] {
+      if (no_save && (config.resume || !config.out_dir.empty()))
+        throw ipj::Error(ipj::ErrorCategory::usage, "--no-save cannot be combined with --out or --resume");
+      if (!no_save && config.out_dir.empty()) config.out_dir = default_run_folder(config.model);
+      train::validate(config);
+      const data::Dataset dataset = data::load_dataset(config.data_dir, config.limit, config.test_limit);
+      if (!flags.quiet) std::cerr << "data: " << data::describe(dataset) << "\n";
+
+      train::TrainHooks hooks;
+      hooks.show_progress = !flags.quiet;
+      hooks.environment = device::device_report();
+      hooks.on_epoch_end = [](const train::EpochMetrics& metrics) {
+        if (flags.json) return;
+        std::printf("epoch %d  loss %.4f  train acc %.4f  test acc %.4f  %s samples/s  %s\n", metrics.epoch,
+                    metrics.loss, metrics.train_acc, metrics.test_acc, format_count(metrics.samples_per_s).c_str(),
+                    format_duration(metrics.wall_s).c_str());
+        std::fflush(stdout);
+      };
+      const train::TrainResult result = train::run_training(config, dataset, hooks);
+      if (flags.json) {
+        print_json(result.report);
+      } else {
+        std::printf("final: test acc %.4f  %.0f samples/s  wall %s (training %s)\n", result.test_acc,
+                    result.samples_per_s, format_duration(result.wall_s).c_str(),
+                    format_duration(result.train_wall_s).c_str());
+        if (!config.out_dir.empty()) std::printf("results: %s/results.json\n", config.out_dir.c_str());
+      }
+      return 0;
+    };
+  });
+  return command;
+}
+
+}  // namespace ipj::cli

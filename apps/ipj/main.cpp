@@ -1,0 +1,50 @@
+// `ipj` entry point: parses the subcommand, runs it, maps ipj::Error categories to exit codes and prints
+// one-line error messages on stderr.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "cli_support.hpp"
+#include "ipj/core/error.hpp"
+#include "ipj/core/log.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"ipj - intelligence per joule: train and serve deep-learning models with less energy, and measure it.\n"
+               "Example: ipj train --model mlp --epochs 2 --json"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "ipj 0.1.0");
+  std::string log_level;
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off (default: $IPJ_LOG_LEVEL or info)");
+
+  ipj::cli::CommandRunner runner;
+  ipj::cli::register_devices_command(app, runner);
+  ipj::cli::register_models_command(app, runner);
+  ipj::cli::register_train_command(app, runner);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& help) {
+    return app.exit(help);
+  } catch (const CLI::CallForAllHelp& help) {
+    return app.exit(help);
+  } catch (const CLI::CallForVersion& version) {
+    return app.exit(version);
+  } catch (const CLI::ParseError& error) {
+    std::cerr << "ipj: error: " << error.what() << " (see ipj --help)" << std::endl;
+    return ipj::exit_code_for(ipj::ErrorCategory::usage);
+  }
+
+  try {
+    ipj::init_logging(log_level);
+    return runner ? runner() : 0;
+  } catch (const ipj::Error& error) {
+    std::cerr << "ipj: error: " << error.what() << std::endl;
+    return ipj::exit_code_for(error.category());
+  } catch (const std::exception& error) {
+    // LibTorch errors carry multi-line backtraces: keep the first line; IPJ_LOG_LEVEL=debug shows it all.
+    const std::string message = error.what();
+    spdlog::debug("{}", message);
+    std::cerr << "ipj: internal error: " << message.substr(0, message.find('\n')) << std::endl;
+    return ipj::exit_code_for(ipj::ErrorCategory::internal);
+  }
+}

@@ -1,0 +1,20 @@
+// JSON for ipj: one ordered JSON type (keys keep insertion order in results), atomic JSON file writes,
+// and the schema version that every results file carries.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace ipj {
+
+using Json = nlohmann::ordered_json;
+
+// Version of the results-file layout; bump on any incompatible change (documented in docs/RESULTS.md).
+inline constexpr int kResultsSchemaVersion = 1;
+
+// Writes `value` (pretty-printed, trailing newline) to `path` atomically.
+void write_json_file(const std::string& path, const Json& value);
+// Reads and parses a JSON file; throws ipj::Error(io / invalid_input) naming the file and the parse error.
+Json read_json_file(const std::string& path);
+
+}  // namespace ipj

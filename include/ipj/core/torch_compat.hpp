@@ -1,0 +1,50 @@
+// The one place where LibTorch version differences live (Debian's 1.13 vs 2.x). Header-only; include it
+// only from LibTorch-using translation units. Anything version-dependent goes here, nowhere else.
+#pragma once
+
+#include <ATen/autocast_mode.h>
+#include <torch/version.h>
+
+#include <string>
+
+namespace ipj::compat {
+
+inline constexpr bool kTorchAtLeast_2_4 =
+    (TORCH_VERSION_MAJOR > 2) || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4);
+
+inline std::string torch_version() {
+  return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+         std::to_string(TORCH_VERSION_PATCH);
+}
+
+// Autocast on CPU (bf16). LibTorch >= 2.4 takes a device type; older releases have per-device names.
+inline void set_cpu_autocast(bool enabled, at::ScalarType dtype) {
+#if (TORCH_VERSION_MAJOR > 2) || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  at::autocast::set_autocast_dtype(at::kCPU, dtype);
+  at::autocast::set_autocast_enabled(at::kCPU, enabled);
+#else
+  at::autocast::set_autocast_cpu_dtype(dtype);
+  at::autocast::set_cpu_enabled(enabled);
+#endif
+}
+
+inline bool cpu_autocast_enabled() {
+#if (TORCH_VERSION_MAJOR > 2) || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  return at::autocast::is_autocast_enabled(at::kCPU);
+#else
+  return at::autocast::is_cpu_enabled();
+#endif
+}
+
+// Autocast on CUDA (fp16 or bf16).
+inline void set_cuda_autocast(bool enabled, at::ScalarType dtype) {
+#if (TORCH_VERSION_MAJOR > 2) || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  at::autocast::set_autocast_dtype(at::kCUDA, dtype);
+  at::autocast::set_autocast_enabled(at::kCUDA, enabled);
+#else
+  at::autocast::set_autocast_gpu_dtype(dtype);
+  at::autocast::set_enabled(enabled);
+#endif
+}
+
+}  // namespace ipj::compat

@@ -1,0 +1,71 @@
+// Mini-batch loader: deterministic shuffling from (seed, epoch), optional random-crop/flip augmentation, and a
+// background thread that builds the next batches while the model trains (the seeds' `num_workers`).
+// One producer thread per loader; batches come out in a fixed order, so runs are reproducible.
+#pragma once
+
+#include <torch/types.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "ipj/data/dataset.hpp"
+
+namespace ipj::data {
+
+struct LoaderOptions {
+  std::int64_t batch_size = 128;
+  bool shuffle = true;
+  std::uint64_t seed = 0;
+  std::uint64_t epoch = 0;
+  bool augment = false;       // random crop (zero padding 4 px) + horizontal flip
+  int prefetch_batches = 4;   // batches built ahead; 0 = build on the calling thread (no background thread)
+  bool drop_last = false;
+};
+
+struct Batch {
+  torch::Tensor images;  // [B, C, H, W] float32, normalised
+  torch::Tensor labels;  // [B] int64
+  std::int64_t index = 0;
+};
+
+// The sample order of one epoch: a permutation of [0, count) determined by (seed, epoch) alone.
+std::vector<std::int64_t> epoch_order(std::int64_t count, std::uint64_t seed, std::uint64_t epoch, bool shuffle);
+
+class BatchLoader {
+ public:
+  // `images` and `normalization` must outlive the loader.
+  BatchLoader(const ImageSet& images, const Normalization& normalization, LoaderOptions options);
+  ~BatchLoader();
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+
+  // The next batch, or nullopt at the end of the epoch. Rethrows an error raised while building a batch.
+  std::optional<Batch> next();
+  std::int64_t batch_count() const { return batch_count_; }
+
+ private:
+  Batch build_batch(std::int64_t batch_index) const;
+  void produce();
+
+  const ImageSet& images_;
+  const Normalization& normalization_;
+  LoaderOptions options_;
+  std::vector<std::int64_t> order_;
+  std::int64_t batch_count_ = 0;
+  std::int64_t next_to_consume_ = 0;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Batch> ready_;
+  bool stopping_ = false;
+  std::exception_ptr producer_error_;
+  std::thread producer_;
+};
+
+}  // namespace ipj::data

@@ -1,0 +1,27 @@
+// Thread settings for the two pools that run LibTorch CPU kernels: ATen's intra-op OpenMP pool (oneDNN, bf16,
+// elementwise) and OpenBLAS's own pthreads (fp32 GEMM). Setting both to all cores oversubscribes the CPU.
+#pragma once
+
+#include <string>
+
+namespace ipj::device {
+
+struct ThreadPlan {
+  int torch_threads = 1;  // at::set_num_threads
+  int blas_threads = 1;   // openblas_set_num_threads (ignored when the BLAS is not OpenBLAS)
+  std::string reason;     // why this plan, for results and logs
+};
+
+// The plan for a precision ("fp32", "bf16", ...) on `cores` cores (0 = all online cores).
+// Measured on Zen 4 / Debian LibTorch 1.13 (docs/PERFORMANCE.md): fp32 GEMMs run fastest with OpenBLAS owning
+// the cores and ATen at one thread; bf16 GEMMs go through oneDNN and need the OpenMP pool.
+ThreadPlan plan_threads(const std::string& precision, int cores);
+
+void apply_thread_plan(const ThreadPlan& plan);
+
+// OpenBLAS's current thread count, or -1 when the loaded BLAS is not OpenBLAS.
+int blas_thread_count();
+
+int online_cores();
+
+}  // namespace ipj::device

@@ -1,0 +1,33 @@
+// Training checkpoints: model weights + buffers, optimizer state, the config and the metrics so far, in one
+// LibTorch archive written atomically (temp file + rename) so a crash never leaves a torn checkpoint.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <string>
+
+#include "ipj/core/json_io.hpp"
+
+namespace ipj::train {
+
+inline constexpr const char* kCheckpointFileName = "checkpoint.pt";
+inline constexpr int kCheckpointFormatVersion = 1;
+
+struct CheckpointState {
+  int completed_epochs = 0;
+  Json config;          // TrainConfig as JSON
+  Json epoch_metrics;   // list of per-epoch objects so far
+};
+
+void save_checkpoint(const std::string& path, const torch::nn::Module& model, const torch::optim::Optimizer& optimizer,
+                     const CheckpointState& state);
+
+// Loads into existing model/optimizer objects of the same architecture. Throws ipj::Error(invalid_input) naming
+// the file when it is not an ipj checkpoint or does not fit the model.
+CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& optimizer);
+
+// Reads only the metadata (no model needed): for tools that inspect a run folder.
+CheckpointState read_checkpoint_state(const std::string& path);
+
+}  // namespace ipj::train

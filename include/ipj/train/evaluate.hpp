@@ -1,0 +1,22 @@
+// Test-set evaluation of a classifier: accuracy and mean cross-entropy, in eval mode without autograd.
+#pragma once
+
+#include <cstdint>
+
+#include "ipj/data/dataset.hpp"
+#include "ipj/models/classifier.hpp"
+
+namespace ipj::train {
+
+struct EvalResult {
+  double accuracy = 0.0;  // 0..1
+  double loss = 0.0;      // mean cross-entropy
+  std::int64_t samples = 0;
+  double wall_s = 0.0;
+};
+
+// Restores the module's train/eval mode afterwards.
+EvalResult evaluate(models::Classifier& model, const data::ImageSet& images, const data::Normalization& normalization,
+                    std::int64_t batch_size);
+
+}  // namespace ipj::train

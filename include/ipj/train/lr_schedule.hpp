@@ -1,0 +1,21 @@
+// Learning-rate schedules: none (constant), step (x gamma every step_size epochs), cosine (per step, to 0).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace ipj::train {
+
+struct ScheduleSpec {
+  std::string kind = "none";
+  double base_lr = 0.01;
+  int total_epochs = 1;
+  std::int64_t steps_per_epoch = 1;
+  int step_size = 0;  // 0 = max(1, total_epochs / 3)
+  double gamma = 0.1;
+};
+
+// Learning rate for optimizer step `step` (0-based) of epoch `epoch` (0-based).
+double learning_rate_at(const ScheduleSpec& spec, int epoch, std::int64_t step);
+
+}  // namespace ipj::train

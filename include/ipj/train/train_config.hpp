@@ -1,0 +1,48 @@
+// The settings of one training run (`ipj train` flags), their validation and their JSON form.
+// LibTorch-free: the CLI and results code use it without LibTorch headers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ipj/core/json_io.hpp"
+#include "ipj/data/dataset.hpp"
+
+namespace ipj::train {
+
+struct TrainConfig {
+  std::string model = "mlp";
+  std::string data_dir = data::kDefaultDataDirectory;
+  int epochs = 1;
+  std::int64_t batch_size = 128;
+  double learning_rate = 0.01;
+  std::string optimizer = "sgd";  // sgd | adamw
+  double momentum = 0.9;          // sgd only
+  double weight_decay = 0.0;
+  std::string schedule = "none";  // none | step | cosine
+  int step_size = 0;              // step schedule: epochs per decay (0 = max(1, epochs/3))
+  double step_gamma = 0.1;
+  std::uint64_t seed = 0;
+  int threads = 0;                // cores to use (0 = all)
+  std::int64_t limit = 0;         // first N training samples (0 = all)
+  std::int64_t test_limit = 0;    // first N test samples (0 = all)
+  bool augment = false;
+  int prefetch_batches = 4;       // background loader depth (0 = load on the training thread)
+  std::int64_t eval_batch_size = 1000;
+  std::string precision = "fp32";
+  std::string out_dir;            // checkpoint + results.json; empty = write nothing
+  bool resume = false;
+};
+
+// Throws ipj::Error(usage) naming the flag for any invalid value.
+void validate(const TrainConfig& config);
+
+Json to_json(const TrainConfig& config);
+// Reads a config back (from a checkpoint or results file); missing keys keep their defaults.
+TrainConfig config_from_json(const Json& json);
+
+// For --resume: the settings that must match for the continuation to equal an uninterrupted run.
+// Throws ipj::Error(usage) naming the first differing flag.
+void check_resumable(const TrainConfig& saved, const TrainConfig& requested);
+
+}  // namespace ipj::train

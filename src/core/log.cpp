@@ -1,0 +1,33 @@
+// stderr logger set-up for spdlog.
+#include "ipj/core/log.hpp"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+
+#include <cstdlib>
+
+#include "ipj/core/error.hpp"
+
+namespace ipj {
+
+void init_logging(const std::string& level) {
+  static bool initialised = false;
+  if (!initialised) {
+    auto logger = spdlog::stderr_color_mt("ipj");
+    logger->set_pattern("[%H:%M:%S] [%^%l%$] %v");
+    spdlog::set_default_logger(logger);
+    initialised = true;
+  }
+  std::string chosen = level;
+  if (chosen.empty()) {
+    const char* from_env = std::getenv("IPJ_LOG_LEVEL");
+    chosen = from_env ? from_env : "info";
+  }
+  const auto parsed = spdlog::level::from_str(chosen);
+  if (parsed == spdlog::level::off && chosen != "off") {
+    fail(ErrorCategory::usage,
+         "unknown log level '" + chosen + "' (IPJ_LOG_LEVEL / --log-level): use trace, debug, info, warn, error or off");
+  }
+  spdlog::set_level(parsed);
+}
+
+}  // namespace ipj

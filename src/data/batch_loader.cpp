@@ -1,0 +1,148 @@
+// Batch construction (uint8 -> normalised float, augmentation) and the bounded prefetch queue.
+#include "ipj/data/batch_loader.hpp"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <random>
+
+#include "ipj/core/error.hpp"
+
+namespace ipj::data {
+namespace {
+
+// SplitMix64: a well-mixed 64-bit seed from (seed, epoch, stream) so that streams never collide.
+std::uint64_t mix_seed(std::uint64_t seed, std::uint64_t epoch, std::uint64_t stream) {
+  std::uint64_t value = seed * 0x9E3779B97F4A7C15ull + epoch * 0xBF58476D1CE4E5B9ull + stream * 0x94D049BB133111EBull;
+  value ^= value >> 30;
+  value *= 0xBF58476D1CE4E5B9ull;
+  value ^= value >> 27;
+  value *= 0x94D049BB133111EBull;
+  value ^= value >> 31;
+  return value;
+}
+
+constexpr std::uint64_t kShuffleStream = 1;
+constexpr std::uint64_t kAugmentStream = 2;
+constexpr int kCropPadding = 4;
+
+}  // namespace
+
+std::vector<std::int64_t> epoch_order(std::int64_t count, std::uint64_t seed, std::uint64_t epoch, bool shuffle) {
+  std::vector<std::int64_t> order(static_cast<size_t>(count));
+  for (std::int64_t index = 0; index < count; ++index) order[static_cast<size_t>(index)] = index;
+  if (!shuffle) return order;
+  std::mt19937_64 generator(mix_seed(seed, epoch, kShuffleStream));
+  // Fisher-Yates with our own index draw: std::shuffle's algorithm differs between standard libraries.
+  for (std::int64_t index = count - 1; index > 0; --index) {
+    const auto other = static_cast<std::int64_t>(generator() % static_cast<std::uint64_t>(index + 1));
+    std::swap(order[static_cast<size_t>(index)], order[static_cast<size_t>(other)]);
+  }
+  return order;
+}
+
+BatchLoader::BatchLoader(const ImageSet& images, const Normalization& normalization, LoaderOptions options)
+    : images_(images), normalization_(normalization), options_(options) {
+  if (options_.batch_size <= 0)
+    fail(ErrorCategory::usage, "--batch must be positive, got " + std::to_string(options_.batch_size));
+  if (static_cast<int>(normalization_.mean.size()) != images_.channels)
+    fail(ErrorCategory::internal, "normalisation has " + std::to_string(normalization_.mean.size()) +
+                                      " channels, images have " + std::to_string(images_.channels));
+  order_ = epoch_order(images_.count, options_.seed, options_.epoch, options_.shuffle);
+  batch_count_ = options_.drop_last ? images_.count / options_.batch_size
+                                    : (images_.count + options_.batch_size - 1) / options_.batch_size;
+  if (options_.prefetch_batches > 0) producer_ = std::thread([this] { produce(); });
+}
+
+BatchLoader::~BatchLoader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (producer_.joinable()) producer_.join();
+}
+
+Batch BatchLoader::build_batch(std::int64_t batch_index) const {
+  const std::int64_t first = batch_index * options_.batch_size;
+  const std::int64_t size = std::min(options_.batch_size, images_.count - first);
+  const int channels = images_.channels, height = images_.height, width = images_.width;
+  const std::int64_t plane = static_cast<std::int64_t>(height) * width;
+
+  Batch batch;
+  batch.index = batch_index;
+  batch.images = torch::empty({size, channels, height, width}, torch::kFloat32);  // [B, C, H, W]
+  batch.labels = torch::empty({size}, torch::kInt64);                             // [B]
+  float* out = batch.images.data_ptr<float>();
+  std::int64_t* labels = batch.labels.data_ptr<std::int64_t>();
+
+  // Augmentation draws depend on (seed, epoch, batch) only, not on thread timing.
+  std::mt19937_64 generator(mix_seed(options_.seed, options_.epoch * 1000003ull + batch_index, kAugmentStream));
+  std::vector<float> scale(channels), shift(channels);
+  for (int channel = 0; channel < channels; ++channel) {
+    scale[channel] = 1.0f / (255.0f * normalization_.std[channel]);
+    shift[channel] = -normalization_.mean[channel] / normalization_.std[channel];
+  }
+  for (std::int64_t row = 0; row < size; ++row) {
+    const std::int64_t sample = order_[static_cast<size_t>(first + row)];
+    labels[row] = images_.labels[static_cast<size_t>(sample)];
+    const std::uint8_t* source = images_.pixels.data() + sample * images_.image_bytes();
+    float* target = out + row * images_.image_bytes();
+    int offset_y = 0, offset_x = 0;
+    bool flip = false;
+    if (options_.augment) {
+      offset_y = static_cast<int>(generator() % (2 * kCropPadding + 1)) - kCropPadding;
+      offset_x = static_cast<int>(generator() % (2 * kCropPadding + 1)) - kCropPadding;
+      flip = (generator() & 1u) != 0;
+    }
+    for (int channel = 0; channel < channels; ++channel) {
+      const std::uint8_t* source_plane = source + channel * plane;
+      float* target_plane = target + channel * plane;
+      for (int y = 0; y < height; ++y) {
+        const int source_y = y + offset_y;
+        for (int x = 0; x < width; ++x) {
+          const int unflipped_x = flip ? width - 1 - x : x;
+          const int source_x = unflipped_x + offset_x;
+          const bool inside = source_y >= 0 && source_y < height && source_x >= 0 && source_x < width;
+          const float raw = inside ? source_plane[source_y * width + source_x] : 0.0f;  // zero padding
+          target_plane[y * width + x] = raw * scale[channel] + shift[channel];
+        }
+      }
+    }
+  }
+  return batch;
+}
+
+void BatchLoader::produce() {
+  try {
+    for (std::int64_t batch_index = 0; batch_index < batch_count_; ++batch_index) {
+      Batch batch = build_batch(batch_index);
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] {
+        return stopping_ || static_cast<int>(ready_.size()) < options_.prefetch_batches;
+      });
+      if (stopping_) return;
+      ready_.push_back(std::move(batch));
+      changed_.notify_all();
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    producer_error_ = std::current_exception();
+    changed_.notify_all();
+  }
+}
+
+std::optional<Batch> BatchLoader::next() {
+  if (next_to_consume_ >= batch_count_) return std::nullopt;
+  if (options_.prefetch_batches <= 0) return build_batch(next_to_consume_++);
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait(lock, [&] { return !ready_.empty() || producer_error_ != nullptr; });
+  if (ready_.empty() && producer_error_) std::rethrow_exception(producer_error_);
+  Batch batch = std::move(ready_.front());
+  ready_.pop_front();
+  ++next_to_consume_;
+  changed_.notify_all();
+  return batch;
+}
+
+}  // namespace ipj::data

@@ -1,0 +1,86 @@
+// CPU probing through libcpuinfo (+ CPUID leaf 7 for AMX and AVX512-FP16) and sysconf for memory.
+#include "ipj/device/cpu_info.hpp"
+
+#include <cpuinfo.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace ipj::device {
+namespace {
+
+struct Leaf7Features {
+  bool amx_bf16 = false;
+  bool amx_tile = false;
+  bool amx_int8 = false;
+  bool avx512_fp16 = false;
+};
+
+Leaf7Features read_leaf7() {
+  Leaf7Features result;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) {
+    result.amx_bf16 = (edx >> 22) & 1u;
+    result.avx512_fp16 = (edx >> 23) & 1u;
+    result.amx_tile = (edx >> 24) & 1u;
+    result.amx_int8 = (edx >> 25) & 1u;
+  }
+#endif
+  return result;
+}
+
+}  // namespace
+
+bool CpuInfo::has(const std::string& feature) const {
+  auto found = features.find(feature);
+  return found != features.end() && found->second;
+}
+
+CpuInfo probe_cpu() {
+  CpuInfo info;
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page_size > 0) info.memory_bytes = static_cast<std::uint64_t>(pages) * page_size;
+
+  const Leaf7Features leaf7 = read_leaf7();
+  if (cpuinfo_initialize()) {
+    const cpuinfo_package* package = cpuinfo_get_package(0);
+    if (package != nullptr) info.model = package->name;
+    info.cores = static_cast<int>(cpuinfo_get_cores_count());
+    info.logical_processors = static_cast<int>(cpuinfo_get_processors_count());
+#if CPUINFO_ARCH_X86 || CPUINFO_ARCH_X86_64
+    info.features = {
+        {"avx2", cpuinfo_has_x86_avx2()},
+        {"fma3", cpuinfo_has_x86_fma3()},
+        {"avx512f", cpuinfo_has_x86_avx512f()},
+        {"avx512bw", cpuinfo_has_x86_avx512bw()},
+        {"avx512vl", cpuinfo_has_x86_avx512vl()},
+        {"avx512_vnni", cpuinfo_has_x86_avx512vnni()},
+        {"avx512_bf16", cpuinfo_has_x86_avx512bf16()},
+    };
+#endif
+  }
+  info.features["avx512_fp16"] = leaf7.avx512_fp16;
+  info.features["amx_bf16"] = leaf7.amx_bf16;
+  info.features["amx_int8"] = leaf7.amx_int8;
+  info.features["amx"] = leaf7.amx_tile && (leaf7.amx_bf16 || leaf7.amx_int8);
+  for (const char* key : {"avx2", "fma3", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16"})
+    info.features.emplace(key, false);  // non-x86 or cpuinfo failure: report false, not missing
+  if (info.cores <= 0) info.cores = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  if (info.logical_processors <= 0) info.logical_processors = info.cores;
+  if (info.model.empty()) info.model = "unknown CPU";
+  return info;
+}
+
+std::vector<std::string> native_cpu_precisions(const CpuInfo& cpu) {
+  std::vector<std::string> precisions{"fp32"};
+  if (cpu.has("avx512_bf16") || cpu.has("amx_bf16")) precisions.push_back("bf16");
+  if (cpu.has("avx512_fp16")) precisions.push_back("fp16");
+  if (cpu.has("avx512_vnni") || cpu.has("amx_int8")) precisions.push_back("int8");
+  return precisions;
+}
+
+}  // namespace ipj::device

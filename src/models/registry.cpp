@@ -1,0 +1,37 @@
+// Model registry: names -> constructors.
+#include "ipj/models/registry.hpp"
+
+#include "ipj/core/error.hpp"
+#include "ipj/models/resnet.hpp"
+#include "ipj/models/simple_models.hpp"
+
+namespace ipj::models {
+
+const std::vector<ModelEntry>& model_catalog() {
+  static const std::vector<ModelEntry> catalog = {
+      {"mlp", "784-512-512-10 multilayer perceptron (seed 000)"},
+      {"cnn", "2x(conv3x3 + BN + ReLU + maxpool) + FC128 + FC (Fashion-MNIST ~0.92-0.93 class)"},
+      {"resnet18", "ResNet-18, small-image variant (3x3 stem, no max-pool), seed 004's case study"},
+      {"resnet50", "ResNet-50 (bottleneck), small-image variant"},
+  };
+  return catalog;
+}
+
+ClassifierPtr create_model(const std::string& name, InputShape input, int num_classes) {
+  if (num_classes < 2) fail(ErrorCategory::usage, "a classifier needs at least 2 classes");
+  if (name == "mlp") return std::make_shared<Mlp>(input, num_classes);
+  if (name == "cnn") return std::make_shared<SmallCnn>(input, num_classes);
+  if (name == "resnet18") return make_resnet18(input, num_classes);
+  if (name == "resnet50") return make_resnet50(input, num_classes);
+  std::string known;
+  for (const auto& entry : model_catalog()) known += (known.empty() ? "" : ", ") + entry.name;
+  fail(ErrorCategory::usage, "--model: unknown model '" + name + "' (known: " + known + ")");
+}
+
+std::int64_t count_parameters(const torch::nn::Module& model) {
+  std::int64_t total = 0;
+  for (const auto& parameter : model.parameters()) total += parameter.numel();
+  return total;
+}
+
+}  // namespace ipj::models

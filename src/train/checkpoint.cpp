@@ -1,0 +1,89 @@
+// Checkpoint archives via torch::serialize, written through ipj's atomic file replacement.
+#include "ipj/train/checkpoint.hpp"
+
+#include <torch/serialize.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include "ipj/core/atomic_file.hpp"
+#include "ipj/core/error.hpp"
+
+namespace ipj::train {
+namespace {
+
+CheckpointState read_state(torch::serialize::InputArchive& archive, const std::string& path) {
+  c10::IValue format, epochs, config, metrics;
+  if (!archive.try_read("ipj_checkpoint_format", format) || !format.isInt()) {
+    fail(ErrorCategory::invalid_input, "'" + path + "' is not an ipj training checkpoint (no ipj_checkpoint_format)");
+  }
+  if (format.toInt() != kCheckpointFormatVersion) {
+    fail(ErrorCategory::invalid_input, "'" + path + "' has checkpoint format " + std::to_string(format.toInt()) +
+                                           ", this ipj reads format " + std::to_string(kCheckpointFormatVersion));
+  }
+  archive.read("completed_epochs", epochs);
+  archive.read("config_json", config);
+  archive.read("metrics_json", metrics);
+  CheckpointState state;
+  state.completed_epochs = static_cast<int>(epochs.toInt());
+  state.config = Json::parse(config.toStringRef());
+  state.epoch_metrics = Json::parse(metrics.toStringRef());
+  return state;
+}
+
+void load_archive(torch::serialize::InputArchive& archive, const std::string& path) {
+  try {
+    archive.load_from(path);
+  } catch (const c10::Error& error) {
+    fail(ErrorCategory::invalid_input, "'" + path + "' is not a readable checkpoint: " + error.what_without_backtrace());
+  }
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const torch::nn::Module& model, const torch::optim::Optimizer& optimizer,
+                     const CheckpointState& state) {
+  torch::serialize::OutputArchive archive;
+  archive.write("ipj_checkpoint_format", c10::IValue(static_cast<std::int64_t>(kCheckpointFormatVersion)));
+  archive.write("completed_epochs", c10::IValue(static_cast<std::int64_t>(state.completed_epochs)));
+  archive.write("config_json", c10::IValue(state.config.dump()));
+  archive.write("metrics_json", c10::IValue(state.epoch_metrics.dump()));
+  torch::serialize::OutputArchive model_archive;
+  model.save(model_archive);
+  archive.write("model", model_archive);
+  torch::serialize::OutputArchive optimizer_archive;
+  optimizer.save(optimizer_archive);
+  archive.write("optimizer", optimizer_archive);
+  replace_file_atomically(path, [&](const std::string& temporary) {
+    try {
+      archive.save_to(temporary);
+    } catch (const c10::Error& error) {
+      fail(ErrorCategory::io, "cannot write checkpoint '" + path + "': " + error.what_without_backtrace());
+    }
+  });
+}
+
+CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+  torch::serialize::InputArchive archive;
+  load_archive(archive, path);
+  CheckpointState state = read_state(archive, path);
+  try {
+    torch::serialize::InputArchive model_archive;
+    archive.read("model", model_archive);
+    model.load(model_archive);
+    torch::serialize::InputArchive optimizer_archive;
+    archive.read("optimizer", optimizer_archive);
+    optimizer.load(optimizer_archive);
+  } catch (const c10::Error& error) {
+    fail(ErrorCategory::invalid_input, "checkpoint '" + path + "' does not fit this model/optimizer: " +
+                                           error.what_without_backtrace());
+  }
+  return state;
+}
+
+CheckpointState read_checkpoint_state(const std::string& path) {
+  torch::serialize::InputArchive archive;
+  load_archive(archive, path);
+  return read_state(archive, path);
+}
+
+}  // namespace ipj::train

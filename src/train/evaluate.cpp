@@ -1,0 +1,44 @@
+// Evaluation loop (no prefetch thread: batches are cheap next to the forward pass).
+#include "ipj/train/evaluate.hpp"
+
+#include <torch/torch.h>
+
+#include <chrono>
+
+#include "ipj/data/batch_loader.hpp"
+
+namespace ipj::train {
+
+EvalResult evaluate(models::Classifier& model, const data::ImageSet& images, const data::Normalization& normalization,
+                    std::int64_t batch_size) {
+  const auto start = std::chrono::steady_clock::now();
+  const bool was_training = model.is_training();
+  model.eval();
+  torch::NoGradGuard no_grad;
+  data::LoaderOptions options;
+  options.batch_size = batch_size;
+  options.shuffle = false;
+  options.prefetch_batches = 0;
+  data::BatchLoader loader(images, normalization, options);
+  torch::Tensor correct = torch::zeros({}, torch::kInt64);
+  torch::Tensor loss_sum = torch::zeros({}, torch::kFloat64);
+  while (auto batch = loader.next()) {
+    const torch::Tensor logits = model.forward(batch->images);  // [B, classes]
+    correct += logits.argmax(1).eq(batch->labels).sum();
+    loss_sum += torch::nn::functional::cross_entropy(
+                    logits.to(torch::kFloat32), batch->labels,
+                    torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                    .to(torch::kFloat64);
+  }
+  if (was_training) model.train();
+  EvalResult result;
+  result.samples = images.count;
+  if (images.count > 0) {
+    result.accuracy = static_cast<double>(correct.item<std::int64_t>()) / static_cast<double>(images.count);
+    result.loss = loss_sum.item<double>() / static_cast<double>(images.count);
+  }
+  result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace ipj::train

@@ -1,0 +1,109 @@
+// TrainConfig validation and JSON round trip.
+#include "ipj/train/train_config.hpp"
+
+#include <cmath>
+
+#include "ipj/core/error.hpp"
+
+namespace ipj::train {
+namespace {
+
+void require(bool condition, const std::string& message) {
+  if (!condition) fail(ErrorCategory::usage, message);
+}
+
+}  // namespace
+
+void validate(const TrainConfig& config) {
+  require(config.epochs >= 1, "--epochs must be at least 1, got " + std::to_string(config.epochs));
+  require(config.batch_size >= 1, "--batch must be at least 1, got " + std::to_string(config.batch_size));
+  require(std::isfinite(config.learning_rate) && config.learning_rate > 0.0,
+          "--lr must be a positive number, got " + std::to_string(config.learning_rate));
+  require(config.optimizer == "sgd" || config.optimizer == "adamw",
+          "--optimizer must be sgd or adamw, got '" + config.optimizer + "'");
+  require(config.momentum >= 0.0 && config.momentum < 1.0, "--momentum must be in [0, 1)");
+  require(config.weight_decay >= 0.0, "--weight-decay must be >= 0");
+  require(config.schedule == "none" || config.schedule == "step" || config.schedule == "cosine",
+          "--schedule must be none, step or cosine, got '" + config.schedule + "'");
+  require(config.step_size >= 0, "--step-size must be >= 0");
+  require(config.step_gamma > 0.0 && config.step_gamma <= 1.0, "--step-gamma must be in (0, 1]");
+  require(config.threads >= 0, "--threads must be >= 0 (0 = all cores)");
+  require(config.limit >= 0, "--limit must be >= 0 (0 = all training samples)");
+  require(config.test_limit >= 0, "--test-limit must be >= 0 (0 = all test samples)");
+  require(config.prefetch_batches >= 0 && config.prefetch_batches <= 64, "--prefetch must be in 0..64");
+  require(config.eval_batch_size >= 1, "--eval-batch must be at least 1");
+  require(config.precision == "fp32", "--precision '" + config.precision +
+                                          "' is not available in this build of ipj train (available: fp32)");
+  require(!config.resume || !config.out_dir.empty(), "--resume needs --out DIR (the run folder to continue)");
+}
+
+Json to_json(const TrainConfig& config) {
+  return Json{{"model", config.model},
+              {"data", config.data_dir},
+              {"epochs", config.epochs},
+              {"batch", config.batch_size},
+              {"lr", config.learning_rate},
+              {"optimizer", config.optimizer},
+              {"momentum", config.momentum},
+              {"weight_decay", config.weight_decay},
+              {"schedule", config.schedule},
+              {"step_size", config.step_size},
+              {"step_gamma", config.step_gamma},
+              {"seed", config.seed},
+              {"threads", config.threads},
+              {"limit", config.limit},
+              {"test_limit", config.test_limit},
+              {"augment", config.augment},
+              {"prefetch", config.prefetch_batches},
+              {"eval_batch", config.eval_batch_size},
+              {"precision", config.precision},
+              {"out", config.out_dir}};
+}
+
+TrainConfig config_from_json(const Json& json) {
+  TrainConfig config;
+  auto read = [&](const char* key, auto& field) {
+    if (json.contains(key) && !json[key].is_null()) field = json[key].get<std::decay_t<decltype(field)>>();
+  };
+  read("model", config.model);
+  read("data", config.data_dir);
+  read("epochs", config.epochs);
+  read("batch", config.batch_size);
+  read("lr", config.learning_rate);
+  read("optimizer", config.optimizer);
+  read("momentum", config.momentum);
+  read("weight_decay", config.weight_decay);
+  read("schedule", config.schedule);
+  read("step_size", config.step_size);
+  read("step_gamma", config.step_gamma);
+  read("seed", config.seed);
+  read("threads", config.threads);
+  read("limit", config.limit);
+  read("test_limit", config.test_limit);
+  read("augment", config.augment);
+  read("prefetch", config.prefetch_batches);
+  read("eval_batch", config.eval_batch_size);
+  read("precision", config.precision);
+  read("out", config.out_dir);
+  return config;
+}
+
+void check_resumable(const TrainConfig& saved, const TrainConfig& requested) {
+  const Json before = to_json(saved);
+  const Json now = to_json(requested);
+  // Flags that may change on resume: more epochs, threads, prefetch depth, eval batch, folder spelling.
+  for (const char* key : {"model", "data", "batch", "lr", "optimizer", "momentum", "weight_decay", "schedule",
+                          "step_size", "step_gamma", "seed", "limit", "test_limit", "augment", "precision"}) {
+    if (before[key] != now[key]) {
+      fail(ErrorCategory::usage, std::string("--resume: --") + (std::string(key) == "weight_decay" ? "weight-decay" : key) +
+                                     " was " + before[key].dump() + " in the saved run but is " + now[key].dump() +
+                                     " now; use the same value or start a new --out folder");
+    }
+  }
+  if (saved.schedule != "none" && saved.epochs != requested.epochs) {
+    fail(ErrorCategory::usage, "--resume: --epochs changes the " + saved.schedule +
+                                   " learning-rate schedule; use --epochs " + std::to_string(saved.epochs));
+  }
+}
+
+}  // namespace ipj::train

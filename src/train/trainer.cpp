@@ -1,0 +1,236 @@
+// The fp32 training loop. Hot path: no per-step host syncs except the throttled progress read-out.
+#include "ipj/train/trainer.hpp"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "ipj/core/error.hpp"
+#include "ipj/core/log.hpp"
+#include "ipj/core/progress.hpp"
+#include "ipj/data/batch_loader.hpp"
+#include "ipj/device/threading.hpp"
+#include "ipj/models/flop_counter.hpp"
+#include "ipj/models/registry.hpp"
+#include "ipj/train/checkpoint.hpp"
+#include "ipj/train/evaluate.hpp"
+#include "ipj/train/lr_schedule.hpp"
+
+namespace ipj::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& config, models::Classifier& model) {
+  if (config.optimizer == "adamw") {
+    return std::make_unique<torch::optim::AdamW>(
+        model.parameters(), torch::optim::AdamWOptions(config.learning_rate).weight_decay(config.weight_decay));
+  }
+  return std::make_unique<torch::optim::SGD>(
+      model.parameters(),
+      torch::optim::SGDOptions(config.learning_rate).momentum(config.momentum).weight_decay(config.weight_decay));
+}
+
+void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate) {
+  for (auto& group : optimizer.param_groups()) group.options().set_lr(learning_rate);
+}
+
+[[noreturn]] void fail_diverged(int epoch, std::int64_t step, const TrainConfig& config) {
+  fail(ErrorCategory::runtime,
+       "training diverged: the loss became NaN/Inf at epoch " + std::to_string(epoch) + ", step " +
+           std::to_string(step) + ". Likely causes: learning rate too high (--lr " + std::to_string(config.learning_rate) +
+           "; try 10x lower), unnormalised or corrupt input data, or a numerically unstable precision setting");
+}
+
+Json model_description(const TrainConfig& config, models::Classifier& model, const models::InputShape& shape) {
+  torch::NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  const std::int64_t flops = models::count_flops(
+      [&] { model.forward(torch::zeros({1, shape.channels, shape.height, shape.width})); });
+  if (was_training) model.train();
+  return Json{{"name", config.model},
+              {"parameters", models::count_parameters(model)},
+              {"forward_flops_per_sample", flops},
+              {"input_shape", {shape.channels, shape.height, shape.width}}};
+}
+
+}  // namespace
+
+Json to_json(const EpochMetrics& metrics) {
+  return Json{{"epoch", metrics.epoch},
+              {"loss", metrics.loss},
+              {"train_acc", metrics.train_acc},
+              {"test_acc", metrics.test_acc},
+              {"test_loss", metrics.test_loss},
+              {"lr", metrics.learning_rate},
+              {"samples", metrics.samples},
+              {"train_wall_s", metrics.train_wall_s},
+              {"eval_wall_s", metrics.eval_wall_s},
+              {"wall_s", metrics.wall_s},
+              {"samples_per_s", metrics.samples_per_s}};
+}
+
+EpochMetrics epoch_metrics_from_json(const Json& json) {
+  EpochMetrics metrics;
+  metrics.epoch = json.value("epoch", 0);
+  metrics.loss = json.value("loss", 0.0);
+  metrics.train_acc = json.value("train_acc", 0.0);
+  metrics.test_acc = json.value("test_acc", 0.0);
+  metrics.test_loss = json.value("test_loss", 0.0);
+  metrics.learning_rate = json.value("lr", 0.0);
+  metrics.samples = json.value("samples", std::int64_t{0});
+  metrics.train_wall_s = json.value("train_wall_s", 0.0);
+  metrics.eval_wall_s = json.value("eval_wall_s", 0.0);
+  metrics.wall_s = json.value("wall_s", 0.0);
+  metrics.samples_per_s = json.value("samples_per_s", 0.0);
+  return metrics;
+}
+
+TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset, const TrainHooks& hooks) {
+  validate(config);
+  const auto run_start = Clock::now();
+  const device::ThreadPlan thread_plan = device::plan_threads(config.precision, config.threads);
+  device::apply_thread_plan(thread_plan);
+
+  torch::manual_seed(config.seed);
+  const models::InputShape shape{dataset.train.channels, dataset.train.height, dataset.train.width};
+  TrainResult result;
+  result.model = models::create_model(config.model, shape, dataset.num_classes);
+  models::Classifier& model = *result.model;
+  auto optimizer = make_optimizer(config, model);
+
+  const std::string checkpoint_path =
+      config.out_dir.empty() ? "" : (std::filesystem::path(config.out_dir) / kCheckpointFileName).string();
+  int start_epoch = 0;
+  if (config.resume) {
+    if (!std::filesystem::exists(checkpoint_path))
+      fail(ErrorCategory::usage, "--resume: no checkpoint at '" + checkpoint_path + "'; train without --resume first");
+    const CheckpointState state = load_checkpoint(checkpoint_path, model, *optimizer);
+    check_resumable(config_from_json(state.config), config);
+    start_epoch = state.completed_epochs;
+    for (const auto& epoch_json : state.epoch_metrics) result.epochs.push_back(epoch_metrics_from_json(epoch_json));
+    result.resumed_from_epoch = start_epoch;
+    if (start_epoch >= config.epochs) {
+      spdlog::info("checkpoint already has {} epoch(s), nothing to do (raise --epochs to continue)", start_epoch);
+    }
+  }
+
+  const std::int64_t steps_per_epoch = (dataset.train.count + config.batch_size - 1) / config.batch_size;
+  ScheduleSpec schedule{config.schedule, config.learning_rate, config.epochs, steps_per_epoch, config.step_size,
+                        config.step_gamma};
+
+  Json report;
+  report["schema_version"] = kResultsSchemaVersion;
+  report["kind"] = "train";
+  report["config"] = to_json(config);
+  report["environment"] = hooks.environment;
+  report["threads"] = {{"torch", thread_plan.torch_threads},
+                       {"blas", thread_plan.blas_threads},
+                       {"reason", thread_plan.reason}};
+  report["dataset"] = {{"name", dataset.name},
+                       {"format", dataset.format},
+                       {"directory", dataset.directory},
+                       {"train_samples", dataset.train.count},
+                       {"test_samples", dataset.test.count},
+                       {"mean", dataset.normalization.mean},
+                       {"std", dataset.normalization.std}};
+  report["model"] = model_description(config, model, shape);
+
+  for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
+    model.train();
+    data::LoaderOptions loader_options;
+    loader_options.batch_size = config.batch_size;
+    loader_options.seed = config.seed;
+    loader_options.epoch = static_cast<std::uint64_t>(epoch);
+    loader_options.augment = config.augment;
+    loader_options.prefetch_batches = config.prefetch_batches;
+    data::BatchLoader loader(dataset.train, dataset.normalization, loader_options);
+
+    ProgressBar progress("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config.epochs),
+                         loader.batch_count(), hooks.show_progress);
+    torch::Tensor loss_sum = torch::zeros({}, torch::kFloat64);
+    torch::Tensor correct = torch::zeros({}, torch::kInt64);
+    std::int64_t samples = 0;
+    double learning_rate = config.learning_rate;
+    const auto epoch_start = Clock::now();
+    while (auto batch = loader.next()) {
+      learning_rate = learning_rate_at(schedule, epoch, batch->index);
+      if (config.schedule != "none") set_learning_rate(*optimizer, learning_rate);
+      optimizer->zero_grad();
+      const torch::Tensor logits = model.forward(batch->images);  // [B, classes]
+      const torch::Tensor loss = torch::nn::functional::cross_entropy(logits, batch->labels);
+      loss.backward();
+      optimizer->step();
+
+      const std::int64_t batch_size = batch->labels.size(0);
+      samples += batch_size;
+      loss_sum += loss.detach().to(torch::kFloat64) * static_cast<double>(batch_size);
+      correct += logits.detach().argmax(1).eq(batch->labels).sum();
+      if (batch->index % 50 == 0 || batch->index + 1 == loader.batch_count()) {
+        const double running_loss = loss_sum.item<double>() / static_cast<double>(samples);
+        if (!std::isfinite(running_loss)) fail_diverged(epoch + 1, batch->index, config);
+        progress.update(batch->index + 1, "loss " + std::to_string(running_loss).substr(0, 6) + " " +
+                                              format_count(samples / std::max(1e-9, seconds_since(epoch_start))) +
+                                              " samples/s");
+      }
+    }
+    EpochMetrics metrics;
+    metrics.epoch = epoch + 1;
+    metrics.train_wall_s = seconds_since(epoch_start);
+    metrics.samples = samples;
+    metrics.loss = samples > 0 ? loss_sum.item<double>() / static_cast<double>(samples) : 0.0;
+    if (!std::isfinite(metrics.loss)) fail_diverged(epoch + 1, loader.batch_count(), config);
+    metrics.train_acc = samples > 0 ? static_cast<double>(correct.item<std::int64_t>()) / samples : 0.0;
+    metrics.samples_per_s = samples / std::max(1e-9, metrics.train_wall_s);
+    metrics.learning_rate = learning_rate;
+    const EvalResult test = evaluate(model, dataset.test, dataset.normalization, config.eval_batch_size);
+    metrics.test_acc = test.accuracy;
+    metrics.test_loss = test.loss;
+    metrics.eval_wall_s = test.wall_s;
+    metrics.wall_s = metrics.train_wall_s + metrics.eval_wall_s;
+    progress.finish("loss " + std::to_string(metrics.loss).substr(0, 6) + " test acc " +
+                    std::to_string(metrics.test_acc).substr(0, 6));
+    result.epochs.push_back(metrics);
+    result.samples += samples;
+    result.train_wall_s += metrics.train_wall_s;
+
+    if (!config.out_dir.empty()) {
+      CheckpointState state;
+      state.completed_epochs = epoch + 1;
+      state.config = to_json(config);
+      state.epoch_metrics = Json::array();
+      for (const auto& done : result.epochs) state.epoch_metrics.push_back(to_json(done));
+      save_checkpoint(checkpoint_path, model, *optimizer, state);
+    }
+    if (hooks.on_epoch_end) hooks.on_epoch_end(metrics);
+  }
+
+  if (!result.epochs.empty()) result.test_acc = result.epochs.back().test_acc;
+  result.wall_s = seconds_since(run_start);
+  result.samples_per_s = result.train_wall_s > 0 ? result.samples / result.train_wall_s : 0.0;
+
+  Json epochs = Json::array();
+  for (const auto& metrics : result.epochs) epochs.push_back(to_json(metrics));
+  report["epochs"] = epochs;
+  report["final"] = {{"test_acc", result.test_acc},
+                     {"samples_per_s", result.samples_per_s},
+                     {"wall_s", result.wall_s},
+                     {"train_wall_s", result.train_wall_s},
+                     {"samples", result.samples},
+                     {"epochs_completed", static_cast<int>(result.epochs.size())},
+                     {"resumed_from_epoch", result.resumed_from_epoch},
+                     {"loss", result.epochs.empty() ? 0.0 : result.epochs.back().loss}};
+  if (!config.out_dir.empty())
+    write_json_file((std::filesystem::path(config.out_dir) / "results.json").string(), report);
+  result.report = std::move(report);
+  return result;
+}
+
+}  // namespace ipj::train
