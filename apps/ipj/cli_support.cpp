@@ -10,6 +10,8 @@ void add_output_flags(CLI::App& command, CommonOutputFlags& flags) {
   command.add_flag("--quiet,-q", flags.quiet, "No progress output on stderr");
 }
 
-void print_json(const Json& value) { std::cout << value.dump() << std::endl; }
+void print_json(const Json& value) {
+  std::cout << value.dump() << std::endl;
+}
 
 }  // namespace ipj::cli

@@ -7,8 +7,9 @@
 namespace ipj::cli {
 
 CLI::App* register_devices_command(CLI::App& app, CommandRunner& runner) {
-  auto* command = app.add_subcommand("devices", "Show CPU features, LibTorch build, GPUs and native precisions\n"
-                                                "Example: ipj devices --json");
+  auto* command = app.add_subcommand("devices",
+                                     "Show CPU features, LibTorch build, GPUs and native precisions\n"
+                                     "Example: ipj devices --json");
   static CommonOutputFlags flags;
   add_output_flags(*command, flags);
   command->callback([&runner] {

@@ -11,8 +11,9 @@
 namespace ipj::cli {
 
 CLI::App* register_models_command(CLI::App& app, CommandRunner& runner) {
-  auto* command = app.add_subcommand("models", "List the built-in models with parameters and FLOPs per sample\n"
-                                               "Example: ipj models --input 3x32x32 --json");
+  auto* command = app.add_subcommand("models",
+                                     "List the built-in models with parameters and FLOPs per sample\n"
+                                     "Example: ipj models --input 3x32x32 --json");
   static CommonOutputFlags flags;
   static std::string input = "1x28x28";
   static int classes = 10;
@@ -24,7 +25,8 @@ CLI::App* register_models_command(CLI::App& app, CommandRunner& runner) {
       models::InputShape shape;
       if (std::sscanf(input.c_str(), "%dx%dx%d", &shape.channels, &shape.height, &shape.width) != 3 ||
           shape.channels < 1 || shape.height < 1 || shape.width < 1) {
-        throw ipj::Error(ipj::ErrorCategory::usage, "--input '" + input + "' is not a shape like 1x28x28 (CxHxW)");
+        throw ipj::Error(ipj::ErrorCategory::usage,
+                         "--input '" + input + "' is not a shape like 1x28x28 (CxHxW)");
       }
       Json rows = Json::array();
       TextTable table({"model", "parameters", "MFLOPs/sample (fwd)", "description"});
@@ -33,8 +35,9 @@ CLI::App* register_models_command(CLI::App& app, CommandRunner& runner) {
         auto model = models::create_model(entry.name, shape, classes);
         model->eval();
         torch::NoGradGuard no_grad;
-        const std::int64_t flops = models::count_flops(
-            [&] { model->forward(torch::zeros({1, shape.channels, shape.height, shape.width})); });
+        const std::int64_t flops = models::count_flops([&] {
+          model->forward(torch::zeros({1, shape.channels, shape.height, shape.width}));
+        });
         const std::int64_t parameters = models::count_parameters(*model);
         rows.push_back({{"name", entry.name},
                         {"description", entry.description},
@@ -46,9 +49,12 @@ CLI::App* register_models_command(CLI::App& app, CommandRunner& runner) {
         table.add_row({entry.name, std::to_string(parameters), mflops, entry.description});
       }
       if (flags.json) {
-        print_json({{"input_shape", {shape.channels, shape.height, shape.width}}, {"classes", classes}, {"models", rows}});
+        print_json({{"input_shape", {shape.channels, shape.height, shape.width}},
+                    {"classes", classes},
+                    {"models", rows}});
       } else {
-        std::cout << "Input " << input << ", " << classes << " classes (FLOPs: 2 per multiply-add; training ~3x)\n"
+        std::cout << "Input " << input << ", " << classes
+                  << " classes (FLOPs: 2 per multiply-add; training ~3x)\n"
                   << table.render();
       }
       return 0;

@@ -30,7 +30,8 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   static bool no_save = false;
   add_output_flags(*command, flags);
   command->add_option("--model", config.model, "mlp | cnn | resnet18 | resnet50")->capture_default_str();
-  command->add_option("--data", config.data_dir, "Data folder (IDX .gz/plain or CIFAR-10 binary)")->capture_default_str();
+  command->add_option("--data", config.data_dir, "Data folder (IDX .gz/plain or CIFAR-10 binary)")
+      ->capture_default_str();
   command->add_option("--epochs", config.epochs, "Training epochs")->capture_default_str();
   command->add_option("--batch", config.batch_size, "Mini-batch size")->capture_default_str();
   command->add_option("--lr", config.learning_rate, "Learning rate")->capture_default_str();
@@ -39,17 +40,22 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--weight-decay", config.weight_decay, "Weight decay")->capture_default_str();
   command->add_option("--schedule", config.schedule, "none | step | cosine")->capture_default_str();
   command->add_option("--step-size", config.step_size, "Step schedule: epochs per decay (0 = epochs/3)");
-  command->add_option("--step-gamma", config.step_gamma, "Step schedule: decay factor")->capture_default_str();
-  command->add_option("--seed", config.seed, "Seed for initialisation, shuffling and augmentation")->capture_default_str();
+  command->add_option("--step-gamma", config.step_gamma, "Step schedule: decay factor")
+      ->capture_default_str();
+  command->add_option("--seed", config.seed, "Seed for initialisation, shuffling and augmentation")
+      ->capture_default_str();
   command->add_option("--threads", config.threads, "Cores to use (0 = all)")->capture_default_str();
   command->add_option("--limit", config.limit, "Use only the first N training samples (0 = all)");
   command->add_option("--test-limit", config.test_limit, "Use only the first N test samples (0 = all)");
   command->add_flag("--augment", config.augment, "Random crop (pad 4) + horizontal flip");
-  command->add_option("--prefetch", config.prefetch_batches, "Batches prepared ahead on a background thread (0 = off)")
+  command
+      ->add_option("--prefetch", config.prefetch_batches,
+                   "Batches prepared ahead on a background thread (0 = off)")
       ->capture_default_str();
   command->add_option("--eval-batch", config.eval_batch_size, "Evaluation batch size")->capture_default_str();
   command->add_option("--precision", config.precision, "fp32")->capture_default_str();
-  command->add_option("--out", config.out_dir, "Run folder for checkpoint.pt and results.json (default runs/MODEL-TIME)");
+  command->add_option("--out", config.out_dir,
+                      "Run folder for checkpoint.pt and results.json (default runs/MODEL-TIME)");
   command->add_flag("--no-save", no_save, "Write no checkpoint or results file");
   command->add_flag("--resume", config.resume, "Continue the run in --out from its last checkpoint");
 
@@ -68,8 +74,8 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
       hooks.on_epoch_end = [](const train::EpochMetrics& metrics) {
         if (flags.json) return;
         std::printf("epoch %d  loss %.4f  train acc %.4f  test acc %.4f  %s samples/s  %s\n", metrics.epoch,
-                    metrics.loss, metrics.train_acc, metrics.test_acc, format_count(metrics.samples_per_s).c_str(),
-                    format_duration(metrics.wall_s).c_str());
+                    metrics.loss, metrics.train_acc, metrics.test_acc,
+                    format_count(metrics.samples_per_s).c_str(), format_duration(metrics.wall_s).c_str());
         std::fflush(stdout);
       };
       const train::TrainResult result = train::run_training(config, dataset, hooks);

@@ -9,18 +9,31 @@
 #include "ipj/core/log.hpp"
 
 int main(int argc, char** argv) {
-  CLI::App app{"ipj - intelligence per joule: train and serve deep-learning models with less energy, and measure it.\n"
-               "Example: ipj train --model mlp --epochs 2 --json"};
+  CLI::App app{
+      "ipj - intelligence per joule: train and serve deep-learning models with less energy, and measure it.\n"
+      "Example: ipj train --model mlp --epochs 2 --json"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "ipj 0.1.0");
   std::string log_level;
-  app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off (default: $IPJ_LOG_LEVEL or info)");
+  app.add_option("--log-level", log_level,
+                 "trace|debug|info|warn|error|off (default: $IPJ_LOG_LEVEL or info)");
 
   ipj::cli::CommandRunner runner;
   ipj::cli::register_devices_command(app, runner);
   ipj::cli::register_models_command(app, runner);
   ipj::cli::register_train_command(app, runner);
 
+  std::string known;
+  bool is_known = false;
+  for (const auto* command : app.get_subcommands([](const CLI::App*) { return true; })) {
+    known += (known.empty() ? "" : ", ") + command->get_name();
+    is_known = is_known || (argc > 1 && command->get_name() == argv[1]);
+  }
+  if (argc > 1 && argv[1][0] != '-' && !is_known) {
+    std::cerr << "ipj: error: unknown command '" << argv[1] << "' (commands: " << known << "; see ipj --help)"
+              << std::endl;
+    return ipj::exit_code_for(ipj::ErrorCategory::usage);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& help) {

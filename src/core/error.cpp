@@ -5,24 +5,36 @@ namespace ipj {
 
 int exit_code_for(ErrorCategory category) noexcept {
   switch (category) {
-    case ErrorCategory::usage: return 2;
-    case ErrorCategory::invalid_input: return 3;
-    case ErrorCategory::io: return 4;
-    case ErrorCategory::unsupported: return 5;
-    case ErrorCategory::runtime: return 6;
-    case ErrorCategory::internal: return 70;
+    case ErrorCategory::usage:
+      return 2;
+    case ErrorCategory::invalid_input:
+      return 3;
+    case ErrorCategory::io:
+      return 4;
+    case ErrorCategory::unsupported:
+      return 5;
+    case ErrorCategory::runtime:
+      return 6;
+    case ErrorCategory::internal:
+      return 70;
   }
   return 70;
 }
 
 const char* category_name(ErrorCategory category) noexcept {
   switch (category) {
-    case ErrorCategory::usage: return "usage";
-    case ErrorCategory::invalid_input: return "invalid_input";
-    case ErrorCategory::io: return "io";
-    case ErrorCategory::unsupported: return "unsupported";
-    case ErrorCategory::runtime: return "runtime";
-    case ErrorCategory::internal: return "internal";
+    case ErrorCategory::usage:
+      return "usage";
+    case ErrorCategory::invalid_input:
+      return "invalid_input";
+    case ErrorCategory::io:
+      return "io";
+    case ErrorCategory::unsupported:
+      return "unsupported";
+    case ErrorCategory::runtime:
+      return "runtime";
+    case ErrorCategory::internal:
+      return "internal";
   }
   return "internal";
 }

@@ -25,7 +25,8 @@ void init_logging(const std::string& level) {
   const auto parsed = spdlog::level::from_str(chosen);
   if (parsed == spdlog::level::off && chosen != "off") {
     fail(ErrorCategory::usage,
-         "unknown log level '" + chosen + "' (IPJ_LOG_LEVEL / --log-level): use trace, debug, info, warn, error or off");
+         "unknown log level '" + chosen +
+             "' (IPJ_LOG_LEVEL / --log-level): use trace, debug, info, warn, error or off");
   }
   spdlog::set_level(parsed);
 }

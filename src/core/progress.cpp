@@ -15,7 +15,8 @@ std::string format_duration(double seconds) {
   } else if (seconds < 60.0) {
     std::snprintf(buffer, sizeof buffer, "%.1fs", seconds);
   } else if (seconds < 3600.0) {
-    std::snprintf(buffer, sizeof buffer, "%dm%02ds", static_cast<int>(seconds) / 60, static_cast<int>(seconds) % 60);
+    std::snprintf(buffer, sizeof buffer, "%dm%02ds", static_cast<int>(seconds) / 60,
+                  static_cast<int>(seconds) % 60);
   } else {
     std::snprintf(buffer, sizeof buffer, "%dh%02dm", static_cast<int>(seconds) / 3600,
                   (static_cast<int>(seconds) % 3600) / 60);
@@ -81,9 +82,9 @@ void ProgressBar::draw(std::int64_t done, const std::string& status, bool final_
     const int filled = static_cast<int>(fraction * kWidth);
     std::string bar(static_cast<size_t>(filled), '#');
     bar.append(static_cast<size_t>(kWidth - filled), '.');
-    std::fprintf(stderr, "\r\033[K%s [%s] %3.0f%% %s ETA %s %s", label_.c_str(), bar.c_str(), fraction * 100.0,
-                 format_duration(elapsed).c_str(), final_draw ? "0ms" : format_duration(eta).c_str(),
-                 status.c_str());
+    std::fprintf(stderr, "\r\033[K%s [%s] %3.0f%% %s ETA %s %s", label_.c_str(), bar.c_str(),
+                 fraction * 100.0, format_duration(elapsed).c_str(),
+                 final_draw ? "0ms" : format_duration(eta).c_str(), status.c_str());
     if (final_draw) std::fputc('\n', stderr);
   } else {
     std::fprintf(stderr, "%s %3.0f%% %s elapsed, ETA %s %s\n", label_.c_str(), fraction * 100.0,

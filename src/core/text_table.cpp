@@ -13,7 +13,8 @@ std::string TextTable::render() const {
       widths[column] = std::max(widths[column], row[column].size());
   };
   widen(header_);
-  for (const auto& row : rows_) widen(row);
+  for (const auto& row : rows_)
+    widen(row);
 
   std::ostringstream out;
   auto emit = [&](const std::vector<std::string>& row) {
@@ -28,9 +29,11 @@ std::string TextTable::render() const {
   };
   emit(header_);
   size_t rule = 0;
-  for (size_t width : widths) rule += width;
+  for (size_t width : widths)
+    rule += width;
   out << std::string(rule + 2 * (widths.empty() ? 0 : widths.size() - 1), '-') << '\n';
-  for (const auto& row : rows_) emit(row);
+  for (const auto& row : rows_)
+    emit(row);
   return out.str();
 }
 

@@ -13,7 +13,8 @@ namespace {
 
 // SplitMix64: a well-mixed 64-bit seed from (seed, epoch, stream) so that streams never collide.
 std::uint64_t mix_seed(std::uint64_t seed, std::uint64_t epoch, std::uint64_t stream) {
-  std::uint64_t value = seed * 0x9E3779B97F4A7C15ull + epoch * 0xBF58476D1CE4E5B9ull + stream * 0x94D049BB133111EBull;
+  std::uint64_t value =
+      seed * 0x9E3779B97F4A7C15ull + epoch * 0xBF58476D1CE4E5B9ull + stream * 0x94D049BB133111EBull;
   value ^= value >> 30;
   value *= 0xBF58476D1CE4E5B9ull;
   value ^= value >> 27;
@@ -28,9 +29,11 @@ constexpr int kCropPadding = 4;
 
 }  // namespace
 
-std::vector<std::int64_t> epoch_order(std::int64_t count, std::uint64_t seed, std::uint64_t epoch, bool shuffle) {
+std::vector<std::int64_t> epoch_order(std::int64_t count, std::uint64_t seed, std::uint64_t epoch,
+                                      bool shuffle) {
   std::vector<std::int64_t> order(static_cast<size_t>(count));
-  for (std::int64_t index = 0; index < count; ++index) order[static_cast<size_t>(index)] = index;
+  for (std::int64_t index = 0; index < count; ++index)
+    order[static_cast<size_t>(index)] = index;
   if (!shuffle) return order;
   std::mt19937_64 generator(mix_seed(seed, epoch, kShuffleStream));
   // Fisher-Yates with our own index draw: std::shuffle's algorithm differs between standard libraries.
@@ -77,7 +80,8 @@ Batch BatchLoader::build_batch(std::int64_t batch_index) const {
   std::int64_t* labels = batch.labels.data_ptr<std::int64_t>();
 
   // Augmentation draws depend on (seed, epoch, batch) only, not on thread timing.
-  std::mt19937_64 generator(mix_seed(options_.seed, options_.epoch * 1000003ull + batch_index, kAugmentStream));
+  std::mt19937_64 generator(
+      mix_seed(options_.seed, options_.epoch * 1000003ull + batch_index, kAugmentStream));
   std::vector<float> scale(channels), shift(channels);
   for (int channel = 0; channel < channels; ++channel) {
     scale[channel] = 1.0f / (255.0f * normalization_.std[channel]);
@@ -118,9 +122,8 @@ void BatchLoader::produce() {
     for (std::int64_t batch_index = 0; batch_index < batch_count_; ++batch_index) {
       Batch batch = build_batch(batch_index);
       std::unique_lock<std::mutex> lock(mutex_);
-      changed_.wait(lock, [&] {
-        return stopping_ || static_cast<int>(ready_.size()) < options_.prefetch_batches;
-      });
+      changed_.wait(lock,
+                    [&] { return stopping_ || static_cast<int>(ready_.size()) < options_.prefetch_batches; });
       if (stopping_) return;
       ready_.push_back(std::move(batch));
       changed_.notify_all();

@@ -8,7 +8,8 @@ namespace ipj::data {
 
 void read_cifar_batch(const std::string& path, ImageSet& into) {
   const std::string content = read_file(path);
-  if (content.empty()) fail(ErrorCategory::invalid_input, "'" + path + "' is empty: not a CIFAR-10 batch file");
+  if (content.empty())
+    fail(ErrorCategory::invalid_input, "'" + path + "' is empty: not a CIFAR-10 batch file");
   if (content.size() % kCifarRecordBytes != 0) {
     fail(ErrorCategory::invalid_input,
          "'" + path + "' is truncated or not a CIFAR-10 batch: " + std::to_string(content.size()) +
@@ -33,7 +34,8 @@ void read_cifar_batch(const std::string& path, ImageSet& into) {
 
 ImageSet read_cifar_batches(const std::vector<std::string>& paths) {
   ImageSet images;
-  for (const auto& path : paths) read_cifar_batch(path, images);
+  for (const auto& path : paths)
+    read_cifar_batch(path, images);
   return images;
 }
 

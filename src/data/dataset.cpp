@@ -1,4 +1,5 @@
-// Data set discovery (IDX or CIFAR-10 by the files present), loading, validation and normalisation statistics.
+// Data set discovery (IDX or CIFAR-10 by the files present), loading, validation and normalisation
+// statistics.
 #include "ipj/data/dataset.hpp"
 
 #include <cmath>
@@ -26,12 +27,13 @@ ImageSet load_idx_split(const std::string& images_path, const std::string& label
   const IdxArray images = read_idx_file(images_path);
   const IdxArray labels = read_idx_file(labels_path);
   if (images.dims.size() != 3) {
-    fail(ErrorCategory::invalid_input, "'" + images_path + "': expected 3 dimensions (count, rows, columns), found " +
+    fail(ErrorCategory::invalid_input, "'" + images_path +
+                                           "': expected 3 dimensions (count, rows, columns), found " +
                                            std::to_string(images.dims.size()));
   }
   if (labels.dims.size() != 1) {
-    fail(ErrorCategory::invalid_input, "'" + labels_path + "': expected 1 dimension (count), found " +
-                                           std::to_string(labels.dims.size()));
+    fail(ErrorCategory::invalid_input,
+         "'" + labels_path + "': expected 1 dimension (count), found " + std::to_string(labels.dims.size()));
   }
   if (images.dims[0] != labels.dims[0]) {
     fail(ErrorCategory::invalid_input, "'" + images_path + "' has " + std::to_string(images.dims[0]) +
@@ -40,9 +42,9 @@ ImageSet load_idx_split(const std::string& images_path, const std::string& label
   }
   for (size_t index = 0; index < labels.values.size(); ++index) {
     if (labels.values[index] >= num_classes) {
-      fail(ErrorCategory::invalid_input, "'" + labels_path + "': label " + std::to_string(labels.values[index]) +
-                                             " at index " + std::to_string(index) + " is outside 0.." +
-                                             std::to_string(num_classes - 1));
+      fail(ErrorCategory::invalid_input,
+           "'" + labels_path + "': label " + std::to_string(labels.values[index]) + " at index " +
+               std::to_string(index) + " is outside 0.." + std::to_string(num_classes - 1));
     }
   }
   ImageSet set;
@@ -56,11 +58,13 @@ ImageSet load_idx_split(const std::string& images_path, const std::string& label
 }
 
 std::string missing_files_message(const fs::path& directory) {
-  std::string message = "no data set found in '" + directory.string() +
-                        "': expected IDX files (train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz], "
-                        "t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz]) or CIFAR-10 binary batches "
-                        "(data_batch_1.bin .. data_batch_5.bin, test_batch.bin)";
-  if (directory == fs::path(kDefaultDataDirectory)) message += "; install it with: apt-get install dataset-fashion-mnist";
+  std::string message =
+      "no data set found in '" + directory.string() +
+      "': expected IDX files (train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz], "
+      "t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz]) or CIFAR-10 binary batches "
+      "(data_batch_1.bin .. data_batch_5.bin, test_batch.bin)";
+  if (directory == fs::path(kDefaultDataDirectory))
+    message += "; install it with: apt-get install dataset-fashion-mnist";
   return message;
 }
 
@@ -99,12 +103,15 @@ Dataset load_dataset(const std::string& directory_text, std::int64_t train_limit
   const fs::path directory(directory_text);
   if (!fs::exists(directory)) {
     std::string message = "data folder '" + directory_text + "' does not exist";
-    if (directory == fs::path(kDefaultDataDirectory)) message += "; install it with: apt-get install dataset-fashion-mnist";
-    else message += "; pass --data DIR with an MNIST-format (IDX) or CIFAR-10 binary folder";
+    if (directory == fs::path(kDefaultDataDirectory))
+      message += "; install it with: apt-get install dataset-fashion-mnist";
+    else
+      message += "; pass --data DIR with an MNIST-format (IDX) or CIFAR-10 binary folder";
     fail(ErrorCategory::io, message);
   }
   if (!fs::is_directory(directory))
-    fail(ErrorCategory::usage, "--data '" + directory_text + "' is a file; pass the folder that holds the data set");
+    fail(ErrorCategory::usage,
+         "--data '" + directory_text + "' is a file; pass the folder that holds the data set");
 
   Dataset dataset;
   dataset.directory = directory_text;
@@ -117,32 +124,34 @@ Dataset load_dataset(const std::string& directory_text, std::int64_t train_limit
                                      std::pair{test_images, "t10k-images-idx3-ubyte"},
                                      std::pair{test_labels, "t10k-labels-idx1-ubyte"}}) {
       if (path.empty())
-        fail(ErrorCategory::invalid_input, "'" + directory_text + "' has train images but no " + name + "[.gz]");
+        fail(ErrorCategory::invalid_input,
+             "'" + directory_text + "' has train images but no " + name + "[.gz]");
     }
     dataset.format = "idx";
-    dataset.name = directory.filename().string().find("fashion") != std::string::npos ? "fashion-mnist"
-                                                                                       : "mnist-format";
+    dataset.name =
+        directory.filename().string().find("fashion") != std::string::npos ? "fashion-mnist" : "mnist-format";
     dataset.train = load_idx_split(train_images, train_labels, dataset.num_classes);
     dataset.test = load_idx_split(test_images, test_labels, dataset.num_classes);
     if (dataset.train.height != dataset.test.height || dataset.train.width != dataset.test.width) {
-      fail(ErrorCategory::invalid_input, "'" + directory_text + "': train images are " +
-                                             std::to_string(dataset.train.height) + "x" +
-                                             std::to_string(dataset.train.width) + " but test images are " +
-                                             std::to_string(dataset.test.height) + "x" +
-                                             std::to_string(dataset.test.width));
+      fail(ErrorCategory::invalid_input,
+           "'" + directory_text + "': train images are " + std::to_string(dataset.train.height) + "x" +
+               std::to_string(dataset.train.width) + " but test images are " +
+               std::to_string(dataset.test.height) + "x" + std::to_string(dataset.test.width));
     }
   } else {
     fs::path cifar = directory;
     if (!fs::exists(cifar / "data_batch_1.bin") && fs::exists(directory / "cifar-10-batches-bin"))
       cifar = directory / "cifar-10-batches-bin";
-    if (!fs::exists(cifar / "data_batch_1.bin")) fail(ErrorCategory::invalid_input, missing_files_message(directory));
+    if (!fs::exists(cifar / "data_batch_1.bin"))
+      fail(ErrorCategory::invalid_input, missing_files_message(directory));
     std::vector<std::string> train_batches;
     for (int index = 1; index <= 5; ++index) {
       const fs::path path = cifar / ("data_batch_" + std::to_string(index) + ".bin");
       if (fs::exists(path)) train_batches.push_back(path.string());
     }
     if (!fs::exists(cifar / "test_batch.bin"))
-      fail(ErrorCategory::invalid_input, "'" + cifar.string() + "' has CIFAR-10 training batches but no test_batch.bin");
+      fail(ErrorCategory::invalid_input,
+           "'" + cifar.string() + "' has CIFAR-10 training batches but no test_batch.bin");
     dataset.format = "cifar10-binary";
     dataset.name = "cifar10";
     dataset.train = read_cifar_batches(train_batches);
@@ -156,9 +165,9 @@ Dataset load_dataset(const std::string& directory_text, std::int64_t train_limit
 
 std::string describe(const Dataset& dataset) {
   std::ostringstream out;
-  out << dataset.name << " (" << dataset.format << "): " << dataset.train.count << " train / " << dataset.test.count
-      << " test, " << dataset.train.channels << "x" << dataset.train.height << "x" << dataset.train.width << ", "
-      << dataset.num_classes << " classes";
+  out << dataset.name << " (" << dataset.format << "): " << dataset.train.count << " train / "
+      << dataset.test.count << " test, " << dataset.train.channels << "x" << dataset.train.height << "x"
+      << dataset.train.width << ", " << dataset.num_classes << " classes";
   return out.str();
 }
 

@@ -53,7 +53,8 @@ std::vector<std::uint8_t> read_maybe_gzip_file(const std::string& path) {
 IdxArray read_idx_file(const std::string& path) {
   const std::vector<std::uint8_t> content = read_maybe_gzip_file(path);
   if (content.size() < 4) {
-    fail(ErrorCategory::invalid_input, "'" + path + "' is not an IDX file: " + std::to_string(content.size()) +
+    fail(ErrorCategory::invalid_input, "'" + path +
+                                           "' is not an IDX file: " + std::to_string(content.size()) +
                                            " bytes, too short for the 4-byte magic number");
   }
   if (content[0] != 0 || content[1] != 0) {
@@ -70,13 +71,14 @@ IdxArray read_idx_file(const std::string& path) {
   }
   const int dimension_count = content[3];
   if (dimension_count < 1 || dimension_count > 4) {
-    fail(ErrorCategory::invalid_input, "'" + path + "': IDX dimension count " + std::to_string(dimension_count) +
-                                           " is out of range (1..4)");
+    fail(ErrorCategory::invalid_input, "'" + path + "': IDX dimension count " +
+                                           std::to_string(dimension_count) + " is out of range (1..4)");
   }
   const size_t header_bytes = 4 + 4 * static_cast<size_t>(dimension_count);
   if (content.size() < header_bytes) {
-    fail(ErrorCategory::invalid_input, "'" + path + "' is truncated: header needs " + std::to_string(header_bytes) +
-                                           " bytes, file has " + std::to_string(content.size()));
+    fail(ErrorCategory::invalid_input, "'" + path + "' is truncated: header needs " +
+                                           std::to_string(header_bytes) + " bytes, file has " +
+                                           std::to_string(content.size()));
   }
   IdxArray array;
   std::int64_t element_count = 1;
@@ -88,7 +90,8 @@ IdxArray read_idx_file(const std::string& path) {
     }
     element_count *= size;
     if (element_count > kMaxElements) {
-      fail(ErrorCategory::invalid_input, "'" + path + "': dimensions describe more than 2^34 elements; corrupt header");
+      fail(ErrorCategory::invalid_input,
+           "'" + path + "': dimensions describe more than 2^34 elements; corrupt header");
     }
     array.dims.push_back(size);
   }
@@ -99,8 +102,9 @@ IdxArray read_idx_file(const std::string& path) {
                                            std::to_string(payload) + "; re-download it");
   }
   if (payload > static_cast<size_t>(element_count)) {
-    fail(ErrorCategory::invalid_input, "'" + path + "' has " + std::to_string(payload - element_count) +
-                                           " unexpected bytes after the data; the header or the file is corrupt");
+    fail(ErrorCategory::invalid_input,
+         "'" + path + "' has " + std::to_string(payload - element_count) +
+             " unexpected bytes after the data; the header or the file is corrupt");
   }
   array.values.assign(content.begin() + static_cast<std::ptrdiff_t>(header_bytes), content.end());
   return array;

@@ -15,7 +15,8 @@ Json device_report() {
 
   Json report;
   Json features = Json::object();
-  for (const auto& [name, present] : cpu.features) features[name] = present;
+  for (const auto& [name, present] : cpu.features)
+    features[name] = present;
   report["cpu"] = {{"model", cpu.model},
                    {"cores", cpu.cores},
                    {"logical_processors", cpu.logical_processors},
@@ -35,8 +36,8 @@ Json device_report() {
     cuda.push_back({{"index", device.index},
                     {"name", device.name},
                     {"memory_bytes", device.memory_bytes},
-                    {"compute_capability", std::to_string(device.compute_major) + "." +
-                                               std::to_string(device.compute_minor)},
+                    {"compute_capability",
+                     std::to_string(device.compute_major) + "." + std::to_string(device.compute_minor)},
                     {"bf16", device.bf16_native},
                     {"fp16", device.fp16_native}});
     Json native = Json::array({"fp32"});
@@ -45,10 +46,11 @@ Json device_report() {
     cuda_precisions["cuda:" + std::to_string(device.index)] = native;
   }
   report["cuda"] = cuda;
-  report["cuda_note"] = torch_info.cuda_built
-                            ? (cuda.empty() ? "built with CUDA, but no CUDA device is visible" : "")
-                            : "this ipj build has no CUDA support (configure with -DIPJ_WITH_CUDA=ON against a "
-                              "CUDA LibTorch)";
+  report["cuda_note"] =
+      torch_info.cuda_built
+          ? (cuda.empty() ? "built with CUDA, but no CUDA device is visible" : "")
+          : "this ipj build has no CUDA support (configure with -DIPJ_WITH_CUDA=ON against a "
+            "CUDA LibTorch)";
   report["mps"] = {{"available", false}, {"reason", "MPS is Apple-only; not available on Linux"}};
   report["native_precisions"] = {{"cpu", native_cpu_precisions(cpu)}, {"cuda", cuda_precisions}};
   report["devices"] = usable_devices(torch_info);
@@ -62,25 +64,29 @@ std::string render_device_report(const Json& report) {
       << cpu["logical_processors"].get<int>() << " threads, "
       << (cpu["memory_bytes"].get<std::uint64_t>() >> 20) << " MiB memory\n";
   out << "ISA     ";
-  for (const auto& [name, present] : cpu["features"].items()) out << ' ' << name << (present ? "+" : "-");
+  for (const auto& [name, present] : cpu["features"].items())
+    out << ' ' << name << (present ? "+" : "-");
   out << '\n';
   const Json& torch_json = report["torch"];
   out << "LibTorch " << torch_json["version"].get<std::string>()
       << "  oneDNN=" << (torch_json["onednn"].get<bool>() ? "yes" : "no")
       << "  OpenMP=" << (torch_json["openmp"].get<bool>() ? "yes" : "no")
       << "  MKL=" << (torch_json["mkl"].get<bool>() ? "yes" : "no") << "  quantized engines:";
-  for (const auto& engine : torch_json["quantized_engines"]) out << ' ' << engine.get<std::string>();
+  for (const auto& engine : torch_json["quantized_engines"])
+    out << ' ' << engine.get<std::string>();
   out << "\nThreads  ATen " << torch_json["intra_op_threads"].get<int>() << ", OpenBLAS "
       << torch_json["blas_threads"].get<int>() << '\n';
   out << "CUDA    ";
   if (report["cuda"].empty()) out << " none (" << report["cuda_note"].get<std::string>() << ")";
   for (const auto& device : report["cuda"])
     out << " [" << device["index"].get<int>() << "] " << device["name"].get<std::string>() << " sm_"
-        << device["compute_capability"].get<std::string>() << " " << (device["memory_bytes"].get<std::uint64_t>() >> 20)
+        << device["compute_capability"].get<std::string>() << " "
+        << (device["memory_bytes"].get<std::uint64_t>() >> 20)
         << " MiB bf16=" << (device["bf16"].get<bool>() ? "yes" : "no");
   out << "\nMPS      unavailable (" << report["mps"]["reason"].get<std::string>() << ")\n";
   out << "Native   cpu:";
-  for (const auto& precision : report["native_precisions"]["cpu"]) out << ' ' << precision.get<std::string>();
+  for (const auto& precision : report["native_precisions"]["cpu"])
+    out << ' ' << precision.get<std::string>();
   out << '\n';
   if (report.contains("energy_meters")) {
     out << "Energy  ";

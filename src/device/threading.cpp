@@ -20,7 +20,9 @@ Function find_blas_symbol(const char* name) {
 
 }  // namespace
 
-int online_cores() { return std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN))); }
+int online_cores() {
+  return std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
+}
 
 ThreadPlan plan_threads(const std::string& precision, int cores) {
   const int available = cores > 0 ? cores : online_cores();
@@ -46,7 +48,8 @@ void apply_thread_plan(const ThreadPlan& plan) {
 }
 
 int blas_thread_count() {
-  if (auto get_threads = find_blas_symbol<GetThreadsFunction>("openblas_get_num_threads")) return get_threads();
+  if (auto get_threads = find_blas_symbol<GetThreadsFunction>("openblas_get_num_threads"))
+    return get_threads();
   return -1;
 }
 

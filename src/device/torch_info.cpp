@@ -49,7 +49,8 @@ TorchInfo probe_torch() {
 
 std::vector<std::string> usable_devices(const TorchInfo& torch_info) {
   std::vector<std::string> devices{"cpu"};
-  for (const auto& device : torch_info.cuda_devices) devices.push_back("cuda:" + std::to_string(device.index));
+  for (const auto& device : torch_info.cuda_devices)
+    devices.push_back("cuda:" + std::to_string(device.index));
   return devices;
 }
 

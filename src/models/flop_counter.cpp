@@ -29,9 +29,11 @@ std::int64_t flops_of(const at::RecordFunction& call) {
   } else if (std::strcmp(name, "aten::bmm") == 0) {  // (a [G, M, K], b [G, K, N])
     const at::Tensor* a = tensor_at(0);
     const at::Tensor* b = tensor_at(1);
-    if (a && b && a->dim() == 3 && b->dim() == 3) return 2 * a->size(0) * a->size(1) * a->size(2) * b->size(2);
+    if (a && b && a->dim() == 3 && b->dim() == 3)
+      return 2 * a->size(0) * a->size(1) * a->size(2) * b->size(2);
   } else if (std::strcmp(name, "aten::convolution") == 0) {
-    // (input [B, Cin, *spatial], weight [Cout, Cin/groups, *kernel], bias, stride, padding, dilation, transposed, ...)
+    // (input [B, Cin, *spatial], weight [Cout, Cin/groups, *kernel], bias, stride, padding, dilation,
+    // transposed, ...)
     const at::Tensor* input = tensor_at(0);
     const at::Tensor* weight = tensor_at(1);
     if (!input || !weight || inputs.size() < 7) return 0;

@@ -23,14 +23,23 @@ ClassifierPtr create_model(const std::string& name, InputShape input, int num_cl
   if (name == "cnn") return std::make_shared<SmallCnn>(input, num_classes);
   if (name == "resnet18") return make_resnet18(input, num_classes);
   if (name == "resnet50") return make_resnet50(input, num_classes);
+  require_known_model(name);
+  fail(ErrorCategory::internal, "model '" + name + "' is in the catalog but has no constructor");
+}
+
+void require_known_model(const std::string& name, const std::string& flag) {
+  for (const auto& entry : model_catalog())
+    if (entry.name == name) return;
   std::string known;
-  for (const auto& entry : model_catalog()) known += (known.empty() ? "" : ", ") + entry.name;
-  fail(ErrorCategory::usage, "--model: unknown model '" + name + "' (known: " + known + ")");
+  for (const auto& entry : model_catalog())
+    known += (known.empty() ? "" : ", ") + entry.name;
+  fail(ErrorCategory::usage, flag + ": unknown model '" + name + "' (known: " + known + ")");
 }
 
 std::int64_t count_parameters(const torch::nn::Module& model) {
   std::int64_t total = 0;
-  for (const auto& parameter : model.parameters()) total += parameter.numel();
+  for (const auto& parameter : model.parameters())
+    total += parameter.numel();
   return total;
 }
 

@@ -100,9 +100,10 @@ ResNet::ResNet(InputShape input, int num_classes, std::vector<int> blocks_per_st
 
 torch::Tensor ResNet::forward(torch::Tensor x) {
   x = torch::relu(stem_bn->forward(stem_conv->forward(x)));  // [B, 64, H, W]
-  for (auto& stage : stages_) x = stage->forward(x);         // [B, 512*expansion, H/8, W/8]
-  x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);      // [B, 512*expansion]
-  return fc->forward(x);                                     // [B, classes]
+  for (auto& stage : stages_)
+    x = stage->forward(x);                               // [B, 512*expansion, H/8, W/8]
+  x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);  // [B, 512*expansion]
+  return fc->forward(x);                                 // [B, classes]
 }
 
 ClassifierPtr make_resnet18(InputShape input, int num_classes) {

@@ -14,11 +14,13 @@ namespace {
 CheckpointState read_state(torch::serialize::InputArchive& archive, const std::string& path) {
   c10::IValue format, epochs, config, metrics;
   if (!archive.try_read("ipj_checkpoint_format", format) || !format.isInt()) {
-    fail(ErrorCategory::invalid_input, "'" + path + "' is not an ipj training checkpoint (no ipj_checkpoint_format)");
+    fail(ErrorCategory::invalid_input,
+         "'" + path + "' is not an ipj training checkpoint (no ipj_checkpoint_format)");
   }
   if (format.toInt() != kCheckpointFormatVersion) {
-    fail(ErrorCategory::invalid_input, "'" + path + "' has checkpoint format " + std::to_string(format.toInt()) +
-                                           ", this ipj reads format " + std::to_string(kCheckpointFormatVersion));
+    fail(ErrorCategory::invalid_input, "'" + path + "' has checkpoint format " +
+                                           std::to_string(format.toInt()) + ", this ipj reads format " +
+                                           std::to_string(kCheckpointFormatVersion));
   }
   archive.read("completed_epochs", epochs);
   archive.read("config_json", config);
@@ -34,14 +36,15 @@ void load_archive(torch::serialize::InputArchive& archive, const std::string& pa
   try {
     archive.load_from(path);
   } catch (const c10::Error& error) {
-    fail(ErrorCategory::invalid_input, "'" + path + "' is not a readable checkpoint: " + error.what_without_backtrace());
+    fail(ErrorCategory::invalid_input,
+         "'" + path + "' is not a readable checkpoint: " + error.what_without_backtrace());
   }
 }
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, const torch::nn::Module& model, const torch::optim::Optimizer& optimizer,
-                     const CheckpointState& state) {
+void save_checkpoint(const std::string& path, const torch::nn::Module& model,
+                     const torch::optim::Optimizer& optimizer, const CheckpointState& state) {
   torch::serialize::OutputArchive archive;
   archive.write("ipj_checkpoint_format", c10::IValue(static_cast<std::int64_t>(kCheckpointFormatVersion)));
   archive.write("completed_epochs", c10::IValue(static_cast<std::int64_t>(state.completed_epochs)));
@@ -62,7 +65,8 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& model, co
   });
 }
 
-CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model,
+                                torch::optim::Optimizer& optimizer) {
   torch::serialize::InputArchive archive;
   load_archive(archive, path);
   CheckpointState state = read_state(archive, path);
@@ -74,8 +78,8 @@ CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& mode
     archive.read("optimizer", optimizer_archive);
     optimizer.load(optimizer_archive);
   } catch (const c10::Error& error) {
-    fail(ErrorCategory::invalid_input, "checkpoint '" + path + "' does not fit this model/optimizer: " +
-                                           error.what_without_backtrace());
+    fail(ErrorCategory::invalid_input,
+         "checkpoint '" + path + "' does not fit this model/optimizer: " + error.what_without_backtrace());
   }
   return state;
 }

@@ -9,8 +9,8 @@
 
 namespace ipj::train {
 
-EvalResult evaluate(models::Classifier& model, const data::ImageSet& images, const data::Normalization& normalization,
-                    std::int64_t batch_size) {
+EvalResult evaluate(models::Classifier& model, const data::ImageSet& images,
+                    const data::Normalization& normalization, std::int64_t batch_size) {
   const auto start = std::chrono::steady_clock::now();
   const bool was_training = model.is_training();
   model.eval();

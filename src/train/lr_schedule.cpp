@@ -13,7 +13,8 @@ double learning_rate_at(const ScheduleSpec& spec, int epoch, std::int64_t step) 
   }
   if (spec.kind == "cosine") {
     const double total = static_cast<double>(spec.total_epochs) * static_cast<double>(spec.steps_per_epoch);
-    const double done = static_cast<double>(epoch) * static_cast<double>(spec.steps_per_epoch) + static_cast<double>(step);
+    const double done =
+        static_cast<double>(epoch) * static_cast<double>(spec.steps_per_epoch) + static_cast<double>(step);
     const double progress = total > 0 ? std::min(1.0, done / total) : 1.0;
     return spec.base_lr * 0.5 * (1.0 + std::cos(M_PI * progress));
   }

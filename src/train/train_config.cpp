@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ipj/core/error.hpp"
+#include "ipj/models/catalog.hpp"
 
 namespace ipj::train {
 namespace {
@@ -15,6 +16,7 @@ void require(bool condition, const std::string& message) {
 }  // namespace
 
 void validate(const TrainConfig& config) {
+  models::require_known_model(config.model);
   require(config.epochs >= 1, "--epochs must be at least 1, got " + std::to_string(config.epochs));
   require(config.batch_size >= 1, "--batch must be at least 1, got " + std::to_string(config.batch_size));
   require(std::isfinite(config.learning_rate) && config.learning_rate > 0.0,
@@ -95,8 +97,9 @@ void check_resumable(const TrainConfig& saved, const TrainConfig& requested) {
   for (const char* key : {"model", "data", "batch", "lr", "optimizer", "momentum", "weight_decay", "schedule",
                           "step_size", "step_gamma", "seed", "limit", "test_limit", "augment", "precision"}) {
     if (before[key] != now[key]) {
-      fail(ErrorCategory::usage, std::string("--resume: --") + (std::string(key) == "weight_decay" ? "weight-decay" : key) +
-                                     " was " + before[key].dump() + " in the saved run but is " + now[key].dump() +
+      fail(ErrorCategory::usage, std::string("--resume: --") +
+                                     (std::string(key) == "weight_decay" ? "weight-decay" : key) + " was " +
+                                     before[key].dump() + " in the saved run but is " + now[key].dump() +
                                      " now; use the same value or start a new --out folder");
     }
   }

@@ -27,33 +27,41 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& config, models::Classifier& model) {
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& config,
+                                                        models::Classifier& model) {
   if (config.optimizer == "adamw") {
     return std::make_unique<torch::optim::AdamW>(
-        model.parameters(), torch::optim::AdamWOptions(config.learning_rate).weight_decay(config.weight_decay));
+        model.parameters(),
+        torch::optim::AdamWOptions(config.learning_rate).weight_decay(config.weight_decay));
   }
-  return std::make_unique<torch::optim::SGD>(
-      model.parameters(),
-      torch::optim::SGDOptions(config.learning_rate).momentum(config.momentum).weight_decay(config.weight_decay));
+  return std::make_unique<torch::optim::SGD>(model.parameters(),
+                                             torch::optim::SGDOptions(config.learning_rate)
+                                                 .momentum(config.momentum)
+                                                 .weight_decay(config.weight_decay));
 }
 
 void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate) {
-  for (auto& group : optimizer.param_groups()) group.options().set_lr(learning_rate);
+  for (auto& group : optimizer.param_groups())
+    group.options().set_lr(learning_rate);
 }
 
 [[noreturn]] void fail_diverged(int epoch, std::int64_t step, const TrainConfig& config) {
-  fail(ErrorCategory::runtime,
-       "training diverged: the loss became NaN/Inf at epoch " + std::to_string(epoch) + ", step " +
-           std::to_string(step) + ". Likely causes: learning rate too high (--lr " + std::to_string(config.learning_rate) +
-           "; try 10x lower), unnormalised or corrupt input data, or a numerically unstable precision setting");
+  fail(ErrorCategory::runtime, "training diverged: the loss became NaN/Inf at epoch " +
+                                   std::to_string(epoch) + ", step " + std::to_string(step) +
+                                   ". Likely causes: learning rate too high (--lr " +
+                                   std::to_string(config.learning_rate) +
+                                   "; try 10x lower), unnormalised or corrupt input data, or a numerically "
+                                   "unstable precision setting");
 }
 
-Json model_description(const TrainConfig& config, models::Classifier& model, const models::InputShape& shape) {
+Json model_description(const TrainConfig& config, models::Classifier& model,
+                       const models::InputShape& shape) {
   torch::NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
-  const std::int64_t flops = models::count_flops(
-      [&] { model.forward(torch::zeros({1, shape.channels, shape.height, shape.width})); });
+  const std::int64_t flops = models::count_flops([&] {
+    model.forward(torch::zeros({1, shape.channels, shape.height, shape.width}));
+  });
   if (was_training) model.train();
   return Json{{"name", config.model},
               {"parameters", models::count_parameters(model)},
@@ -111,20 +119,23 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
   int start_epoch = 0;
   if (config.resume) {
     if (!std::filesystem::exists(checkpoint_path))
-      fail(ErrorCategory::usage, "--resume: no checkpoint at '" + checkpoint_path + "'; train without --resume first");
+      fail(ErrorCategory::usage,
+           "--resume: no checkpoint at '" + checkpoint_path + "'; train without --resume first");
     const CheckpointState state = load_checkpoint(checkpoint_path, model, *optimizer);
     check_resumable(config_from_json(state.config), config);
     start_epoch = state.completed_epochs;
-    for (const auto& epoch_json : state.epoch_metrics) result.epochs.push_back(epoch_metrics_from_json(epoch_json));
+    for (const auto& epoch_json : state.epoch_metrics)
+      result.epochs.push_back(epoch_metrics_from_json(epoch_json));
     result.resumed_from_epoch = start_epoch;
     if (start_epoch >= config.epochs) {
-      spdlog::info("checkpoint already has {} epoch(s), nothing to do (raise --epochs to continue)", start_epoch);
+      spdlog::info("checkpoint already has {} epoch(s), nothing to do (raise --epochs to continue)",
+                   start_epoch);
     }
   }
 
   const std::int64_t steps_per_epoch = (dataset.train.count + config.batch_size - 1) / config.batch_size;
-  ScheduleSpec schedule{config.schedule, config.learning_rate, config.epochs, steps_per_epoch, config.step_size,
-                        config.step_gamma};
+  ScheduleSpec schedule{config.schedule, config.learning_rate, config.epochs,
+                        steps_per_epoch, config.step_size,     config.step_gamma};
 
   Json report;
   report["schema_version"] = kResultsSchemaVersion;
@@ -176,9 +187,10 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
       if (batch->index % 50 == 0 || batch->index + 1 == loader.batch_count()) {
         const double running_loss = loss_sum.item<double>() / static_cast<double>(samples);
         if (!std::isfinite(running_loss)) fail_diverged(epoch + 1, batch->index, config);
-        progress.update(batch->index + 1, "loss " + std::to_string(running_loss).substr(0, 6) + " " +
-                                              format_count(samples / std::max(1e-9, seconds_since(epoch_start))) +
-                                              " samples/s");
+        progress.update(batch->index + 1,
+                        "loss " + std::to_string(running_loss).substr(0, 6) + " " +
+                            format_count(samples / std::max(1e-9, seconds_since(epoch_start))) +
+                            " samples/s");
       }
     }
     EpochMetrics metrics;
@@ -206,7 +218,8 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
       state.completed_epochs = epoch + 1;
       state.config = to_json(config);
       state.epoch_metrics = Json::array();
-      for (const auto& done : result.epochs) state.epoch_metrics.push_back(to_json(done));
+      for (const auto& done : result.epochs)
+        state.epoch_metrics.push_back(to_json(done));
       save_checkpoint(checkpoint_path, model, *optimizer, state);
     }
     if (hooks.on_epoch_end) hooks.on_epoch_end(metrics);
@@ -217,7 +230,8 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
   result.samples_per_s = result.train_wall_s > 0 ? result.samples / result.train_wall_s : 0.0;
 
   Json epochs = Json::array();
-  for (const auto& metrics : result.epochs) epochs.push_back(to_json(metrics));
+  for (const auto& metrics : result.epochs)
+    epochs.push_back(to_json(metrics));
   report["epochs"] = epochs;
   report["final"] = {{"test_acc", result.test_acc},
                      {"samples_per_s", result.samples_per_s},

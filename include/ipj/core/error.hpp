@@ -8,12 +8,12 @@
 namespace ipj {
 
 enum class ErrorCategory {
-  usage,        // a bad flag or argument value (exit 2)
+  usage,          // a bad flag or argument value (exit 2)
   invalid_input,  // a file or data set that is malformed (exit 3)
-  io,           // a file that cannot be read or written (exit 4)
-  unsupported,  // a feature this build or machine lacks (exit 5)
-  runtime,      // a run that failed on its own terms, e.g. diverged to NaN (exit 6)
-  internal,     // a bug in ipj (exit 70)
+  io,             // a file that cannot be read or written (exit 4)
+  unsupported,    // a feature this build or machine lacks (exit 5)
+  runtime,        // a run that failed on its own terms, e.g. diverged to NaN (exit 6)
+  internal,       // a bug in ipj (exit 70)
 };
 
 class Error : public std::runtime_error {

@@ -8,7 +8,8 @@
 
 namespace ipj {
 
-// Configures the default spdlog logger to write to stderr; idempotent. Throws ipj::Error(usage) on a bad level.
+// Configures the default spdlog logger to write to stderr; idempotent. Throws ipj::Error(usage) on a bad
+// level.
 void init_logging(const std::string& level = "");
 
 }  // namespace ipj

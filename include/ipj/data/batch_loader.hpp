@@ -1,6 +1,6 @@
-// Mini-batch loader: deterministic shuffling from (seed, epoch), optional random-crop/flip augmentation, and a
-// background thread that builds the next batches while the model trains (the seeds' `num_workers`).
-// One producer thread per loader; batches come out in a fixed order, so runs are reproducible.
+// Mini-batch loader: deterministic shuffling from (seed, epoch), optional random-crop/flip augmentation, and
+// a background thread that builds the next batches while the model trains (the seeds' `num_workers`). One
+// producer thread per loader; batches come out in a fixed order, so runs are reproducible.
 #pragma once
 
 #include <torch/types.h>
@@ -23,8 +23,8 @@ struct LoaderOptions {
   bool shuffle = true;
   std::uint64_t seed = 0;
   std::uint64_t epoch = 0;
-  bool augment = false;       // random crop (zero padding 4 px) + horizontal flip
-  int prefetch_batches = 4;   // batches built ahead; 0 = build on the calling thread (no background thread)
+  bool augment = false;      // random crop (zero padding 4 px) + horizontal flip
+  int prefetch_batches = 4;  // batches built ahead; 0 = build on the calling thread (no background thread)
   bool drop_last = false;
 };
 
@@ -35,7 +35,8 @@ struct Batch {
 };
 
 // The sample order of one epoch: a permutation of [0, count) determined by (seed, epoch) alone.
-std::vector<std::int64_t> epoch_order(std::int64_t count, std::uint64_t seed, std::uint64_t epoch, bool shuffle);
+std::vector<std::int64_t> epoch_order(std::int64_t count, std::uint64_t seed, std::uint64_t epoch,
+                                      bool shuffle);
 
 class BatchLoader {
  public:

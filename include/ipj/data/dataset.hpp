@@ -48,7 +48,8 @@ Dataset load_dataset(const std::string& directory, std::int64_t train_limit = 0,
 // Per-channel mean and standard deviation of the pixels (scaled to [0,1]).
 Normalization compute_normalization(const ImageSet& images);
 
-// A JSON-free one-line description, e.g. "fashion-mnist (idx): 60000 train / 10000 test, 1x28x28, 10 classes".
+// A JSON-free one-line description, e.g. "fashion-mnist (idx): 60000 train / 10000 test, 1x28x28, 10
+// classes".
 std::string describe(const Dataset& dataset);
 
 }  // namespace ipj::data

@@ -9,12 +9,13 @@
 namespace ipj::data {
 
 struct IdxArray {
-  std::vector<std::int64_t> dims;   // e.g. [60000, 28, 28] for images, [60000] for labels
+  std::vector<std::int64_t> dims;    // e.g. [60000, 28, 28] for images, [60000] for labels
   std::vector<std::uint8_t> values;  // row-major, product(dims) bytes
 };
 
 // Reads `path` (".gz" or not: gzip is detected from the content). Throws ipj::Error(io) when unreadable and
-// ipj::Error(invalid_input) for a wrong magic number, an unsupported type code, a truncated or oversized file.
+// ipj::Error(invalid_input) for a wrong magic number, an unsupported type code, a truncated or oversized
+// file.
 IdxArray read_idx_file(const std::string& path);
 
 // Decompresses (if gzip) and returns the whole content of a file. Throws ipj::Error naming the file.

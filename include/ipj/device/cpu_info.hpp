@@ -13,7 +13,8 @@ struct CpuInfo {
   std::string model;
   int cores = 0;               // physical cores
   int logical_processors = 0;  // hardware threads
-  // Keys: avx2, fma3, avx512f, avx512bw, avx512vl, avx512_vnni, avx512_bf16, avx512_fp16, amx, amx_bf16, amx_int8.
+  // Keys: avx2, fma3, avx512f, avx512bw, avx512vl, avx512_vnni, avx512_bf16, avx512_fp16, amx, amx_bf16,
+  // amx_int8.
   std::map<std::string, bool> features;
   std::uint64_t memory_bytes = 0;
 

@@ -23,8 +23,8 @@ struct TorchInfo {
   bool onednn = false;
   bool openmp = false;
   bool mkl = false;
-  bool cuda_built = false;       // this ipj binary was built with IPJ_WITH_CUDA
-  bool cuda_available = false;   // and a CUDA device is usable now
+  bool cuda_built = false;      // this ipj binary was built with IPJ_WITH_CUDA
+  bool cuda_available = false;  // and a CUDA device is usable now
   int intra_op_threads = 0;
   std::vector<std::string> quantized_engines;
   std::vector<CudaDeviceInfo> cuda_devices;

@@ -1,4 +1,5 @@
-// The model interface ipj trains and evaluates: an image classifier mapping [B, C, H, W] to logits [B, classes].
+// The model interface ipj trains and evaluates: an image classifier mapping [B, C, H, W] to logits [B,
+// classes].
 #pragma once
 
 #include <torch/nn/module.h>

@@ -1,6 +1,6 @@
-// FLOP counting by observing ATen operators (RecordFunction) while a function runs: works for ipj's models and
-// for any TorchScript model. Counts matrix multiplies and convolutions (2 FLOPs per multiply-add); elementwise
-// ops, pooling and normalisation are ignored (a few % of the total for these models).
+// FLOP counting by observing ATen operators (RecordFunction) while a function runs: works for ipj's models
+// and for any TorchScript model. Counts matrix multiplies and convolutions (2 FLOPs per multiply-add);
+// elementwise ops, pooling and normalisation are ignored (a few % of the total for these models).
 #pragma once
 
 #include <cstdint>

@@ -5,17 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "ipj/models/catalog.hpp"
 #include "ipj/models/classifier.hpp"
 
 namespace ipj::models {
-
-struct ModelEntry {
-  std::string name;
-  std::string description;
-};
-
-// All registered models, in a stable order: mlp, cnn, resnet18, resnet50.
-const std::vector<ModelEntry>& model_catalog();
 
 // Builds a freshly initialised model (LibTorch's default init, from the global torch seed).
 // Throws ipj::Error(usage) for an unknown name, listing the known ones.

@@ -1,5 +1,6 @@
 // The seeds' small models: `mlp` (784-512-512-10, seed 000) and `cnn` (2 conv + BN + pool + 2 FC, the
-// ~0.92-0.93 class of the Fashion-MNIST benchmark table). Parameter names match the PyTorch reference scripts.
+// ~0.92-0.93 class of the Fashion-MNIST benchmark table). Parameter names match the PyTorch reference
+// scripts.
 #pragma once
 
 #include <torch/nn/modules/batchnorm.h>

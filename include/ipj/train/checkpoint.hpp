@@ -16,16 +16,17 @@ inline constexpr int kCheckpointFormatVersion = 1;
 
 struct CheckpointState {
   int completed_epochs = 0;
-  Json config;          // TrainConfig as JSON
-  Json epoch_metrics;   // list of per-epoch objects so far
+  Json config;         // TrainConfig as JSON
+  Json epoch_metrics;  // list of per-epoch objects so far
 };
 
-void save_checkpoint(const std::string& path, const torch::nn::Module& model, const torch::optim::Optimizer& optimizer,
-                     const CheckpointState& state);
+void save_checkpoint(const std::string& path, const torch::nn::Module& model,
+                     const torch::optim::Optimizer& optimizer, const CheckpointState& state);
 
-// Loads into existing model/optimizer objects of the same architecture. Throws ipj::Error(invalid_input) naming
-// the file when it is not an ipj checkpoint or does not fit the model.
-CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model, torch::optim::Optimizer& optimizer);
+// Loads into existing model/optimizer objects of the same architecture. Throws ipj::Error(invalid_input)
+// naming the file when it is not an ipj checkpoint or does not fit the model.
+CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model,
+                                torch::optim::Optimizer& optimizer);
 
 // Reads only the metadata (no model needed): for tools that inspect a run folder.
 CheckpointState read_checkpoint_state(const std::string& path);

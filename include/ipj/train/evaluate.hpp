@@ -16,7 +16,7 @@ struct EvalResult {
 };
 
 // Restores the module's train/eval mode afterwards.
-EvalResult evaluate(models::Classifier& model, const data::ImageSet& images, const data::Normalization& normalization,
-                    std::int64_t batch_size);
+EvalResult evaluate(models::Classifier& model, const data::ImageSet& images,
+                    const data::Normalization& normalization, std::int64_t batch_size);
 
 }  // namespace ipj::train

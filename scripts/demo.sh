@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# README command 1: install what is needed, build, and run the main job on the embedded default data
+# (Fashion-MNIST from Debian's dataset-fashion-mnist).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh
+./build/bin/ipj devices
+./build/bin/ipj train --model mlp --epochs 2 --out runs/demo-mlp

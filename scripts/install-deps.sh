@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package ipj needs to build, test and run (idempotent; run as root).
+# Keep this list the single source of truth: README, CI and the scripts all go through it.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  g++ cmake ninja-build ccache clang-format make
+  # LibTorch (CPU, oneDNN) and a fast BLAS: without libopenblas0 training runs ~20x slower
+  libtorch-dev libopenblas0
+  # the real data
+  dataset-fashion-mnist
+  # libraries
+  zlib1g-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcpuinfo-dev
+  # tests and benchmarks: GoogleTest, Google Benchmark, PyTorch reference (golden files, side-by-side loops)
+  libgtest-dev libgmock-dev libbenchmark-dev python3-torch python3-numpy
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages: ${missing[*]}; run this script as root (or with sudo)" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q "${packages[@]}"

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# README command 2 (and .ci/run): install, check formatting, build with warnings as errors, run the whole suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/format.sh --check
+bash scripts/build.sh
+cd build
+ctest --output-on-failure -j2 --timeout 900

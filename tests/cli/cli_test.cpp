@@ -1,0 +1,110 @@
+// The `ipj` binary as a user runs it: JSON contracts, exit codes and one-line error messages.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "ipj/core/atomic_file.hpp"
+#include "support/test_support.hpp"
+
+namespace ipj {
+namespace {
+
+using nlohmann::json;
+
+testing::ProcessResult ipj(const std::string& arguments) {
+  return testing::run_process(testing::ipj_binary() + " " + arguments);
+}
+
+// The failure contract: non-zero exit, exactly one line on stderr that mentions `fragment`.
+void expect_failure(const testing::ProcessResult& result, int exit_code, const std::string& fragment) {
+  EXPECT_EQ(result.exit_code, exit_code) << result.err;
+  EXPECT_NE(result.err.find(fragment), std::string::npos) << result.err;
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  EXPECT_TRUE(result.out.empty()) << result.out;
+}
+
+}  // namespace
+
+TEST(Cli, DevicesJsonContract) {
+  const auto result = ipj("devices --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json report = json::parse(result.out);
+  EXPECT_FALSE(report["cpu"]["model"].get<std::string>().empty());
+  EXPECT_GE(report["cpu"]["cores"].get<int>(), 1);
+  for (const char* feature : {"avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx"})
+    EXPECT_TRUE(report["cpu"]["features"][feature].is_boolean()) << feature;
+  EXPECT_FALSE(report["torch"]["version"].get<std::string>().empty());
+  EXPECT_TRUE(report["cuda"].is_array());
+  EXPECT_FALSE(report["mps"]["available"].get<bool>());
+}
+
+TEST(Cli, ModelsJsonListsAllModels) {
+  const auto result = ipj("models --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json listing = json::parse(result.out);
+  ASSERT_EQ(listing["models"].size(), 4u);
+  EXPECT_EQ(listing["models"][0]["name"], "mlp");
+  EXPECT_EQ(listing["models"][0]["parameters"], 669706);
+  expect_failure(ipj("models --input 28x28"), 2, "--input");
+}
+
+TEST(Cli, TrainJsonContractAndResultsFile) {
+  testing::TempDir dir;
+  const auto result = ipj(
+      "train --model mlp --epochs 2 --limit 3000 --test-limit 1000 --seed 1 --json --out " + dir.file("run"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json report = json::parse(result.out);  // exactly one JSON object on stdout
+  EXPECT_GT(report["final"]["test_acc"].get<double>(), 0.6);
+  EXPECT_LE(report["final"]["test_acc"].get<double>(), 1.0);
+  EXPECT_GT(report["final"]["samples_per_s"].get<double>(), 0.0);
+  EXPECT_GT(report["final"]["wall_s"].get<double>(), 0.0);
+  ASSERT_EQ(report["epochs"].size(), 2u);
+  for (const auto& epoch : report["epochs"]) {
+    EXPECT_TRUE(epoch.contains("epoch") && epoch.contains("loss") && epoch.contains("test_acc"));
+  }
+  EXPECT_EQ(report["config"]["precision"], "fp32");
+  EXPECT_TRUE(report["environment"]["cpu"].contains("features"));
+  const json saved = json::parse(read_file(dir.file("run/results.json")));
+  EXPECT_EQ(saved["schema_version"], 1);
+  EXPECT_EQ(saved["final"]["test_acc"], report["final"]["test_acc"]);
+  EXPECT_TRUE(std::filesystem::exists(dir.file("run/checkpoint.pt")));
+}
+
+TEST(Cli, BadFlagsExitTwoNamingTheFlag) {
+  expect_failure(ipj("train --epochs abc"), 2, "--epochs");
+  expect_failure(ipj("train --no-such-flag"), 2, "--no-such-flag");
+  expect_failure(ipj("train --model vgg --no-save"), 2, "vgg");
+  expect_failure(ipj("train --batch 0 --no-save"), 2, "--batch");
+  expect_failure(ipj("train --optimizer lamb --no-save"), 2, "--optimizer");
+  expect_failure(ipj("train --precision fp8 --no-save"), 2, "--precision");
+  expect_failure(ipj("frobnicate"), 2, "frobnicate");
+}
+
+TEST(Cli, BadDataExitsNamingTheFile) {
+  testing::TempDir dir;
+  expect_failure(ipj("train --no-save --data " + dir.file("missing")), 4, dir.file("missing"));
+  testing::write_synthetic_idx_dataset(dir.file("corrupt"), 30, 10, true);
+  testing::write_bytes(dir.file("corrupt/train-images-idx3-ubyte.gz"),
+                       {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2});
+  expect_failure(ipj("train --no-save --data " + dir.file("corrupt")), 3, "train-images-idx3-ubyte.gz");
+}
+
+TEST(Cli, TrainsOnSyntheticCifarFolder) {
+  testing::TempDir dir;
+  testing::write_synthetic_cifar_batch(dir.file("data_batch_1.bin"), 64);
+  testing::write_synthetic_cifar_batch(dir.file("test_batch.bin"), 20);
+  const auto result =
+      ipj("train --model cnn --epochs 1 --batch 16 --no-save --json --quiet --data " + dir.path());
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(json::parse(result.out)["dataset"]["name"], "cifar10");
+  EXPECT_TRUE(result.err.empty()) << result.err;  // --quiet: nothing on stderr
+}
+
+TEST(Cli, HelpShowsAnExample) {
+  const auto result = ipj("train --help");
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_NE(result.out.find("Example: ipj train"), std::string::npos) << result.out;
+}
+
+}  // namespace ipj

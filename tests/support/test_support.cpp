@@ -1,0 +1,103 @@
+// Test helpers: temp folders, synthetic data files, child processes.
+#include "support/test_support.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+#include "ipj/data/idx_reader.hpp"
+
+namespace ipj::testing {
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern = std::string(base ? base : "/tmp") + "/ipj-test-XXXXXX";
+  std::vector<char> buffer(pattern.begin(), pattern.end());
+  buffer.push_back('\0');
+  if (::mkdtemp(buffer.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = buffer.data();
+}
+
+TempDir::~TempDir() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
+}
+
+void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!out) throw std::runtime_error("cannot write " + path);
+}
+
+void write_gzip(const std::string& path, const std::vector<std::uint8_t>& bytes) {
+  gzFile file = gzopen(path.c_str(), "wb");
+  if (file == nullptr) throw std::runtime_error("cannot open " + path);
+  if (!bytes.empty()) gzwrite(file, bytes.data(), static_cast<unsigned>(bytes.size()));
+  gzclose(file);
+}
+
+void write_synthetic_idx_dataset(const std::string& directory, std::int64_t train_count,
+                                 std::int64_t test_count, bool gzip, int height, int width) {
+  std::filesystem::create_directories(directory);
+  std::mt19937 generator(1234);
+  std::uniform_int_distribution<int> noise(0, 60);
+  auto write_split = [&](const std::string& prefix, std::int64_t count) {
+    data::IdxArray images{{count, height, width}, {}};
+    data::IdxArray labels{{count}, {}};
+    for (std::int64_t sample = 0; sample < count; ++sample) {
+      const int label = static_cast<int>(sample % 10);
+      labels.values.push_back(static_cast<std::uint8_t>(label));
+      const int band = 2 + label * (height - 4) / 10;
+      for (int y = 0; y < height; ++y)
+        for (int x = 0; x < width; ++x)
+          images.values.push_back(
+              static_cast<std::uint8_t>((std::abs(y - band) <= 1 ? 190 : 0) + noise(generator)));
+    }
+    const std::string suffix = gzip ? ".gz" : "";
+    auto write = gzip ? write_gzip : write_bytes;
+    write(directory + "/" + prefix + "-images-idx3-ubyte" + suffix, data::encode_idx(images));
+    write(directory + "/" + prefix + "-labels-idx1-ubyte" + suffix, data::encode_idx(labels));
+  };
+  write_split("train", train_count);
+  write_split("t10k", test_count);
+}
+
+void write_synthetic_cifar_batch(const std::string& path, std::int64_t count) {
+  std::vector<std::uint8_t> bytes;
+  for (std::int64_t record = 0; record < count; ++record) {
+    bytes.push_back(static_cast<std::uint8_t>(record % 10));
+    for (int index = 0; index < 3072; ++index)
+      bytes.push_back(static_cast<std::uint8_t>((record * 7 + index) % 256));
+  }
+  write_bytes(path, bytes);
+}
+
+ProcessResult run_process(const std::string& command) {
+  TempDir capture;
+  const std::string out_path = capture.file("stdout"), err_path = capture.file("stderr");
+  const int status = std::system((command + " >" + out_path + " 2>" + err_path + " </dev/null").c_str());
+  ProcessResult result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream buffer;
+    buffer << in.rdbuf();
+    return buffer.str();
+  };
+  result.out = slurp(out_path);
+  result.err = slurp(err_path);
+  return result;
+}
+
+std::string ipj_binary() {
+  return IPJ_BINARY;
+}
+
+}  // namespace ipj::testing

@@ -1,0 +1,48 @@
+// Helpers shared by the test executables: temporary folders, gzip writing, synthetic IDX/CIFAR data sets,
+// and running the ipj binary as a real process.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ipj::testing {
+
+// A fresh folder under $TMPDIR, removed with everything in it when the object dies.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes);
+void write_gzip(const std::string& path, const std::vector<std::uint8_t>& bytes);
+
+// Writes the four IDX files of an MNIST-format data set (28x28 unless given): image pixels depend on the
+// label (a bright horizontal band at a label-specific row) plus noise, so that models can learn it quickly.
+void write_synthetic_idx_dataset(const std::string& directory, std::int64_t train_count,
+                                 std::int64_t test_count, bool gzip, int height = 28, int width = 28);
+
+// One CIFAR-10 batch file with `count` records (labels cycle 0..9).
+void write_synthetic_cifar_batch(const std::string& path, std::int64_t count);
+
+struct ProcessResult {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// Runs `command` through /bin/sh, capturing stdout and stderr separately.
+ProcessResult run_process(const std::string& command);
+
+// Path of the built `ipj` executable.
+std::string ipj_binary();
+
+}  // namespace ipj::testing
