@@ -3,6 +3,7 @@
 
 #include "cli_support.hpp"
 #include "ipj/device/device_report.hpp"
+#include "ipj/energy/meter.hpp"
 
 namespace ipj::cli {
 
@@ -14,7 +15,11 @@ CLI::App* register_devices_command(CLI::App& app, CommandRunner& runner) {
   add_output_flags(*command, flags);
   command->callback([&runner] {
     runner = [] {
-      const Json report = device::device_report();
+      Json report = device::device_report();
+      Json meters = Json::array();
+      for (const auto& status : energy::discover_meters().status)
+        meters.push_back({{"name", status.name}, {"available", status.available}, {"reason", status.reason}});
+      report["energy_meters"] = meters;
       if (flags.json) {
         print_json(report);
       } else {

@@ -54,6 +54,10 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
       ->capture_default_str();
   command->add_option("--eval-batch", config.eval_batch_size, "Evaluation batch size")->capture_default_str();
   command->add_option("--precision", config.precision, "fp32")->capture_default_str();
+  command->add_option("--energy-interval-ms", config.energy_interval_ms, "Energy meter sampling period")
+      ->capture_default_str();
+  command->add_option("--cpu-tdp-w", config.cpu_tdp_w,
+                      "CPU power at full load for the energy estimate (0 = default)");
   command->add_option("--out", config.out_dir,
                       "Run folder for checkpoint.pt and results.json (default runs/MODEL-TIME)");
   command->add_flag("--no-save", no_save, "Write no checkpoint or results file");
@@ -73,18 +77,22 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
       hooks.environment = device::device_report();
       hooks.on_epoch_end = [](const train::EpochMetrics& metrics) {
         if (flags.json) return;
-        std::printf("epoch %d  loss %.4f  train acc %.4f  test acc %.4f  %s samples/s  %s\n", metrics.epoch,
-                    metrics.loss, metrics.train_acc, metrics.test_acc,
-                    format_count(metrics.samples_per_s).c_str(), format_duration(metrics.wall_s).c_str());
+        std::printf("epoch %d  loss %.4f  train acc %.4f  test acc %.4f  %s samples/s  %s  %.1f J (%s)\n",
+                    metrics.epoch, metrics.loss, metrics.train_acc, metrics.test_acc,
+                    format_count(metrics.samples_per_s).c_str(), format_duration(metrics.wall_s).c_str(),
+                    metrics.energy_j, metrics.energy_source.c_str());
         std::fflush(stdout);
       };
       const train::TrainResult result = train::run_training(config, dataset, hooks);
       if (flags.json) {
         print_json(result.report);
       } else {
-        std::printf("final: test acc %.4f  %.0f samples/s  wall %s (training %s)\n", result.test_acc,
-                    result.samples_per_s, format_duration(result.wall_s).c_str(),
-                    format_duration(result.train_wall_s).c_str());
+        std::printf(
+            "final: test acc %.4f  %.0f samples/s  wall %s (training %s)  energy %.1f J (%s), %.3g "
+            "J/sample\n",
+            result.test_acc, result.samples_per_s, format_duration(result.wall_s).c_str(),
+            format_duration(result.train_wall_s).c_str(), result.energy_j, result.energy_source.c_str(),
+            result.samples > 0 ? result.energy_j / result.samples : 0.0);
         if (!config.out_dir.empty()) std::printf("results: %s/results.json\n", config.out_dir.c_str());
       }
       return 0;

@@ -34,6 +34,9 @@ void validate(const TrainConfig& config) {
   require(config.test_limit >= 0, "--test-limit must be >= 0 (0 = all test samples)");
   require(config.prefetch_batches >= 0 && config.prefetch_batches <= 64, "--prefetch must be in 0..64");
   require(config.eval_batch_size >= 1, "--eval-batch must be at least 1");
+  require(config.energy_interval_ms >= 1 && config.energy_interval_ms <= 10000,
+          "--energy-interval-ms must be in 1..10000");
+  require(config.cpu_tdp_w >= 0.0, "--cpu-tdp-w must be >= 0 (0 = default estimate)");
   require(config.precision == "fp32", "--precision '" + config.precision +
                                           "' is not available in this build of ipj train (available: fp32)");
   require(!config.resume || !config.out_dir.empty(), "--resume needs --out DIR (the run folder to continue)");
@@ -59,6 +62,8 @@ Json to_json(const TrainConfig& config) {
               {"prefetch", config.prefetch_batches},
               {"eval_batch", config.eval_batch_size},
               {"precision", config.precision},
+              {"energy_interval_ms", config.energy_interval_ms},
+              {"cpu_tdp_w", config.cpu_tdp_w},
               {"out", config.out_dir}};
 }
 
@@ -86,6 +91,8 @@ TrainConfig config_from_json(const Json& json) {
   read("prefetch", config.prefetch_batches);
   read("eval_batch", config.eval_batch_size);
   read("precision", config.precision);
+  read("energy_interval_ms", config.energy_interval_ms);
+  read("cpu_tdp_w", config.cpu_tdp_w);
   read("out", config.out_dir);
   return config;
 }

@@ -12,6 +12,8 @@
 #include "ipj/core/progress.hpp"
 #include "ipj/data/batch_loader.hpp"
 #include "ipj/device/threading.hpp"
+#include "ipj/energy/energy_monitor.hpp"
+#include "ipj/energy/energy_report.hpp"
 #include "ipj/models/flop_counter.hpp"
 #include "ipj/models/registry.hpp"
 #include "ipj/train/checkpoint.hpp"
@@ -82,7 +84,9 @@ Json to_json(const EpochMetrics& metrics) {
               {"train_wall_s", metrics.train_wall_s},
               {"eval_wall_s", metrics.eval_wall_s},
               {"wall_s", metrics.wall_s},
-              {"samples_per_s", metrics.samples_per_s}};
+              {"samples_per_s", metrics.samples_per_s},
+              {"energy_j", metrics.energy_j},
+              {"energy_source", metrics.energy_source}};
 }
 
 EpochMetrics epoch_metrics_from_json(const Json& json) {
@@ -98,6 +102,8 @@ EpochMetrics epoch_metrics_from_json(const Json& json) {
   metrics.eval_wall_s = json.value("eval_wall_s", 0.0);
   metrics.wall_s = json.value("wall_s", 0.0);
   metrics.samples_per_s = json.value("samples_per_s", 0.0);
+  metrics.energy_j = json.value("energy_j", 0.0);
+  metrics.energy_source = json.value("energy_source", std::string());
   return metrics;
 }
 
@@ -154,7 +160,15 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
                        {"std", dataset.normalization.std}};
   report["model"] = model_description(config, model, shape);
 
+  energy::MeterOptions meter_options;
+  meter_options.cpu_tdp_w = config.cpu_tdp_w;
+  energy::EnergyMonitor monitor(energy::discover_meters(meter_options),
+                                energy::MonitorOptions{config.energy_interval_ms, nullptr});
+  monitor.begin_window("run");
+
   for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
+    const std::string epoch_window = "epoch-" + std::to_string(epoch + 1);
+    monitor.begin_window(epoch_window);
     model.train();
     data::LoaderOptions loader_options;
     loader_options.batch_size = config.batch_size;
@@ -207,6 +221,9 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
     metrics.test_loss = test.loss;
     metrics.eval_wall_s = test.wall_s;
     metrics.wall_s = metrics.train_wall_s + metrics.eval_wall_s;
+    const energy::Measurement epoch_energy = monitor.end_window(epoch_window);
+    metrics.energy_j = epoch_energy.energy_j;
+    metrics.energy_source = energy::source_name(epoch_energy.source);
     progress.finish("loss " + std::to_string(metrics.loss).substr(0, 6) + " test acc " +
                     std::to_string(metrics.test_acc).substr(0, 6));
     result.epochs.push_back(metrics);
@@ -225,6 +242,9 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
     if (hooks.on_epoch_end) hooks.on_epoch_end(metrics);
   }
 
+  const energy::Measurement run_energy = monitor.end_window("run");
+  result.energy_j = run_energy.energy_j;
+  result.energy_source = energy::source_name(run_energy.source);
   if (!result.epochs.empty()) result.test_acc = result.epochs.back().test_acc;
   result.wall_s = seconds_since(run_start);
   result.samples_per_s = result.train_wall_s > 0 ? result.samples / result.train_wall_s : 0.0;
@@ -240,7 +260,17 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
                      {"samples", result.samples},
                      {"epochs_completed", static_cast<int>(result.epochs.size())},
                      {"resumed_from_epoch", result.resumed_from_epoch},
-                     {"loss", result.epochs.empty() ? 0.0 : result.epochs.back().loss}};
+                     {"loss", result.epochs.empty() ? 0.0 : result.epochs.back().loss},
+                     {"energy_j", result.energy_j},
+                     {"energy_source", result.energy_source},
+                     {"j_per_sample", result.samples > 0 ? result.energy_j / result.samples : 0.0},
+                     {"acc_per_kj", energy::accuracy_per_kj(result.test_acc, result.energy_j)}};
+  Json energy_json = energy::to_json(run_energy);
+  Json meters = Json::array();
+  for (const auto& status : monitor.meter_status())
+    meters.push_back({{"name", status.name}, {"available", status.available}, {"reason", status.reason}});
+  energy_json["meters"] = meters;
+  report["energy"] = energy_json;
   if (!config.out_dir.empty())
     write_json_file((std::filesystem::path(config.out_dir) / "results.json").string(), report);
   result.report = std::move(report);

@@ -64,6 +64,10 @@ TEST(Cli, TrainJsonContractAndResultsFile) {
     EXPECT_TRUE(epoch.contains("epoch") && epoch.contains("loss") && epoch.contains("test_acc"));
   }
   EXPECT_EQ(report["config"]["precision"], "fp32");
+  EXPECT_GT(report["final"]["energy_j"].get<double>(), 0.0);
+  EXPECT_EQ(report["final"]["energy_source"], "estimated");  // no sensor on the CI machine: labelled as such
+  EXPECT_GT(report["final"]["j_per_sample"].get<double>(), 0.0);
+  EXPECT_EQ(report["epochs"][0]["energy_source"], "estimated");
   EXPECT_TRUE(report["environment"]["cpu"].contains("features"));
   const json saved = json::parse(read_file(dir.file("run/results.json")));
   EXPECT_EQ(saved["schema_version"], 1);
@@ -105,6 +109,55 @@ TEST(Cli, HelpShowsAnExample) {
   const auto result = ipj("train --help");
   EXPECT_EQ(result.exit_code, 0);
   EXPECT_NE(result.out.find("Example: ipj train"), std::string::npos) << result.out;
+}
+
+}  // namespace ipj
+
+namespace ipj {
+
+TEST(CliMeasure, ExitStatusPassesThroughAndJsonContract) {
+  const auto result = ipj("measure --json -- sh -c 'exit 3'");
+  EXPECT_EQ(result.exit_code, 3) << result.err;
+  const json report = json::parse(result.out);
+  EXPECT_EQ(report["exit_code"], 3);
+  EXPECT_GT(report["wall_s"].get<double>(), 0.0);
+  EXPECT_GE(report["energy_j"].get<double>(), 0.0);
+  ASSERT_FALSE(report["devices"].empty());
+  for (const auto& device : report["devices"]) {
+    EXPECT_TRUE(device.contains("name") && device.contains("kind") && device.contains("energy_j"));
+    const std::string source = device["source"];
+    EXPECT_TRUE(source == "counter" || source == "integrated" || source == "estimated") << source;
+  }
+  EXPECT_EQ(ipj("measure -- true").exit_code, 0);
+  EXPECT_EQ(ipj("measure -- sh -c 'kill -TERM $$'").exit_code, 128 + 15);
+  expect_failure(ipj("measure -- /nonexistent/command"), 2, "/nonexistent/command");
+}
+
+TEST(CliMeasure, UsesAFakePowercapTreeAndReportsCosts) {
+  testing::TempDir dir;
+  std::filesystem::create_directories(dir.file("intel-rapl:0"));
+  auto write = [&](const std::string& name, const std::string& text) {
+    testing::write_bytes(dir.file("intel-rapl:0/" + name),
+                         std::vector<std::uint8_t>(text.begin(), text.end()));
+  };
+  write("name", "package-0\n");
+  write("max_energy_range_uj", "262143328850\n");
+  write("energy_uj", "1000000\n");
+  // The command itself advances the counter by 2.5 J while it runs.
+  const auto result =
+      testing::run_process("IPJ_POWERCAP_ROOT=" + dir.path() + " " + testing::ipj_binary() +
+                           " measure --json --grid-g-per-kwh 400 --usd-per-kwh 0.2 -- sh -c 'echo "
+                           "3500000 > " +
+                           dir.file("intel-rapl:0/energy_uj") + "'");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json report = json::parse(result.out);
+  EXPECT_DOUBLE_EQ(report["energy_j"].get<double>(), 2.5);
+  EXPECT_EQ(report["energy_source"], "counter");
+  ASSERT_EQ(report["devices"].size(), 1u);
+  EXPECT_EQ(report["devices"][0]["kind"], "cpu");
+  EXPECT_EQ(report["devices"][0]["source"], "counter");
+  EXPECT_DOUBLE_EQ(report["co2_g"].get<double>(), 2.5 / 3.6e6 * 400);
+  EXPECT_DOUBLE_EQ(report["cost_usd"].get<double>(), 2.5 / 3.6e6 * 0.2);
 }
 
 }  // namespace ipj

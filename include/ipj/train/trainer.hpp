@@ -26,6 +26,8 @@ struct EpochMetrics {
   double eval_wall_s = 0.0;
   double wall_s = 0.0;         // train + eval
   double samples_per_s = 0.0;  // samples / train_wall_s
+  double energy_j = 0.0;       // train + eval of this epoch
+  std::string energy_source;   // counter | integrated | estimated
 };
 
 Json to_json(const EpochMetrics& metrics);
@@ -39,6 +41,8 @@ struct TrainResult {
   double train_wall_s = 0.0;
   std::int64_t samples = 0;  // trained in this process
   int resumed_from_epoch = 0;
+  double energy_j = 0.0;  // this process: training + evaluation
+  std::string energy_source;
   models::ClassifierPtr model;
   Json report;  // the full results object (what results.json holds)
 };

@@ -1,0 +1,74 @@
+// `ipj measure -- CMD ARGS...`: the energy, time and cost of any command; exits with the command's status.
+#include <iostream>
+
+#include "cli_support.hpp"
+#include "ipj/core/text_table.hpp"
+#include "ipj/energy/command_runner.hpp"
+#include "ipj/energy/energy_report.hpp"
+
+namespace ipj::cli {
+
+CLI::App* register_measure_command(CLI::App& app, CommandRunner& runner) {
+  auto* command = app.add_subcommand(
+      "measure",
+      "Run a command and report its wall time, joules per device (with source), watts, kWh, CO2 and cost\n"
+      "Example: ipj measure --json --grid-g-per-kwh 400 -- python3 train.py --epochs 1");
+  static CommonOutputFlags flags;
+  static int interval_ms = 100;
+  static double grid = -1.0, price = -1.0, tdp = 0.0;
+  static std::vector<std::string> target;
+  add_output_flags(*command, flags);
+  command->add_option("--interval-ms", interval_ms, "Sampling period of the meters")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  command->add_option("--grid-g-per-kwh", grid, "Grid carbon intensity (gCO2e/kWh) for the CO2 figure")
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--usd-per-kwh", price, "Electricity price for the cost figure")->check(CLI::NonNegativeNumber);
+  command->add_option("--cpu-tdp-w", tdp, "CPU power at full load for the estimate (default: 10 W per CPU)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("command", target, "The command to run, after --")->required();
+  command->callback([&runner] {
+    runner = [] {
+      energy::MeterOptions options;
+      options.cpu_tdp_w = tdp;
+      const energy::CommandMeasurement result = energy::measure_command(target, options, interval_ms);
+      energy::Tariff tariff;
+      if (grid >= 0) tariff.grid_g_per_kwh = grid;
+      if (price >= 0) tariff.usd_per_kwh = price;
+      Json json = energy::with_costs(result.energy, tariff);
+      json.erase("name");
+      json["exit_code"] = result.exit_code;
+      json["command"] = target;
+      Json meters = Json::array();
+      for (const auto& meter : result.meters)
+        meters.push_back({{"name", meter.name}, {"available", meter.available}, {"reason", meter.reason}});
+      json["meters"] = meters;
+      if (flags.json) {
+        print_json(json);
+      } else {
+        TextTable table({"device", "kind", "energy J", "avg W", "peak W", "source"});
+        for (const auto& device : result.energy.devices) {
+          char joules[32], average[32], peak[32];
+          std::snprintf(joules, sizeof joules, "%.2f", device.energy_j);
+          std::snprintf(average, sizeof average, "%.2f", device.average_w);
+          std::snprintf(peak, sizeof peak, "%.2f", device.peak_w);
+          table.add_row({device.name + (device.in_total ? "" : " (in another domain)"), device.kind, joules, average,
+                         peak, energy::source_name(device.source)});
+        }
+        std::cerr << table.render();
+        std::fprintf(stderr, "total %s in %.3f s, %.2f W average, %.3g kWh", 
+                     energy::describe_energy(result.energy.energy_j, result.energy.source).c_str(),
+                     result.energy.wall_s, result.energy.average_w, json["kwh"].get<double>());
+        if (json.contains("co2_g")) std::fprintf(stderr, ", %.3g gCO2e", json["co2_g"].get<double>());
+        if (json.contains("cost_usd")) std::fprintf(stderr, ", $%.3g", json["cost_usd"].get<double>());
+        std::fprintf(stderr, "; exit status %d\n", result.exit_code);
+        for (const auto& device : result.energy.devices)
+          if (!device.model.empty()) std::fprintf(stderr, "%s: %s\n", device.name.c_str(), device.model.c_str());
+      }
+      return result.exit_code;
+    };
+  });
+  return command;
+}
+
+}  // namespace ipj::cli

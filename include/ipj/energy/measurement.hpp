@@ -1,0 +1,48 @@
+// Energy results: per-device joules with their source (counter / integrated / estimated), window totals, watts.
+// LibTorch-free. Every energy figure ipj prints or writes comes from these types, so it always says its source.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ipj/core/json_io.hpp"
+
+namespace ipj::energy {
+
+// How a joule figure was obtained, strongest first.
+enum class EnergySource {
+  counter,     // a hardware energy counter (RAPL energy_uj, NVML total energy)
+  integrated,  // power samples integrated over time (trapezoid rule)
+  estimated,   // a model (CPU time x TDP share), no sensor involved
+};
+
+const char* source_name(EnergySource source);
+// The weakest of two sources: a total is only as good as its weakest part.
+EnergySource weakest(EnergySource a, EnergySource b);
+
+struct DeviceEnergy {
+  std::string name;   // e.g. "package-0", "gpu0 (NVIDIA H200)", "cpu (estimate)"
+  std::string kind;   // cpu | dram | psys | gpu
+  double energy_j = 0.0;
+  EnergySource source = EnergySource::estimated;
+  bool in_total = true;  // false for domains contained in another one (e.g. package inside psys)
+  double average_w = 0.0;
+  double peak_w = 0.0;
+  std::string model;  // for estimates: the model and its inputs, e.g. "cpu_s x 10 W/core + 10% idle of 20 W"
+};
+
+struct Measurement {
+  std::string name;
+  double wall_s = 0.0;
+  double energy_j = 0.0;  // sum of devices with in_total
+  EnergySource source = EnergySource::estimated;  // weakest source among in_total devices
+  double average_w = 0.0;
+  double peak_w = 0.0;    // highest total power over one sampling interval inside the window (0 if none)
+  std::vector<DeviceEnergy> devices;
+};
+
+Json to_json(const Measurement& measurement);
+// "12.3 J (estimated)" style human figure.
+std::string describe_energy(double joules, EnergySource source);
+
+}  // namespace ipj::energy

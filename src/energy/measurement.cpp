@@ -1,0 +1,51 @@
+// Energy source names and JSON rendering of measurements.
+#include "ipj/energy/measurement.hpp"
+
+#include <cstdio>
+
+namespace ipj::energy {
+
+const char* source_name(EnergySource source) {
+  switch (source) {
+    case EnergySource::counter: return "counter";
+    case EnergySource::integrated: return "integrated";
+    case EnergySource::estimated: return "estimated";
+  }
+  return "estimated";
+}
+
+EnergySource weakest(EnergySource a, EnergySource b) { return static_cast<int>(a) > static_cast<int>(b) ? a : b; }
+
+Json to_json(const Measurement& measurement) {
+  Json devices = Json::array();
+  for (const auto& device : measurement.devices) {
+    Json entry{{"name", device.name},
+               {"kind", device.kind},
+               {"energy_j", device.energy_j},
+               {"source", source_name(device.source)},
+               {"in_total", device.in_total},
+               {"average_w", device.average_w},
+               {"peak_w", device.peak_w}};
+    if (!device.model.empty()) entry["model"] = device.model;
+    devices.push_back(entry);
+  }
+  return Json{{"name", measurement.name},
+              {"wall_s", measurement.wall_s},
+              {"energy_j", measurement.energy_j},
+              {"energy_source", source_name(measurement.source)},
+              {"average_w", measurement.average_w},
+              {"peak_w", measurement.peak_w},
+              {"devices", devices}};
+}
+
+std::string describe_energy(double joules, EnergySource source) {
+  char buffer[64];
+  if (joules >= 1e4) {
+    std::snprintf(buffer, sizeof buffer, "%.2f kJ (%s)", joules / 1e3, source_name(source));
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.1f J (%s)", joules, source_name(source));
+  }
+  return buffer;
+}
+
+}  // namespace ipj::energy
