@@ -23,7 +23,8 @@ CLI::App* register_measure_command(CLI::App& app, CommandRunner& runner) {
       ->capture_default_str();
   command->add_option("--grid-g-per-kwh", grid, "Grid carbon intensity (gCO2e/kWh) for the CO2 figure")
       ->check(CLI::NonNegativeNumber);
-  command->add_option("--usd-per-kwh", price, "Electricity price for the cost figure")->check(CLI::NonNegativeNumber);
+  command->add_option("--usd-per-kwh", price, "Electricity price for the cost figure")
+      ->check(CLI::NonNegativeNumber);
   command->add_option("--cpu-tdp-w", tdp, "CPU power at full load for the estimate (default: 10 W per CPU)")
       ->check(CLI::PositiveNumber);
   command->add_option("command", target, "The command to run, after --")->required();
@@ -52,18 +53,19 @@ CLI::App* register_measure_command(CLI::App& app, CommandRunner& runner) {
           std::snprintf(joules, sizeof joules, "%.2f", device.energy_j);
           std::snprintf(average, sizeof average, "%.2f", device.average_w);
           std::snprintf(peak, sizeof peak, "%.2f", device.peak_w);
-          table.add_row({device.name + (device.in_total ? "" : " (in another domain)"), device.kind, joules, average,
-                         peak, energy::source_name(device.source)});
+          table.add_row({device.name + (device.in_total ? "" : " (in another domain)"), device.kind, joules,
+                         average, peak, energy::source_name(device.source)});
         }
         std::cerr << table.render();
-        std::fprintf(stderr, "total %s in %.3f s, %.2f W average, %.3g kWh", 
+        std::fprintf(stderr, "total %s in %.3f s, %.2f W average, %.3g kWh",
                      energy::describe_energy(result.energy.energy_j, result.energy.source).c_str(),
                      result.energy.wall_s, result.energy.average_w, json["kwh"].get<double>());
         if (json.contains("co2_g")) std::fprintf(stderr, ", %.3g gCO2e", json["co2_g"].get<double>());
         if (json.contains("cost_usd")) std::fprintf(stderr, ", $%.3g", json["cost_usd"].get<double>());
         std::fprintf(stderr, "; exit status %d\n", result.exit_code);
         for (const auto& device : result.energy.devices)
-          if (!device.model.empty()) std::fprintf(stderr, "%s: %s\n", device.name.c_str(), device.model.c_str());
+          if (!device.model.empty())
+            std::fprintf(stderr, "%s: %s\n", device.name.c_str(), device.model.c_str());
       }
       return result.exit_code;
     };

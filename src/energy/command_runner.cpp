@@ -38,14 +38,16 @@ double running_cpu_seconds(pid_t pid) {
 double children_cpu_seconds() {
   rusage usage{};
   ::getrusage(RUSAGE_CHILDREN, &usage);
-  return usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 + usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6;
+  return usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 + usage.ru_stime.tv_sec +
+         usage.ru_stime.tv_usec / 1e6;
 }
 
 }  // namespace
 
 CommandMeasurement measure_command(const std::vector<std::string>& command, MeterOptions meter_options,
                                    int interval_ms) {
-  if (command.empty()) fail(ErrorCategory::usage, "no command given: use ipj measure [options] -- CMD ARGS...");
+  if (command.empty())
+    fail(ErrorCategory::usage, "no command given: use ipj measure [options] -- CMD ARGS...");
   struct ChildState {
     std::atomic<pid_t> pid{0};
     std::atomic<bool> finished{false};
@@ -61,7 +63,8 @@ CommandMeasurement measure_command(const std::vector<std::string>& command, Mete
   EnergyMonitor monitor(discover_meters(meter_options), MonitorOptions{interval_ms, nullptr});
 
   std::vector<char*> arguments;
-  for (const auto& argument : command) arguments.push_back(const_cast<char*>(argument.c_str()));
+  for (const auto& argument : command)
+    arguments.push_back(const_cast<char*>(argument.c_str()));
   arguments.push_back(nullptr);
   monitor.begin_window("command");
   pid_t pid = 0;

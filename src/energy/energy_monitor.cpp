@@ -16,7 +16,8 @@ EnergyMonitor::EnergyMonitor(MeterSet meters, MonitorOptions options)
       options_(std::move(options)) {
   double interval_s = std::max(1, options_.interval_ms) / 1000.0;
   for (const auto& meter : meters_) {
-    for (const auto& channel : meter->channels()) channels_.push_back(channel);
+    for (const auto& channel : meter->channels())
+      channels_.push_back(channel);
     interval_s = std::min(interval_s, meter->max_sample_interval_s());
   }
   interval_ = std::chrono::milliseconds(std::max(1, static_cast<int>(interval_s * 1000.0)));
@@ -157,9 +158,9 @@ std::string EnergyMonitor::prometheus_text() {
   char value[64];
   for (const auto& device : since_start.devices) {
     std::snprintf(value, sizeof value, "%.6f", device.energy_j);
-    out << "ipj_energy_joules_total{device=\"" << escape_label(device.name) << "\",kind=\"" << device.kind << "\",source=\""
-        << source_name(device.source) << "\",in_total=\"" << (device.in_total ? "true" : "false") << "\"} " << value
-        << "\n";
+    out << "ipj_energy_joules_total{device=\"" << escape_label(device.name) << "\",kind=\"" << device.kind
+        << "\",source=\"" << source_name(device.source) << "\",in_total=\""
+        << (device.in_total ? "true" : "false") << "\"} " << value << "\n";
   }
   return out.str();
 }

@@ -12,6 +12,8 @@ Json with_costs(const Measurement& measurement, const Tariff& tariff) {
   return json;
 }
 
-double accuracy_per_kj(double accuracy, double joules) { return joules > 0.0 ? accuracy / (joules / 1e3) : 0.0; }
+double accuracy_per_kj(double accuracy, double joules) {
+  return joules > 0.0 ? accuracy / (joules / 1e3) : 0.0;
+}
 
 }  // namespace ipj::energy

@@ -1,5 +1,6 @@
-// The CPU energy estimate used where no sensor exists: CPU seconds x (TDP / logical CPUs) for active work, plus an
-// idle share (idle_fraction x TDP) for the wall time. Always labelled `estimated`, with its model and inputs.
+// The CPU energy estimate used where no sensor exists: CPU seconds x (TDP / logical CPUs) for active work,
+// plus an idle share (idle_fraction x TDP) for the wall time. Always labelled `estimated`, with its model and
+// inputs.
 #include <time.h>
 #include <unistd.h>
 
@@ -11,7 +12,8 @@
 namespace ipj::energy {
 namespace {
 
-constexpr double kDefaultWattsPerCpu = 10.0;  // stated default: ~10 W per logical CPU of a server package at load
+constexpr double kDefaultWattsPerCpu =
+    10.0;  // stated default: ~10 W per logical CPU of a server package at load
 
 class CpuEstimateMeter : public Meter {
  public:
@@ -19,9 +21,10 @@ class CpuEstimateMeter : public Meter {
       : tdp_w_(tdp_w), cpus_(cpus), idle_fraction_(idle_fraction), cpu_seconds_(std::move(cpu_seconds)) {
     start_cpu_s_ = cpu_seconds_();
     char model[200];
-    std::snprintf(model, sizeof model,
-                  "estimate: cpu_seconds x %.2f W/CPU (TDP %.1f W / %d CPUs) + %.0f%% idle share of TDP x wall_s",
-                  tdp_w_ / cpus_, tdp_w_, cpus_, idle_fraction_ * 100.0);
+    std::snprintf(
+        model, sizeof model,
+        "estimate: cpu_seconds x %.2f W/CPU (TDP %.1f W / %d CPUs) + %.0f%% idle share of TDP x wall_s",
+        tdp_w_ / cpus_, tdp_w_, cpus_, idle_fraction_ * 100.0);
     channels_.push_back(Channel{"cpu (estimate)", "cpu", EnergySource::estimated, true, model});
   }
   std::string name() const override { return "estimate"; }
@@ -72,10 +75,12 @@ MeterSet discover_meters(const MeterOptions& options) {
   bool cpu_measured = false;
   if (options.use_rapl) {
     std::string root = options.powercap_root;
-    if (root.empty()) root = std::getenv("IPJ_POWERCAP_ROOT") ? std::getenv("IPJ_POWERCAP_ROOT") : "/sys/class/powercap";
+    if (root.empty())
+      root = std::getenv("IPJ_POWERCAP_ROOT") ? std::getenv("IPJ_POWERCAP_ROOT") : "/sys/class/powercap";
     std::string reason;
     if (auto meter = open_rapl_meter(root, reason)) {
-      for (const auto& channel : meter->channels()) cpu_measured = cpu_measured || channel.kind == "cpu" || channel.kind == "psys";
+      for (const auto& channel : meter->channels())
+        cpu_measured = cpu_measured || channel.kind == "cpu" || channel.kind == "psys";
       set.status.push_back({"rapl", true, root});
       set.meters.push_back(std::move(meter));
     } else {
@@ -84,7 +89,8 @@ MeterSet discover_meters(const MeterOptions& options) {
   }
   if (options.use_nvml) {
     std::string library = options.nvml_library;
-    if (library.empty()) library = std::getenv("IPJ_NVML_LIBRARY") ? std::getenv("IPJ_NVML_LIBRARY") : "libnvidia-ml.so.1";
+    if (library.empty())
+      library = std::getenv("IPJ_NVML_LIBRARY") ? std::getenv("IPJ_NVML_LIBRARY") : "libnvidia-ml.so.1";
     std::string reason;
     if (auto meter = open_nvml_meter(library, reason)) {
       set.status.push_back({"nvml", true, library});

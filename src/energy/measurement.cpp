@@ -7,24 +7,26 @@ namespace ipj::energy {
 
 const char* source_name(EnergySource source) {
   switch (source) {
-    case EnergySource::counter: return "counter";
-    case EnergySource::integrated: return "integrated";
-    case EnergySource::estimated: return "estimated";
+    case EnergySource::counter:
+      return "counter";
+    case EnergySource::integrated:
+      return "integrated";
+    case EnergySource::estimated:
+      return "estimated";
   }
   return "estimated";
 }
 
-EnergySource weakest(EnergySource a, EnergySource b) { return static_cast<int>(a) > static_cast<int>(b) ? a : b; }
+EnergySource weakest(EnergySource a, EnergySource b) {
+  return static_cast<int>(a) > static_cast<int>(b) ? a : b;
+}
 
 Json to_json(const Measurement& measurement) {
   Json devices = Json::array();
   for (const auto& device : measurement.devices) {
-    Json entry{{"name", device.name},
-               {"kind", device.kind},
-               {"energy_j", device.energy_j},
-               {"source", source_name(device.source)},
-               {"in_total", device.in_total},
-               {"average_w", device.average_w},
+    Json entry{{"name", device.name},         {"kind", device.kind},
+               {"energy_j", device.energy_j}, {"source", source_name(device.source)},
+               {"in_total", device.in_total}, {"average_w", device.average_w},
                {"peak_w", device.peak_w}};
     if (!device.model.empty()) entry["model"] = device.model;
     devices.push_back(entry);

@@ -1,6 +1,7 @@
 // NVML through dlopen (no link-time dependency; the few functions used are declared here, as pynvml does).
-// Per GPU: the total-energy counter (mJ, Volta+) when it works, else power (instantaneous field, or the averaged
-// power reading) integrated with the trapezoid rule. Honours CUDA_VISIBLE_DEVICES (indices or GPU-UUIDs).
+// Per GPU: the total-energy counter (mJ, Volta+) when it works, else power (instantaneous field, or the
+// averaged power reading) integrated with the trapezoid rule. Honours CUDA_VISIBLE_DEVICES (indices or
+// GPU-UUIDs).
 #include <dlfcn.h>
 
 #include <cstdlib>
@@ -86,7 +87,8 @@ class NvmlMeter : public Meter {
       } else {
         const double power_w = read_power_w(gpu.device);
         if (power_w >= 0.0) {
-          if (gpu.last_power_w >= 0.0) gpu.integrated_j += 0.5 * (power_w + gpu.last_power_w) * (now_s - gpu.last_time_s);
+          if (gpu.last_power_w >= 0.0)
+            gpu.integrated_j += 0.5 * (power_w + gpu.last_power_w) * (now_s - gpu.last_time_s);
           gpu.last_power_w = power_w;
           gpu.last_time_s = now_s;
         }
@@ -132,7 +134,8 @@ std::vector<NvmlDevice> visible_devices(const NvmlApi& api, unsigned count) {
     char* end = nullptr;
     const long index = std::strtol(token.c_str(), &end, 10);
     if (!token.empty() && *end == '\0') {
-      if (index < 0 || static_cast<unsigned>(index) >= count || api.handle_by_index(index, &device) != kNvmlSuccess)
+      if (index < 0 || static_cast<unsigned>(index) >= count ||
+          api.handle_by_index(index, &device) != kNvmlSuccess)
         break;
     } else if (token.rfind("GPU-", 0) == 0 && api.handle_by_uuid) {
       if (api.handle_by_uuid(token.c_str(), &device) != kNvmlSuccess) break;

@@ -47,7 +47,8 @@ bool read_counter(int fd, double& value) {
 class RaplMeter : public Meter {
  public:
   explicit RaplMeter(std::vector<Zone> zones) : zones_(std::move(zones)) {
-    const bool has_psys = std::any_of(zones_.begin(), zones_.end(), [](const Zone& z) { return z.name == "psys"; });
+    const bool has_psys =
+        std::any_of(zones_.begin(), zones_.end(), [](const Zone& z) { return z.name == "psys"; });
     for (const auto& zone : zones_) {
       Channel channel;
       channel.name = zone.name;
@@ -68,14 +69,16 @@ class RaplMeter : public Meter {
     }
   }
   ~RaplMeter() override {
-    for (auto& zone : zones_) ::close(zone.fd);
+    for (auto& zone : zones_)
+      ::close(zone.fd);
   }
   std::string name() const override { return "rapl"; }
   const std::vector<Channel>& channels() const override { return channels_; }
   // The smallest range at 1 kW: counters cannot wrap twice between samples this close.
   double max_sample_interval_s() const override {
     double smallest = 1e12;
-    for (const auto& zone : zones_) smallest = std::min(smallest, zone.max_range_uj);
+    for (const auto& zone : zones_)
+      smallest = std::min(smallest, zone.max_range_uj);
     return std::max(0.05, smallest / 1e6 / 1000.0 / 2.0);
   }
   std::vector<double> sample(double /*now_s*/) override {
@@ -83,7 +86,8 @@ class RaplMeter : public Meter {
     for (auto& zone : zones_) {
       double raw = 0.0;
       if (read_counter(zone.fd, raw)) {
-        const double delta = raw >= zone.last_raw_uj ? raw - zone.last_raw_uj : raw + zone.max_range_uj - zone.last_raw_uj;
+        const double delta =
+            raw >= zone.last_raw_uj ? raw - zone.last_raw_uj : raw + zone.max_range_uj - zone.last_raw_uj;
         zone.accumulated_uj += delta;
         zone.last_raw_uj = raw;
       }
@@ -108,7 +112,8 @@ std::unique_ptr<Meter> open_rapl_meter(const std::string& powercap_root, std::st
   static const std::regex zone_pattern(R"(intel-rapl:(\d+)(:(\d+))?)");
   std::vector<Zone> zones;
   std::vector<fs::path> entries;
-  for (const auto& entry : fs::directory_iterator(powercap_root, ec)) entries.push_back(entry.path());
+  for (const auto& entry : fs::directory_iterator(powercap_root, ec))
+    entries.push_back(entry.path());
   std::sort(entries.begin(), entries.end());
   for (const auto& entry : entries) {
     std::smatch match;
@@ -119,16 +124,19 @@ std::unique_ptr<Meter> open_rapl_meter(const std::string& powercap_root, std::st
     zone.depth = match[2].matched ? 2 : 1;
     if (!read_text(zone.path + "/name", zone.name)) continue;
     std::string range;
-    if (read_text(zone.path + "/max_energy_range_uj", range)) zone.max_range_uj = std::strtod(range.c_str(), nullptr);
+    if (read_text(zone.path + "/max_energy_range_uj", range))
+      zone.max_range_uj = std::strtod(range.c_str(), nullptr);
     const std::string counter = zone.path + "/energy_uj";
     zone.fd = ::open(counter.c_str(), O_RDONLY);
     if (zone.fd < 0) {
       const int error = errno;
-      for (auto& opened : zones) ::close(opened.fd);
+      for (auto& opened : zones)
+        ::close(opened.fd);
       reason = "cannot read " + counter + ": " + std::strerror(error);
       if (error == EACCES || error == EPERM)
-        reason += " (RAPL counters are root-only since Linux 5.10: run as root, or grant read access with "
-                  "`sudo chmod a+r /sys/class/powercap/intel-rapl:*/energy_uj` or a udev rule)";
+        reason +=
+            " (RAPL counters are root-only since Linux 5.10: run as root, or grant read access with "
+            "`sudo chmod a+r /sys/class/powercap/intel-rapl:*/energy_uj` or a udev rule)";
       return nullptr;
     }
     if (!read_counter(zone.fd, zone.last_raw_uj)) {

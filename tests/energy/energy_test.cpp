@@ -1,6 +1,6 @@
-// Energy arithmetic on synthetic counters: a fake powercap tree (wrap, multi-package, dram, psys nesting, MMIO
-// duplicates), a fake NVML library (counter, power integration, failures, CUDA_VISIBLE_DEVICES), the labelled
-// estimate, and window nesting/overlap in the monitor.
+// Energy arithmetic on synthetic counters: a fake powercap tree (wrap, multi-package, dram, psys nesting,
+// MMIO duplicates), a fake NVML library (counter, power integration, failures, CUDA_VISIBLE_DEVICES), the
+// labelled estimate, and window nesting/overlap in the monitor.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -27,7 +27,8 @@ void make_zone(const std::string& root, const std::string& zone, const std::stri
   std::filesystem::create_directories(root + "/" + zone);
   write_text(root + "/" + zone + "/name", name);
   write_text(root + "/" + zone + "/energy_uj", std::to_string(static_cast<long long>(energy_uj)));
-  write_text(root + "/" + zone + "/max_energy_range_uj", std::to_string(static_cast<long long>(max_range_uj)));
+  write_text(root + "/" + zone + "/max_energy_range_uj",
+             std::to_string(static_cast<long long>(max_range_uj)));
 }
 
 void set_counter(const std::string& root, const std::string& zone, double energy_uj) {
@@ -217,7 +218,8 @@ TEST(Monitor, NestedAndOverlappingWindows) {
   EXPECT_THROW(monitor.begin_window("c"), Error);
   EXPECT_DOUBLE_EQ(monitor.total().energy_j, 40.0);
   const std::string text = monitor.prometheus_text();
-  EXPECT_NE(text.find("ipj_energy_joules_total{device=\"manual\",kind=\"cpu\",source=\"counter\""), std::string::npos)
+  EXPECT_NE(text.find("ipj_energy_joules_total{device=\"manual\",kind=\"cpu\",source=\"counter\""),
+            std::string::npos)
       << text;
 }
 

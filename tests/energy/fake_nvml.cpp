@@ -1,9 +1,9 @@
-// A fake libnvidia-ml for tests: the NVML functions ipj uses, driven by a state file named in $FAKE_NVML_STATE
-// and re-read on every call. Lines: "init_fail 1", "count N", "no_energy 1", "energy_mj I V", "power_mw I V",
-// "name I TEXT". Exported with C linkage like the real library.
+// A fake libnvidia-ml for tests: the NVML functions ipj uses, driven by a state file named in
+// $FAKE_NVML_STATE and re-read on every call. Lines: "init_fail 1", "count N", "no_energy 1", "energy_mj I
+// V", "power_mw I V", "name I TEXT". Exported with C linkage like the real library.
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -51,9 +51,15 @@ constexpr int kSuccess = 0, kNotSupported = 3, kInvalidArgument = 2, kDriverNotL
 
 extern "C" {
 struct nvmlDevice_st;
-int nvmlInit_v2() { return read_state().init_fail ? kDriverNotLoaded : kSuccess; }
-int nvmlShutdown() { return kSuccess; }
-const char* nvmlErrorString(int code) { return code == kDriverNotLoaded ? "Driver Not Loaded" : "fake NVML error"; }
+int nvmlInit_v2() {
+  return read_state().init_fail ? kDriverNotLoaded : kSuccess;
+}
+int nvmlShutdown() {
+  return kSuccess;
+}
+const char* nvmlErrorString(int code) {
+  return code == kDriverNotLoaded ? "Driver Not Loaded" : "fake NVML error";
+}
 int nvmlDeviceGetCount_v2(unsigned* count) {
   *count = read_state().count;
   return kSuccess;
@@ -66,7 +72,8 @@ int nvmlDeviceGetHandleByIndex_v2(unsigned index, nvmlDevice_st** device) {
 int nvmlDeviceGetName(nvmlDevice_st* device, char* name, unsigned length) {
   const unsigned index = static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(device)) - 1;
   const State state = read_state();
-  const std::string text = state.names.count(index) ? state.names.at(index) : "Fake GPU " + std::to_string(index);
+  const std::string text =
+      state.names.count(index) ? state.names.at(index) : "Fake GPU " + std::to_string(index);
   std::snprintf(name, length, "%s", text.c_str());
   return kSuccess;
 }

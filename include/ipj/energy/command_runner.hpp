@@ -1,5 +1,6 @@
 // `ipj measure -- CMD`: runs any command as a child process while the energy monitor watches, and reports its
-// energy. The CPU estimate (where no sensor exists) uses the child's CPU time (/proc while it runs, rusage at exit).
+// energy. The CPU estimate (where no sensor exists) uses the child's CPU time (/proc while it runs, rusage at
+// exit).
 #pragma once
 
 #include <string>
@@ -10,7 +11,7 @@
 namespace ipj::energy {
 
 struct CommandMeasurement {
-  int exit_code = 0;     // the command's exit status; 128 + N when killed by signal N
+  int exit_code = 0;  // the command's exit status; 128 + N when killed by signal N
   Measurement energy;
   std::vector<MeterStatus> meters;
 };

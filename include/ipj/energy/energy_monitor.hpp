@@ -1,6 +1,7 @@
 // EnergyMonitor: samples every meter on a background thread (handles counter wraps, integrates power, tracks
-// peaks) and measures named windows that may nest or overlap. A window edge reads the meters once (well under a
-// millisecond for sysfs/NVML reads) and calls the optional synchronize hook first (GPU work must be finished).
+// peaks) and measures named windows that may nest or overlap. A window edge reads the meters once (well under
+// a millisecond for sysfs/NVML reads) and calls the optional synchronize hook first (GPU work must be
+// finished).
 #pragma once
 
 #include <atomic>
@@ -18,8 +19,8 @@
 namespace ipj::energy {
 
 struct MonitorOptions {
-  int interval_ms = 100;                 // sampler period; shortened if a meter needs it
-  std::function<void()> synchronize;     // e.g. torch::cuda::synchronize; called at window edges
+  int interval_ms = 100;              // sampler period; shortened if a meter needs it
+  std::function<void()> synchronize;  // e.g. torch::cuda::synchronize; called at window edges
 };
 
 class EnergyMonitor {
@@ -34,7 +35,7 @@ class EnergyMonitor {
   // Ends a window and returns what it consumed; throws ipj::Error(usage) for an unknown name.
   Measurement end_window(const std::string& name);
   // Energy since the monitor started, without ending anything.
-  Measurement total() ;
+  Measurement total();
 
   const std::vector<MeterStatus>& meter_status() const { return status_; }
   const std::vector<Channel>& channels() const { return channels_; }

@@ -1,5 +1,6 @@
-// Energy results: per-device joules with their source (counter / integrated / estimated), window totals, watts.
-// LibTorch-free. Every energy figure ipj prints or writes comes from these types, so it always says its source.
+// Energy results: per-device joules with their source (counter / integrated / estimated), window totals,
+// watts. LibTorch-free. Every energy figure ipj prints or writes comes from these types, so it always says
+// its source.
 #pragma once
 
 #include <string>
@@ -21,8 +22,8 @@ const char* source_name(EnergySource source);
 EnergySource weakest(EnergySource a, EnergySource b);
 
 struct DeviceEnergy {
-  std::string name;   // e.g. "package-0", "gpu0 (NVIDIA H200)", "cpu (estimate)"
-  std::string kind;   // cpu | dram | psys | gpu
+  std::string name;  // e.g. "package-0", "gpu0 (NVIDIA H200)", "cpu (estimate)"
+  std::string kind;  // cpu | dram | psys | gpu
   double energy_j = 0.0;
   EnergySource source = EnergySource::estimated;
   bool in_total = true;  // false for domains contained in another one (e.g. package inside psys)
@@ -34,10 +35,10 @@ struct DeviceEnergy {
 struct Measurement {
   std::string name;
   double wall_s = 0.0;
-  double energy_j = 0.0;  // sum of devices with in_total
+  double energy_j = 0.0;                          // sum of devices with in_total
   EnergySource source = EnergySource::estimated;  // weakest source among in_total devices
   double average_w = 0.0;
-  double peak_w = 0.0;    // highest total power over one sampling interval inside the window (0 if none)
+  double peak_w = 0.0;  // highest total power over one sampling interval inside the window (0 if none)
   std::vector<DeviceEnergy> devices;
 };
 

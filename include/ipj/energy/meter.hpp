@@ -1,5 +1,6 @@
-// Energy meters: sources of cumulative joules per channel (a channel is one device or domain). Implementations:
-// RAPL through powercap sysfs, NVML through dlopen, and a CPU-time estimate where no sensor exists.
+// Energy meters: sources of cumulative joules per channel (a channel is one device or domain).
+// Implementations: RAPL through powercap sysfs, NVML through dlopen, and a CPU-time estimate where no sensor
+// exists.
 #pragma once
 
 #include <functional>
@@ -24,8 +25,9 @@ class Meter {
   virtual ~Meter() = default;
   virtual std::string name() const = 0;  // "rapl", "nvml", "estimate"
   virtual const std::vector<Channel>& channels() const = 0;
-  // Reads the hardware at monotonic time `now_s` and returns, per channel, the joules accumulated since the meter
-  // was opened. Counters wrap: call at least every `max_sample_interval_s()` so that no two wraps hide in one gap.
+  // Reads the hardware at monotonic time `now_s` and returns, per channel, the joules accumulated since the
+  // meter was opened. Counters wrap: call at least every `max_sample_interval_s()` so that no two wraps hide
+  // in one gap.
   virtual std::vector<double> sample(double now_s) = 0;
   virtual double max_sample_interval_s() const { return 1.0; }
 };
@@ -38,10 +40,10 @@ struct MeterStatus {
 };
 
 struct MeterOptions {
-  std::string powercap_root;  // "" = $IPJ_POWERCAP_ROOT or /sys/class/powercap
-  std::string nvml_library;   // "" = $IPJ_NVML_LIBRARY or libnvidia-ml.so.1
-  double cpu_tdp_w = 0.0;     // estimate: CPU package power at full load; 0 = $IPJ_CPU_TDP_W or 10 W per CPU
-  double idle_fraction = 0.1; // estimate: share of the TDP drawn at idle, charged for the wall time
+  std::string powercap_root;   // "" = $IPJ_POWERCAP_ROOT or /sys/class/powercap
+  std::string nvml_library;    // "" = $IPJ_NVML_LIBRARY or libnvidia-ml.so.1
+  double cpu_tdp_w = 0.0;      // estimate: CPU package power at full load; 0 = $IPJ_CPU_TDP_W or 10 W per CPU
+  double idle_fraction = 0.1;  // estimate: share of the TDP drawn at idle, charged for the wall time
   // estimate: CPU seconds consumed by what is measured; default: this process (CLOCK_PROCESS_CPUTIME_ID).
   std::function<double()> cpu_seconds;
   bool use_rapl = true;
