@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side fp32 training throughput: ipj vs the seeds' Python loop (Debian python3-torch), same model, data,
 # batch 128, SGD lr 0.01 momentum 0.9, in one run, alternating to share the machine's noise. Prints the ratio.
-# Usage: bench/train_throughput.sh [rounds=2]   (needs build/bin/ipj: bash scripts/build.sh)
+# Usage: [IPJ_BENCH_MODELS="mlp cnn"] bench/train_throughput.sh [rounds=2]   (needs build/bin/ipj)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-2}"
@@ -11,7 +11,7 @@ declare -A limit=([mlp]=60000 [cnn]=12000)
 field() { "$python" -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 
 printf '%-5s %-6s %12s %12s %8s\n' model round python/s ipj/s ratio
-for model in mlp cnn; do
+for model in ${IPJ_BENCH_MODELS:-mlp cnn}; do
   best_python=0; best_ipj=0
   for round in $(seq "$rounds"); do
     py=$("$python" bench/python/seed_train_loop.py --model "$model" --limit "${limit[$model]}" | field "['samples_per_s']")
