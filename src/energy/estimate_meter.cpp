@@ -70,39 +70,49 @@ std::unique_ptr<Meter> make_cpu_estimate_meter(const MeterOptions& options) {
   return std::make_unique<CpuEstimateMeter>(tdp_w, cpus, options.idle_fraction, cpu_seconds);
 }
 
+namespace {
+
+// An explicit setting wins, then the environment variable, then the default.
+std::string setting(const std::string& explicit_value, const char* environment_variable,
+                    const char* fallback) {
+  if (!explicit_value.empty()) return explicit_value;
+  const char* from_environment = std::getenv(environment_variable);
+  return from_environment ? from_environment : fallback;
+}
+
+// Adds the meter (or the reason it is missing) to the set; returns the added meter or nullptr.
+const Meter* add_meter(MeterSet& set, const std::string& name, const std::string& location,
+                       std::unique_ptr<Meter> meter, const std::string& reason) {
+  if (!meter) {
+    set.status.push_back({name, false, reason});
+    return nullptr;
+  }
+  set.status.push_back({name, true, location});
+  set.meters.push_back(std::move(meter));
+  return set.meters.back().get();
+}
+
+}  // namespace
+
 MeterSet discover_meters(const MeterOptions& options) {
   MeterSet set;
   bool cpu_measured = false;
+  std::string reason;
   if (options.use_rapl) {
-    std::string root = options.powercap_root;
-    if (root.empty())
-      root = std::getenv("IPJ_POWERCAP_ROOT") ? std::getenv("IPJ_POWERCAP_ROOT") : "/sys/class/powercap";
-    std::string reason;
-    if (auto meter = open_rapl_meter(root, reason)) {
-      for (const auto& channel : meter->channels())
+    const std::string root = setting(options.powercap_root, "IPJ_POWERCAP_ROOT", "/sys/class/powercap");
+    if (const Meter* rapl = add_meter(set, "rapl", root, open_rapl_meter(root, reason), reason)) {
+      for (const auto& channel : rapl->channels())
         cpu_measured = cpu_measured || channel.kind == "cpu" || channel.kind == "psys";
-      set.status.push_back({"rapl", true, root});
-      set.meters.push_back(std::move(meter));
-    } else {
-      set.status.push_back({"rapl", false, reason});
     }
   }
   if (options.use_nvml) {
-    std::string library = options.nvml_library;
-    if (library.empty())
-      library = std::getenv("IPJ_NVML_LIBRARY") ? std::getenv("IPJ_NVML_LIBRARY") : "libnvidia-ml.so.1";
-    std::string reason;
-    if (auto meter = open_nvml_meter(library, reason)) {
-      set.status.push_back({"nvml", true, library});
-      set.meters.push_back(std::move(meter));
-    } else {
-      set.status.push_back({"nvml", false, reason});
-    }
+    const std::string library = setting(options.nvml_library, "IPJ_NVML_LIBRARY", "libnvidia-ml.so.1");
+    add_meter(set, "nvml", library, open_nvml_meter(library, reason), reason);
   }
   if (!cpu_measured) {
     auto meter = make_cpu_estimate_meter(options);
-    set.status.push_back({"estimate", true, "no CPU energy sensor: " + meter->channels()[0].model});
-    set.meters.push_back(std::move(meter));
+    const std::string description = "no CPU energy sensor: " + meter->channels()[0].model;
+    add_meter(set, "estimate", description, std::move(meter), "");
   }
   return set;
 }
