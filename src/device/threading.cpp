@@ -24,10 +24,10 @@ int online_cores() {
   return std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
 }
 
-ThreadPlan plan_threads(const std::string& precision, int cores) {
+ThreadPlan plan_threads(const std::string& precision, int cores, bool convolutional) {
   const int available = cores > 0 ? cores : online_cores();
   ThreadPlan plan;
-  if (precision == "fp32") {
+  if (precision == "fp32" && !convolutional) {
     plan.torch_threads = 1;
     plan.blas_threads = available;
     plan.reason = "fp32: OpenBLAS GEMM on " + std::to_string(available) +
@@ -35,7 +35,8 @@ ThreadPlan plan_threads(const std::string& precision, int cores) {
   } else {
     plan.torch_threads = available;
     plan.blas_threads = 1;
-    plan.reason = precision + ": oneDNN kernels on the ATen/OpenMP pool with " + std::to_string(available) +
+    plan.reason = precision + (convolutional ? " convolutional model" : "") +
+                  ": oneDNN kernels on the ATen/OpenMP pool with " + std::to_string(available) +
                   " thread(s), OpenBLAS at 1";
   }
   return plan;

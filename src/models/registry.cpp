@@ -9,10 +9,10 @@ namespace ipj::models {
 
 const std::vector<ModelEntry>& model_catalog() {
   static const std::vector<ModelEntry> catalog = {
-      {"mlp", "784-512-512-10 multilayer perceptron (seed 000)"},
-      {"cnn", "2x(conv3x3 + BN + ReLU + maxpool) + FC128 + FC (Fashion-MNIST ~0.92-0.93 class)"},
-      {"resnet18", "ResNet-18, small-image variant (3x3 stem, no max-pool), seed 004's case study"},
-      {"resnet50", "ResNet-50 (bottleneck), small-image variant"},
+      {"mlp", "784-512-512-10 multilayer perceptron (seed 000)", false},
+      {"cnn", "2x(conv3x3 + BN + ReLU + maxpool) + FC128 + FC (Fashion-MNIST ~0.92-0.93 class)", true},
+      {"resnet18", "ResNet-18, small-image variant (3x3 stem, no max-pool), seed 004's case study", true},
+      {"resnet50", "ResNet-50 (bottleneck), small-image variant", true},
   };
   return catalog;
 }
@@ -25,6 +25,13 @@ ClassifierPtr create_model(const std::string& name, InputShape input, int num_cl
   if (name == "resnet50") return make_resnet50(input, num_classes);
   require_known_model(name);
   fail(ErrorCategory::internal, "model '" + name + "' is in the catalog but has no constructor");
+}
+
+const ModelEntry& model_entry(const std::string& name) {
+  for (const auto& entry : model_catalog())
+    if (entry.name == name) return entry;
+  require_known_model(name);
+  fail(ErrorCategory::internal, "model_entry: '" + name + "' not found");
 }
 
 void require_known_model(const std::string& name, const std::string& flag) {

@@ -110,7 +110,8 @@ EpochMetrics epoch_metrics_from_json(const Json& json) {
 TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset, const TrainHooks& hooks) {
   validate(config);
   const auto run_start = Clock::now();
-  const device::ThreadPlan thread_plan = device::plan_threads(config.precision, config.threads);
+  const device::ThreadPlan thread_plan =
+      device::plan_threads(config.precision, config.threads, models::model_entry(config.model).convolutional);
   device::apply_thread_plan(thread_plan);
 
   torch::manual_seed(config.seed);

@@ -12,10 +12,12 @@ struct ThreadPlan {
   std::string reason;     // why this plan, for results and logs
 };
 
-// The plan for a precision ("fp32", "bf16", ...) on `cores` cores (0 = all online cores).
-// Measured on Zen 4 / Debian LibTorch 1.13 (docs/PERFORMANCE.md): fp32 GEMMs run fastest with OpenBLAS owning
-// the cores and ATen at one thread; bf16 GEMMs go through oneDNN and need the OpenMP pool.
-ThreadPlan plan_threads(const std::string& precision, int cores);
+// The plan for a precision ("fp32", "bf16", ...) on `cores` cores (0 = all online cores), for a model
+// dominated by convolutions or by GEMMs. Measured on Zen 4 / Debian LibTorch 1.13 (docs/PERFORMANCE.md): fp32
+// GEMM-bound models run fastest with OpenBLAS owning the cores and ATen at one thread; convolutions (oneDNN)
+// and every bf16 kernel run on ATen's OpenMP pool, which then gets the cores while OpenBLAS drops to one
+// thread.
+ThreadPlan plan_threads(const std::string& precision, int cores, bool convolutional = false);
 
 void apply_thread_plan(const ThreadPlan& plan);
 

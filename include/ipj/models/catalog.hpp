@@ -9,7 +9,11 @@ namespace ipj::models {
 struct ModelEntry {
   std::string name;
   std::string description;
+  bool convolutional = false;  // dominated by convolutions (oneDNN, OpenMP pool) rather than GEMMs (OpenBLAS)
 };
+
+// The catalog entry of `name`; throws like require_known_model for an unknown one.
+const ModelEntry& model_entry(const std::string& name);
 
 // All registered models, in a stable order: mlp, cnn, resnet18, resnet50.
 const std::vector<ModelEntry>& model_catalog();
