@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="$PWD"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIPJ_SANITIZE=ON
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DIPJ_SANITIZE=ON -DIPJ_BUILD_BENCH=OFF
 cmake --build build-asan
 export ASAN_OPTIONS="detect_leaks=0:detect_odr_violation=0:protect_shadow_gap=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"

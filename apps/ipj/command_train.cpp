@@ -54,6 +54,9 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
       ->capture_default_str();
   command->add_option("--eval-batch", config.eval_batch_size, "Evaluation batch size")->capture_default_str();
   command->add_option("--precision", config.precision, "fp32")->capture_default_str();
+  command->add_flag(
+      "--no-energy", [](std::int64_t) { config.measure_energy = false; },
+      "Do not measure energy (overhead comparisons); energy_source is \"none\"");
   command->add_option("--energy-interval-ms", config.energy_interval_ms, "Energy meter sampling period")
       ->capture_default_str();
   command->add_option("--cpu-tdp-w", config.cpu_tdp_w,

@@ -62,6 +62,7 @@ Json to_json(const TrainConfig& config) {
               {"prefetch", config.prefetch_batches},
               {"eval_batch", config.eval_batch_size},
               {"precision", config.precision},
+              {"measure_energy", config.measure_energy},
               {"energy_interval_ms", config.energy_interval_ms},
               {"cpu_tdp_w", config.cpu_tdp_w},
               {"out", config.out_dir}};
@@ -91,6 +92,7 @@ TrainConfig config_from_json(const Json& json) {
   read("prefetch", config.prefetch_batches);
   read("eval_batch", config.eval_batch_size);
   read("precision", config.precision);
+  read("measure_energy", config.measure_energy);
   read("energy_interval_ms", config.energy_interval_ms);
   read("cpu_tdp_w", config.cpu_tdp_w);
   read("out", config.out_dir);

@@ -163,8 +163,12 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
 
   energy::MeterOptions meter_options;
   meter_options.cpu_tdp_w = config.cpu_tdp_w;
-  energy::EnergyMonitor monitor(energy::discover_meters(meter_options),
-                                energy::MonitorOptions{config.energy_interval_ms, nullptr});
+  energy::EnergyMonitor monitor(
+      config.measure_energy ? energy::discover_meters(meter_options) : energy::MeterSet{},
+      energy::MonitorOptions{config.energy_interval_ms, nullptr});
+  auto source_of = [&](const energy::Measurement& measurement) -> std::string {
+    return config.measure_energy ? energy::source_name(measurement.source) : "none";
+  };
   monitor.begin_window("run");
 
   for (int epoch = start_epoch; epoch < config.epochs; ++epoch) {
@@ -224,7 +228,7 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
     metrics.wall_s = metrics.train_wall_s + metrics.eval_wall_s;
     const energy::Measurement epoch_energy = monitor.end_window(epoch_window);
     metrics.energy_j = epoch_energy.energy_j;
-    metrics.energy_source = energy::source_name(epoch_energy.source);
+    metrics.energy_source = source_of(epoch_energy);
     progress.finish("loss " + std::to_string(metrics.loss).substr(0, 6) + " test acc " +
                     std::to_string(metrics.test_acc).substr(0, 6));
     result.epochs.push_back(metrics);
@@ -245,7 +249,7 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
 
   const energy::Measurement run_energy = monitor.end_window("run");
   result.energy_j = run_energy.energy_j;
-  result.energy_source = energy::source_name(run_energy.source);
+  result.energy_source = source_of(run_energy);
   if (!result.epochs.empty()) result.test_acc = result.epochs.back().test_acc;
   result.wall_s = seconds_since(run_start);
   result.samples_per_s = result.train_wall_s > 0 ? result.samples / result.train_wall_s : 0.0;

@@ -30,6 +30,7 @@ struct TrainConfig {
   int prefetch_batches = 4;  // background loader depth (0 = load on the training thread)
   std::int64_t eval_batch_size = 1000;
   std::string precision = "fp32";
+  bool measure_energy = true;    // false: no meters (for overhead comparisons); energy_source "none"
   int energy_interval_ms = 100;  // energy meter sampling period
   double cpu_tdp_w = 0.0;        // CPU power for the energy estimate where no sensor exists (0 = default)
   std::string out_dir;           // checkpoint + results.json; empty = write nothing
