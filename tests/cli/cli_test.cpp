@@ -98,10 +98,13 @@ TEST(Cli, TrainsOnSyntheticCifarFolder) {
   testing::TempDir dir;
   testing::write_synthetic_cifar_batch(dir.file("data_batch_1.bin"), 64);
   testing::write_synthetic_cifar_batch(dir.file("test_batch.bin"), 20);
-  const auto result =
-      ipj("train --model cnn --epochs 1 --batch 16 --no-save --json --quiet --data " + dir.path());
+  const auto result = ipj(
+      "train --model cnn --epochs 1 --batch 16 --no-save --no-energy --json --quiet --data " + dir.path());
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  EXPECT_EQ(json::parse(result.out)["dataset"]["name"], "cifar10");
+  const json report = json::parse(result.out);
+  EXPECT_EQ(report["dataset"]["name"], "cifar10");
+  EXPECT_EQ(report["final"]["energy_source"], "none");  // --no-energy: nothing measured, and it says so
+  EXPECT_EQ(report["final"]["energy_j"], 0.0);
   EXPECT_TRUE(result.err.empty()) << result.err;  // --quiet: nothing on stderr
 }
 
