@@ -53,7 +53,19 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
                    "Batches prepared ahead on a background thread (0 = off)")
       ->capture_default_str();
   command->add_option("--eval-batch", config.eval_batch_size, "Evaluation batch size")->capture_default_str();
-  command->add_option("--precision", config.precision, "fp32")->capture_default_str();
+  command
+      ->add_option("--precision", config.precision,
+                   "fp32 | bf16 | fp16 | auto (fastest precision native here: bf16 with AVX512_BF16/AMX)")
+      ->capture_default_str();
+  command
+      ->add_option("--loss-scale", config.loss_scale, "none | dynamic | auto (dynamic GradScaler for fp16)")
+      ->capture_default_str();
+  command
+      ->add_option("--accum", config.accumulation_steps,
+                   "Gradient accumulation: micro-batches per optimizer step")
+      ->capture_default_str();
+  command->add_option("--target-acc", config.target_acc,
+                      "Stop once test accuracy reaches this fraction (0 = off)");
   command->add_flag(
       "--no-energy", [](std::int64_t) { config.measure_energy = false; },
       "Do not measure energy (overhead comparisons); energy_source is \"none\"");

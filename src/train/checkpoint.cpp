@@ -29,6 +29,12 @@ CheckpointState read_state(torch::serialize::InputArchive& archive, const std::s
   state.completed_epochs = static_cast<int>(epochs.toInt());
   state.config = Json::parse(config.toStringRef());
   state.epoch_metrics = Json::parse(metrics.toStringRef());
+  c10::IValue scale, tracker;
+  if (archive.try_read("grad_scaler_scale", scale) &&
+      archive.try_read("grad_scaler_growth_tracker", tracker)) {
+    state.loss_scale = scale.toDouble();
+    state.scaler_growth_tracker = tracker.toInt();
+  }
   return state;
 }
 
@@ -50,6 +56,8 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& model,
   archive.write("completed_epochs", c10::IValue(static_cast<std::int64_t>(state.completed_epochs)));
   archive.write("config_json", c10::IValue(state.config.dump()));
   archive.write("metrics_json", c10::IValue(state.epoch_metrics.dump()));
+  archive.write("grad_scaler_scale", c10::IValue(state.loss_scale));
+  archive.write("grad_scaler_growth_tracker", c10::IValue(state.scaler_growth_tracker));
   torch::serialize::OutputArchive model_archive;
   model.save(model_archive);
   archive.write("model", model_archive);

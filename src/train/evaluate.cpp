@@ -6,11 +6,13 @@
 #include <chrono>
 
 #include "ipj/data/batch_loader.hpp"
+#include "ipj/train/precision.hpp"
 
 namespace ipj::train {
 
 EvalResult evaluate(models::Classifier& model, const data::ImageSet& images,
-                    const data::Normalization& normalization, std::int64_t batch_size) {
+                    const data::Normalization& normalization, std::int64_t batch_size,
+                    const std::string& precision) {
   const auto start = std::chrono::steady_clock::now();
   const bool was_training = model.is_training();
   model.eval();
@@ -23,7 +25,11 @@ EvalResult evaluate(models::Classifier& model, const data::ImageSet& images,
   torch::Tensor correct = torch::zeros({}, torch::kInt64);
   torch::Tensor loss_sum = torch::zeros({}, torch::kFloat64);
   while (auto batch = loader.next()) {
-    const torch::Tensor logits = model.forward(batch->images);  // [B, classes]
+    torch::Tensor logits;  // [B, classes]
+    {
+      AutocastRegion autocast(precision);
+      logits = model.forward(batch->images);
+    }
     correct += logits.argmax(1).eq(batch->labels).sum();
     loss_sum += torch::nn::functional::cross_entropy(
                     logits.to(torch::kFloat32), batch->labels,

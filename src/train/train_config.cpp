@@ -1,6 +1,7 @@
 // TrainConfig validation and JSON round trip.
 #include "ipj/train/train_config.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ipj/core/error.hpp"
@@ -37,8 +38,14 @@ void validate(const TrainConfig& config) {
   require(config.energy_interval_ms >= 1 && config.energy_interval_ms <= 10000,
           "--energy-interval-ms must be in 1..10000");
   require(config.cpu_tdp_w >= 0.0, "--cpu-tdp-w must be >= 0 (0 = default estimate)");
-  require(config.precision == "fp32", "--precision '" + config.precision +
-                                          "' is not available in this build of ipj train (available: fp32)");
+  require(config.precision == "fp32" || config.precision == "bf16" || config.precision == "fp16" ||
+              config.precision == "auto",
+          "--precision must be fp32, bf16, fp16 or auto, got '" + config.precision + "'");
+  require(config.loss_scale == "none" || config.loss_scale == "dynamic" || config.loss_scale == "auto",
+          "--loss-scale must be none, dynamic or auto, got '" + config.loss_scale + "'");
+  require(config.accumulation_steps >= 1 && config.accumulation_steps <= 4096, "--accum must be in 1..4096");
+  require(config.target_acc >= 0.0 && config.target_acc <= 1.0,
+          "--target-acc must be a fraction in 0..1 (0 = none)");
   require(!config.resume || !config.out_dir.empty(), "--resume needs --out DIR (the run folder to continue)");
 }
 
@@ -62,6 +69,9 @@ Json to_json(const TrainConfig& config) {
               {"prefetch", config.prefetch_batches},
               {"eval_batch", config.eval_batch_size},
               {"precision", config.precision},
+              {"loss_scale", config.loss_scale},
+              {"accum", config.accumulation_steps},
+              {"target_acc", config.target_acc},
               {"measure_energy", config.measure_energy},
               {"energy_interval_ms", config.energy_interval_ms},
               {"cpu_tdp_w", config.cpu_tdp_w},
@@ -92,6 +102,9 @@ TrainConfig config_from_json(const Json& json) {
   read("prefetch", config.prefetch_batches);
   read("eval_batch", config.eval_batch_size);
   read("precision", config.precision);
+  read("loss_scale", config.loss_scale);
+  read("accum", config.accumulation_steps);
+  read("target_acc", config.target_acc);
   read("measure_energy", config.measure_energy);
   read("energy_interval_ms", config.energy_interval_ms);
   read("cpu_tdp_w", config.cpu_tdp_w);
@@ -103,12 +116,14 @@ void check_resumable(const TrainConfig& saved, const TrainConfig& requested) {
   const Json before = to_json(saved);
   const Json now = to_json(requested);
   // Flags that may change on resume: more epochs, threads, prefetch depth, eval batch, folder spelling.
-  for (const char* key : {"model", "data", "batch", "lr", "optimizer", "momentum", "weight_decay", "schedule",
-                          "step_size", "step_gamma", "seed", "limit", "test_limit", "augment", "precision"}) {
+  for (const char* key :
+       {"model", "data", "batch", "lr", "optimizer", "momentum", "weight_decay", "schedule", "step_size",
+        "step_gamma", "seed", "limit", "test_limit", "augment", "precision", "loss_scale", "accum"}) {
     if (before[key] != now[key]) {
-      fail(ErrorCategory::usage, std::string("--resume: --") +
-                                     (std::string(key) == "weight_decay" ? "weight-decay" : key) + " was " +
-                                     before[key].dump() + " in the saved run but is " + now[key].dump() +
+      std::string flag = key;  // JSON keys spell flags with '_' where the CLI has '-'
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      fail(ErrorCategory::usage, "--resume: --" + flag + " was " + before[key].dump() +
+                                     " in the saved run but is " + now[key].dump() +
                                      " now; use the same value or start a new --out folder");
     }
   }

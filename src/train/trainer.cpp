@@ -11,6 +11,7 @@
 #include "ipj/core/log.hpp"
 #include "ipj/core/progress.hpp"
 #include "ipj/data/batch_loader.hpp"
+#include "ipj/device/cpu_info.hpp"
 #include "ipj/device/threading.hpp"
 #include "ipj/energy/energy_monitor.hpp"
 #include "ipj/energy/energy_report.hpp"
@@ -18,7 +19,9 @@
 #include "ipj/models/registry.hpp"
 #include "ipj/train/checkpoint.hpp"
 #include "ipj/train/evaluate.hpp"
+#include "ipj/train/grad_scaler.hpp"
 #include "ipj/train/lr_schedule.hpp"
+#include "ipj/train/precision.hpp"
 
 namespace ipj::train {
 namespace {
@@ -49,11 +52,12 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate)
 
 [[noreturn]] void fail_diverged(int epoch, std::int64_t step, const TrainConfig& config) {
   fail(ErrorCategory::runtime, "training diverged: the loss became NaN/Inf at epoch " +
-                                   std::to_string(epoch) + ", step " + std::to_string(step) +
-                                   ". Likely causes: learning rate too high (--lr " +
+                                   std::to_string(epoch) + ", step " + std::to_string(step) + " (precision " +
+                                   config.precision + "). Likely causes: learning rate too high (--lr " +
                                    std::to_string(config.learning_rate) +
-                                   "; try 10x lower), unnormalised or corrupt input data, or a numerically "
-                                   "unstable precision setting");
+                                   "; try 10x lower), an fp16 range problem (use --loss-scale dynamic, or "
+                                   "bf16), numerically unstable ops "
+                                   "(large logits, log of 0), or unnormalised / corrupt input data");
 }
 
 Json model_description(const TrainConfig& config, models::Classifier& model,
@@ -110,8 +114,13 @@ EpochMetrics epoch_metrics_from_json(const Json& json) {
 TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset, const TrainHooks& hooks) {
   validate(config);
   const auto run_start = Clock::now();
-  const device::ThreadPlan thread_plan =
-      device::plan_threads(config.precision, config.threads, models::model_entry(config.model).convolutional);
+  const device::CpuInfo cpu = device::probe_cpu();
+  const PrecisionChoice precision =
+      resolve_precision(config.precision, cpu.has("avx512_bf16") || cpu.has("amx_bf16"));
+  const bool use_scaler =
+      config.loss_scale == "dynamic" || (config.loss_scale == "auto" && precision.precision == "fp16");
+  const device::ThreadPlan thread_plan = device::plan_threads(
+      precision.precision, config.threads, models::model_entry(config.model).convolutional);
   device::apply_thread_plan(thread_plan);
 
   torch::manual_seed(config.seed);
@@ -120,6 +129,7 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
   result.model = models::create_model(config.model, shape, dataset.num_classes);
   models::Classifier& model = *result.model;
   auto optimizer = make_optimizer(config, model);
+  GradScaler scaler;
 
   const std::string checkpoint_path =
       config.out_dir.empty() ? "" : (std::filesystem::path(config.out_dir) / kCheckpointFileName).string();
@@ -129,6 +139,7 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
       fail(ErrorCategory::usage,
            "--resume: no checkpoint at '" + checkpoint_path + "'; train without --resume first");
     const CheckpointState state = load_checkpoint(checkpoint_path, model, *optimizer);
+    if (use_scaler && state.loss_scale > 0.0) scaler.set_state(state.loss_scale, state.scaler_growth_tracker);
     check_resumable(config_from_json(state.config), config);
     start_epoch = state.completed_epochs;
     for (const auto& epoch_json : state.epoch_metrics)
@@ -140,14 +151,28 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
     }
   }
 
-  const std::int64_t steps_per_epoch = (dataset.train.count + config.batch_size - 1) / config.batch_size;
+  const std::int64_t batches_per_epoch = (dataset.train.count + config.batch_size - 1) / config.batch_size;
+  const std::int64_t accumulation = config.accumulation_steps;
+  const std::int64_t steps_per_epoch =
+      (batches_per_epoch + accumulation - 1) / accumulation;  // optimizer steps
   ScheduleSpec schedule{config.schedule, config.learning_rate, config.epochs,
                         steps_per_epoch, config.step_size,     config.step_gamma};
+  // Samples in the accumulation group holding batch `batch_index`: each micro-batch loss is weighted by its
+  // share of the group, so that the update equals one large-batch step, including a short last group.
+  auto group_samples = [&](std::int64_t batch_index) {
+    const std::int64_t first_batch = batch_index / accumulation * accumulation;
+    const std::int64_t end_batch = std::min(first_batch + accumulation, batches_per_epoch);
+    return std::min(end_batch * config.batch_size, dataset.train.count) - first_batch * config.batch_size;
+  };
 
   Json report;
   report["schema_version"] = kResultsSchemaVersion;
   report["kind"] = "train";
   report["config"] = to_json(config);
+  report["precision"] = {{"requested", config.precision},
+                         {"used", precision.precision},
+                         {"reason", precision.reason},
+                         {"loss_scaling", use_scaler ? "dynamic" : "none"}};
   report["environment"] = hooks.environment;
   report["threads"] = {{"torch", thread_plan.torch_threads},
                        {"blas", thread_plan.blas_threads},
@@ -191,13 +216,32 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
     double learning_rate = config.learning_rate;
     const auto epoch_start = Clock::now();
     while (auto batch = loader.next()) {
-      learning_rate = learning_rate_at(schedule, epoch, batch->index);
-      if (config.schedule != "none") set_learning_rate(*optimizer, learning_rate);
-      optimizer->zero_grad();
-      const torch::Tensor logits = model.forward(batch->images);  // [B, classes]
-      const torch::Tensor loss = torch::nn::functional::cross_entropy(logits, batch->labels);
-      loss.backward();
-      optimizer->step();
+      const std::int64_t position_in_group = batch->index % accumulation;
+      const bool last_in_group =
+          position_in_group == accumulation - 1 || batch->index + 1 == batches_per_epoch;
+      if (position_in_group == 0) {
+        learning_rate = learning_rate_at(schedule, epoch, batch->index / accumulation);
+        if (config.schedule != "none") set_learning_rate(*optimizer, learning_rate);
+        optimizer->zero_grad();
+      }
+      torch::Tensor logits;  // [B, classes]
+      {
+        AutocastRegion autocast(precision.precision);
+        logits = model.forward(batch->images);
+      }
+      const torch::Tensor loss =
+          torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), batch->labels);
+      const double group_share = static_cast<double>(batch->labels.size(0)) / group_samples(batch->index);
+      const torch::Tensor weighted_loss = accumulation == 1 ? loss : loss * group_share;
+      (use_scaler ? scaler.scale(weighted_loss) : weighted_loss).backward();
+      if (last_in_group) {
+        if (use_scaler) {
+          scaler.step(*optimizer);
+          scaler.update();
+        } else {
+          optimizer->step();
+        }
+      }
 
       const std::int64_t batch_size = batch->labels.size(0);
       samples += batch_size;
@@ -221,7 +265,8 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
     metrics.train_acc = samples > 0 ? static_cast<double>(correct.item<std::int64_t>()) / samples : 0.0;
     metrics.samples_per_s = samples / std::max(1e-9, metrics.train_wall_s);
     metrics.learning_rate = learning_rate;
-    const EvalResult test = evaluate(model, dataset.test, dataset.normalization, config.eval_batch_size);
+    const EvalResult test =
+        evaluate(model, dataset.test, dataset.normalization, config.eval_batch_size, precision.precision);
     metrics.test_acc = test.accuracy;
     metrics.test_loss = test.loss;
     metrics.eval_wall_s = test.wall_s;
@@ -240,11 +285,16 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
       state.completed_epochs = epoch + 1;
       state.config = to_json(config);
       state.epoch_metrics = Json::array();
+      if (use_scaler) {
+        state.loss_scale = scaler.current_scale();
+        state.scaler_growth_tracker = scaler.growth_tracker();
+      }
       for (const auto& done : result.epochs)
         state.epoch_metrics.push_back(to_json(done));
       save_checkpoint(checkpoint_path, model, *optimizer, state);
     }
     if (hooks.on_epoch_end) hooks.on_epoch_end(metrics);
+    if (config.target_acc > 0.0 && metrics.test_acc >= config.target_acc) break;  // --target-acc reached
   }
 
   const energy::Measurement run_energy = monitor.end_window("run");
@@ -254,9 +304,20 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
   result.wall_s = seconds_since(run_start);
   result.samples_per_s = result.train_wall_s > 0 ? result.samples / result.train_wall_s : 0.0;
 
+  // Time and energy to the target: cumulative train + eval wall time and energy up to the first epoch that
+  // reached it (over every recorded epoch, including restored ones).
+  Json time_to_target = nullptr, energy_to_target = nullptr;
   Json epochs = Json::array();
-  for (const auto& metrics : result.epochs)
+  double cumulative_s = 0.0, cumulative_j = 0.0;
+  for (const auto& metrics : result.epochs) {
     epochs.push_back(to_json(metrics));
+    cumulative_s += metrics.wall_s;
+    cumulative_j += metrics.energy_j;
+    if (config.target_acc > 0.0 && time_to_target.is_null() && metrics.test_acc >= config.target_acc) {
+      time_to_target = cumulative_s;
+      energy_to_target = config.measure_energy ? Json(cumulative_j) : Json(nullptr);
+    }
+  }
   report["epochs"] = epochs;
   report["final"] = {{"test_acc", result.test_acc},
                      {"samples_per_s", result.samples_per_s},
@@ -269,7 +330,13 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
                      {"energy_j", result.energy_j},
                      {"energy_source", result.energy_source},
                      {"j_per_sample", result.samples > 0 ? result.energy_j / result.samples : 0.0},
-                     {"acc_per_kj", energy::accuracy_per_kj(result.test_acc, result.energy_j)}};
+                     {"acc_per_kj", energy::accuracy_per_kj(result.test_acc, result.energy_j)},
+                     {"precision", precision.precision},
+                     {"target_acc", config.target_acc > 0.0 ? Json(config.target_acc) : Json(nullptr)},
+                     {"time_to_target_s", time_to_target},
+                     {"energy_to_target_j", energy_to_target},
+                     {"skipped_steps", scaler.skipped_steps()},
+                     {"loss_scale", use_scaler ? Json(scaler.current_scale()) : Json(nullptr)}};
   Json energy_json = energy::to_json(run_energy);
   Json meters = Json::array();
   for (const auto& status : monitor.meter_status())

@@ -47,4 +47,10 @@ inline void set_cuda_autocast(bool enabled, at::ScalarType dtype) {
 #endif
 }
 
+// Drops the casted-weight cache autocast keeps while enabled (PyTorch does this when an autocast region
+// exits).
+inline void clear_autocast_cache() {
+  at::autocast::clear_cache();
+}
+
 }  // namespace ipj::compat

@@ -16,8 +16,10 @@ inline constexpr int kCheckpointFormatVersion = 1;
 
 struct CheckpointState {
   int completed_epochs = 0;
-  Json config;         // TrainConfig as JSON
-  Json epoch_metrics;  // list of per-epoch objects so far
+  Json config;                             // TrainConfig as JSON
+  Json epoch_metrics;                      // list of per-epoch objects so far
+  double loss_scale = 0.0;                 // GradScaler scale (0 = no scaler in this run)
+  std::int64_t scaler_growth_tracker = 0;  // GradScaler clean steps since the last growth
 };
 
 void save_checkpoint(const std::string& path, const torch::nn::Module& model,

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "ipj/data/dataset.hpp"
 #include "ipj/models/classifier.hpp"
@@ -16,7 +17,9 @@ struct EvalResult {
 };
 
 // Restores the module's train/eval mode afterwards.
+// `precision`: the forward passes run in an AutocastRegion of that precision (fp32 = none).
 EvalResult evaluate(models::Classifier& model, const data::ImageSet& images,
-                    const data::Normalization& normalization, std::int64_t batch_size);
+                    const data::Normalization& normalization, std::int64_t batch_size,
+                    const std::string& precision = "fp32");
 
 }  // namespace ipj::train

@@ -29,11 +29,14 @@ struct TrainConfig {
   bool augment = false;
   int prefetch_batches = 4;  // background loader depth (0 = load on the training thread)
   std::int64_t eval_batch_size = 1000;
-  std::string precision = "fp32";
-  bool measure_energy = true;    // false: no meters (for overhead comparisons); energy_source "none"
-  int energy_interval_ms = 100;  // energy meter sampling period
-  double cpu_tdp_w = 0.0;        // CPU power for the energy estimate where no sensor exists (0 = default)
-  std::string out_dir;           // checkpoint + results.json; empty = write nothing
+  std::string precision = "fp32";   // fp32 | bf16 | fp16 | auto
+  std::string loss_scale = "auto";  // none | dynamic | auto (dynamic for fp16, none otherwise)
+  int accumulation_steps = 1;       // micro-batches per optimizer step (--accum)
+  double target_acc = 0.0;          // stop once test accuracy reaches it (0 = train all epochs)
+  bool measure_energy = true;       // false: no meters (for overhead comparisons); energy_source "none"
+  int energy_interval_ms = 100;     // energy meter sampling period
+  double cpu_tdp_w = 0.0;           // CPU power for the energy estimate where no sensor exists (0 = default)
+  std::string out_dir;              // checkpoint + results.json; empty = write nothing
   bool resume = false;
 };
 
