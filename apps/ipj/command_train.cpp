@@ -6,6 +6,7 @@
 #include "ipj/core/progress.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/device/device_report.hpp"
+#include "ipj/train/precision.hpp"
 #include "ipj/train/trainer.hpp"
 
 namespace ipj::cli {
@@ -84,6 +85,7 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
         throw ipj::Error(ipj::ErrorCategory::usage, "--no-save cannot be combined with --out or --resume");
       if (!no_save && config.out_dir.empty()) config.out_dir = default_run_folder(config.model);
       train::validate(config);
+      train::resolve_precision_here(config.precision);  // fail before loading data (e.g. fp16 on a CPU)
       const data::Dataset dataset = data::load_dataset(config.data_dir, config.limit, config.test_limit);
       if (!flags.quiet) std::cerr << "data: " << data::describe(dataset) << "\n";
 

@@ -11,7 +11,6 @@
 #include "ipj/core/log.hpp"
 #include "ipj/core/progress.hpp"
 #include "ipj/data/batch_loader.hpp"
-#include "ipj/device/cpu_info.hpp"
 #include "ipj/device/threading.hpp"
 #include "ipj/energy/energy_monitor.hpp"
 #include "ipj/energy/energy_report.hpp"
@@ -114,9 +113,7 @@ EpochMetrics epoch_metrics_from_json(const Json& json) {
 TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset, const TrainHooks& hooks) {
   validate(config);
   const auto run_start = Clock::now();
-  const device::CpuInfo cpu = device::probe_cpu();
-  const PrecisionChoice precision =
-      resolve_precision(config.precision, cpu.has("avx512_bf16") || cpu.has("amx_bf16"));
+  const PrecisionChoice precision = resolve_precision_here(config.precision);
   const bool use_scaler =
       config.loss_scale == "dynamic" || (config.loss_scale == "auto" && precision.precision == "fp16");
   const device::ThreadPlan thread_plan = device::plan_threads(
