@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
 ./build/bin/ipj devices
-./build/bin/ipj train --model mlp --epochs 2 --out runs/demo-mlp
+./build/bin/ipj compare --model mlp --out runs/demo-compare

@@ -28,5 +28,6 @@ CLI::App* register_devices_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_models_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_train_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_measure_command(CLI::App& app, CommandRunner& runner);
+CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner);
 
 }  // namespace ipj::cli

@@ -42,6 +42,13 @@ ThreadPlan plan_threads(const std::string& precision, int cores, bool convolutio
   return plan;
 }
 
+ThreadPlan python_default_thread_plan(int cores) {
+  const int available = cores > 0 ? cores : online_cores();
+  return ThreadPlan{
+      1, available,
+      "untuned: Python torch's default (ATen 1 thread, OpenBLAS " + std::to_string(available) + " threads)"};
+}
+
 void apply_thread_plan(const ThreadPlan& plan) {
   at::set_num_threads(std::max(1, plan.torch_threads));
   if (auto set_threads = find_blas_symbol<SetThreadsFunction>("openblas_set_num_threads"))

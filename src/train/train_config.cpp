@@ -63,6 +63,7 @@ Json to_json(const TrainConfig& config) {
               {"step_gamma", config.step_gamma},
               {"seed", config.seed},
               {"threads", config.threads},
+              {"tune_threads", config.tune_threads},
               {"limit", config.limit},
               {"test_limit", config.test_limit},
               {"augment", config.augment},
@@ -96,6 +97,7 @@ TrainConfig config_from_json(const Json& json) {
   read("step_gamma", config.step_gamma);
   read("seed", config.seed);
   read("threads", config.threads);
+  read("tune_threads", config.tune_threads);
   read("limit", config.limit);
   read("test_limit", config.test_limit);
   read("augment", config.augment);

@@ -116,8 +116,10 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
   const PrecisionChoice precision = resolve_precision_here(config.precision);
   const bool use_scaler =
       config.loss_scale == "dynamic" || (config.loss_scale == "auto" && precision.precision == "fp16");
-  const device::ThreadPlan thread_plan = device::plan_threads(
-      precision.precision, config.threads, models::model_entry(config.model).convolutional);
+  const device::ThreadPlan thread_plan =
+      config.tune_threads ? device::plan_threads(precision.precision, config.threads,
+                                                 models::model_entry(config.model).convolutional)
+                          : device::python_default_thread_plan(config.threads);
   device::apply_thread_plan(thread_plan);
 
   torch::manual_seed(config.seed);

@@ -164,3 +164,47 @@ TEST(CliMeasure, UsesAFakePowercapTreeAndReportsCosts) {
 }
 
 }  // namespace ipj
+
+namespace ipj {
+
+TEST(CliCompare, JsonContractOnASmallSubset) {
+  testing::TempDir dir;
+  const auto result =
+      ipj("compare --json --quiet --limit 3000 --test-limit 1000 --target-acc 0.6 --out " + dir.file("cmp"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json report = json::parse(result.out);
+  EXPECT_EQ(report["target_acc"], 0.6);
+  for (const char* side : {"baseline", "optimized"}) {
+    const json& run = report[side];
+    for (const char* key : {"test_acc", "samples_per_s", "wall_s", "energy_j", "energy_source", "precision",
+                            "time_to_target_s", "energy_to_target_j", "recipe"})
+      EXPECT_TRUE(run.contains(key)) << side << "." << key;
+    EXPECT_GE(run["test_acc"].get<double>(), 0.6) << side;
+    EXPECT_TRUE(run["time_to_target_s"].is_number()) << side;
+  }
+  EXPECT_EQ(report["baseline"]["precision"], "fp32");
+  EXPECT_EQ(report["baseline"]["recipe"]["lr"], 0.01);
+  EXPECT_EQ(report["baseline"]["recipe"]["batch"], 128);
+  EXPECT_GT(report["speedup"].get<double>(), 0.0);
+  EXPECT_GT(report["energy_ratio"].get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(
+      report["acc_delta_pt"].get<double>(),
+      (report["optimized"]["test_acc"].get<double>() - report["baseline"]["test_acc"].get<double>()) * 100);
+  EXPECT_EQ(json::parse(read_file(dir.file("cmp/compare.json")))["kind"], "compare");
+}
+
+TEST(CliCompare, UnreachedTargetIsReportedAsNull) {
+  testing::TempDir dir;
+  const auto result =
+      ipj("compare --json --quiet --limit 500 --test-limit 200 --target-acc 0.999 --max-epochs 1 "
+          "--epochs 1 --out " +
+          dir.file("cmp"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json report = json::parse(result.out);
+  EXPECT_TRUE(report["baseline"]["time_to_target_s"].is_null());
+  EXPECT_TRUE(report["speedup"].is_null());
+  EXPECT_TRUE(report["energy_ratio"].is_null());
+  expect_failure(ipj("compare --model vgg"), 2, "vgg");
+}
+
+}  // namespace ipj

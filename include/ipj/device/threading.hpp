@@ -19,6 +19,9 @@ struct ThreadPlan {
 // thread.
 ThreadPlan plan_threads(const std::string& precision, int cores, bool convolutional = false);
 
+// What Debian's Python torch does by default (the seeds' loop): ATen at 1 thread, OpenBLAS on every core.
+ThreadPlan python_default_thread_plan(int cores);
+
 void apply_thread_plan(const ThreadPlan& plan);
 
 // OpenBLAS's current thread count, or -1 when the loaded BLAS is not OpenBLAS.

@@ -24,6 +24,7 @@ struct TrainConfig {
   double step_gamma = 0.1;
   std::uint64_t seed = 0;
   int threads = 0;              // cores to use (0 = all)
+  bool tune_threads = true;     // false: Python torch's default thread settings (the seed recipe)
   std::int64_t limit = 0;       // first N training samples (0 = all)
   std::int64_t test_limit = 0;  // first N test samples (0 = all)
   bool augment = false;

@@ -1,0 +1,46 @@
+// `ipj compare`: the seeds' case study. The seed recipe (fp32, SGD lr 0.01 momentum 0.9, batch 128, no
+// accumulation, no prefetch, Python's default threads) against ipj's optimized recipe (native precision,
+// tuned batch/LR/schedule, prefetch, tuned threads) on the same model, data and target accuracy, side by
+// side.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ipj/core/json_io.hpp"
+#include "ipj/data/dataset.hpp"
+#include "ipj/train/train_config.hpp"
+#include "ipj/train/trainer.hpp"
+
+namespace ipj::train {
+
+struct CompareConfig {
+  std::string model = "mlp";
+  std::string data_dir = data::kDefaultDataDirectory;
+  double target_acc = 0.0;      // 0 = the model's default (mlp 0.88, cnn 0.90, resnet18 0.90)
+  int baseline_max_epochs = 0;  // 0 = the model's default; the seed recipe's LR is constant, so only a cap
+  int optimized_epochs = 0;     // 0 = the model's default; the cosine schedule's horizon
+  std::uint64_t seed = 0;
+  std::int64_t limit = 0;
+  std::int64_t test_limit = 0;
+  int threads = 0;
+  std::string out_dir;  // baseline/ and optimized/ run folders + compare.json; empty = write nothing
+};
+
+// The two recipes for a model (exposed so that docs, tests and benchmarks use exactly what compare runs).
+TrainConfig baseline_recipe(const CompareConfig& config);
+TrainConfig optimized_recipe(const CompareConfig& config);
+double default_target_accuracy(const std::string& model);
+
+struct CompareResult {
+  TrainResult baseline;
+  TrainResult optimized;
+  Json report;  // the compare.json object (contract in docs/CLI.md)
+};
+
+CompareResult run_compare(const CompareConfig& config, const data::Dataset& dataset, const TrainHooks& hooks);
+
+// The side-by-side table for the terminal.
+std::string render_compare_table(const Json& report);
+
+}  // namespace ipj::train
