@@ -29,6 +29,7 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   static CommonOutputFlags flags;
   static train::TrainConfig config;
   static bool no_save = false;
+  static std::string thread_plan = "tuned";
   add_output_flags(*command, flags);
   command->add_option("--model", config.model, "mlp | cnn | resnet18 | resnet50")->capture_default_str();
   command->add_option("--data", config.data_dir, "Data folder (IDX .gz/plain or CIFAR-10 binary)")
@@ -46,6 +47,11 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--seed", config.seed, "Seed for initialisation, shuffling and augmentation")
       ->capture_default_str();
   command->add_option("--threads", config.threads, "Cores to use (0 = all)")->capture_default_str();
+  command
+      ->add_option("--thread-plan", thread_plan,
+                   "tuned (per precision and model) | python (Python torch's default)")
+      ->check(CLI::IsMember({"tuned", "python"}))
+      ->capture_default_str();
   command->add_option("--limit", config.limit, "Use only the first N training samples (0 = all)");
   command->add_option("--test-limit", config.test_limit, "Use only the first N test samples (0 = all)");
   command->add_flag("--augment", config.augment, "Random crop (pad 4) + horizontal flip");
@@ -84,6 +90,7 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
       if (no_save && (config.resume || !config.out_dir.empty()))
         throw ipj::Error(ipj::ErrorCategory::usage, "--no-save cannot be combined with --out or --resume");
       if (!no_save && config.out_dir.empty()) config.out_dir = default_run_folder(config.model);
+      config.tune_threads = thread_plan == "tuned";
       train::validate(config);
       train::resolve_precision_here(config.precision);  // fail before loading data (e.g. fp16 on a CPU)
       const data::Dataset dataset = data::load_dataset(config.data_dir, config.limit, config.test_limit);
