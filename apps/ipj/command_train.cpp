@@ -7,6 +7,7 @@
 #include "ipj/data/dataset.hpp"
 #include "ipj/device/device_report.hpp"
 #include "ipj/train/precision.hpp"
+#include "ipj/train/repeat.hpp"
 #include "ipj/train/trainer.hpp"
 
 namespace ipj::cli {
@@ -30,6 +31,7 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   static train::TrainConfig config;
   static bool no_save = false;
   static std::string thread_plan = "tuned";
+  static int repeat = 1;
   add_output_flags(*command, flags);
   command->add_option("--model", config.model, "mlp | cnn | resnet18 | resnet50")->capture_default_str();
   command->add_option("--data", config.data_dir, "Data folder (IDX .gz/plain or CIFAR-10 binary)")
@@ -83,6 +85,8 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--out", config.out_dir,
                       "Run folder for checkpoint.pt and results.json (default runs/MODEL-TIME)");
   command->add_flag("--no-save", no_save, "Write no checkpoint or results file");
+  command->add_option("--repeat", repeat, "Run K seeds (seed, seed+1, ...) and report median and range")
+      ->check(CLI::Range(1, 100));
   command->add_flag("--resume", config.resume, "Continue the run in --out from its last checkpoint");
 
   command->callback([&runner] {
@@ -107,6 +111,27 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
                     metrics.energy_j, metrics.energy_source.c_str());
         std::fflush(stdout);
       };
+      if (repeat > 1) {
+        const Json report = train::run_repeated(config, repeat, dataset, hooks);
+        if (flags.json) {
+          print_json(report);
+        } else {
+          const Json& summary = report["summary"];
+          auto show = [](const Json& spread, const char* unit) {
+            if (spread.is_null()) return std::string("none reached");
+            char text[96];
+            std::snprintf(text, sizeof text, "median %.4g%s (range %.4g-%.4g)",
+                          spread["median"].get<double>(), unit, spread["min"].get<double>(),
+                          spread["max"].get<double>());
+            return std::string(text);
+          };
+          std::printf("%d runs: test acc %s; time to target %s; energy to target %s; missed the target: %d\n",
+                      repeat, show(summary["test_acc"], "").c_str(),
+                      show(summary["time_to_target_s"], " s").c_str(),
+                      show(summary["energy_to_target_j"], " J").c_str(), summary["missed_target"].get<int>());
+        }
+        return 0;
+      }
       const train::TrainResult result = train::run_training(config, dataset, hooks);
       if (flags.json) {
         print_json(result.report);

@@ -9,6 +9,7 @@
 #include "ipj/train/checkpoint.hpp"
 #include "ipj/train/grad_scaler.hpp"
 #include "ipj/train/precision.hpp"
+#include "ipj/train/repeat.hpp"
 #include "ipj/train/trainer.hpp"
 #include "support/test_support.hpp"
 
@@ -169,6 +170,36 @@ TEST(TargetAccuracy, StopsWhenReachedAndReportsNullWhenNot) {
   EXPECT_EQ(missed.epochs.size(), 2u);
   EXPECT_TRUE(missed.report["final"]["time_to_target_s"].is_null());
   EXPECT_TRUE(missed.report["final"]["energy_to_target_j"].is_null());
+}
+
+}  // namespace ipj::train
+
+namespace ipj::train {
+
+TEST(Repeat, SpreadIsMedianAndRangeSkippingNulls) {
+  EXPECT_TRUE(spread({nullptr, nullptr}).is_null());
+  const Json odd = spread({3.0, nullptr, 1.0, 2.0});
+  EXPECT_DOUBLE_EQ(odd["median"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(odd["min"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(odd["max"].get<double>(), 3.0);
+  EXPECT_EQ(odd["count"], 3);
+  EXPECT_DOUBLE_EQ(spread({4.0, 1.0})["median"].get<double>(), 2.5);
+}
+
+TEST(Repeat, RunsSeedsAndCountsMissedTargets) {
+  data::Dataset dataset = data::load_dataset(data::kDefaultDataDirectory, 1000, 300);
+  TrainConfig config;
+  config.model = "mlp";
+  config.target_acc = 0.999;  // never reached: every run must be counted as missed, not dropped
+  TrainHooks hooks;
+  hooks.show_progress = false;
+  const Json report = run_repeated(config, 2, dataset, hooks);
+  ASSERT_EQ(report["runs"].size(), 2u);
+  EXPECT_EQ(report["runs"][1]["seed"], 1);
+  EXPECT_NE(report["runs"][0]["final"]["test_acc"], report["runs"][1]["final"]["test_acc"]);
+  EXPECT_EQ(report["summary"]["missed_target"], 2);
+  EXPECT_TRUE(report["summary"]["time_to_target_s"].is_null());
+  EXPECT_EQ(report["summary"]["test_acc"]["count"], 2);
 }
 
 }  // namespace ipj::train
