@@ -291,6 +291,11 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
       for (const auto& done : result.epochs)
         state.epoch_metrics.push_back(to_json(done));
       save_checkpoint(checkpoint_path, model, *optimizer, state);
+      // Results so far, so that an interrupted run still leaves a readable results.json ("complete": false).
+      Json partial = report;
+      partial["complete"] = false;
+      partial["epochs"] = state.epoch_metrics;
+      write_json_file((std::filesystem::path(config.out_dir) / "results.json").string(), partial);
     }
     if (hooks.on_epoch_end) hooks.on_epoch_end(metrics);
     if (config.target_acc > 0.0 && metrics.test_acc >= config.target_acc) break;  // --target-acc reached
@@ -317,6 +322,7 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
       energy_to_target = config.measure_energy ? Json(cumulative_j) : Json(nullptr);
     }
   }
+  report["complete"] = true;
   report["epochs"] = epochs;
   report["final"] = {{"test_acc", result.test_acc},
                      {"samples_per_s", result.samples_per_s},

@@ -113,6 +113,7 @@ TEST(Trainer, ResumeEqualsUninterruptedRun) {
 
     const Json results = read_json_file(dir.file("interrupted/results.json"));
     EXPECT_EQ(results["schema_version"], kResultsSchemaVersion);
+    EXPECT_EQ(results["complete"], true);
     EXPECT_EQ(results["epochs"].size(), 2u);
     EXPECT_EQ(read_checkpoint_state(dir.file("interrupted/checkpoint.pt")).completed_epochs, 2);
   }
@@ -167,6 +168,31 @@ TEST(Trainer, DivergenceStopsWithAnExplanation) {
     EXPECT_EQ(error.category(), ErrorCategory::runtime);
     EXPECT_NE(std::string(error.what()).find("learning rate"), std::string::npos) << error.what();
   }
+}
+
+}  // namespace ipj::train
+
+namespace ipj::train {
+
+TEST(Trainer, ResultsFileIsWrittenAfterEveryEpoch) {
+  testing::TempDir dir;
+  data::Dataset dataset = data::load_dataset(data::kDefaultDataDirectory, 500, 200);
+  TrainConfig config;
+  config.epochs = 2;
+  config.out_dir = dir.file("run");
+  TrainHooks hooks;
+  hooks.show_progress = false;
+  int epochs_seen = 0;
+  hooks.on_epoch_end = [&](const EpochMetrics& metrics) {
+    ++epochs_seen;
+    const Json partial = read_json_file(dir.file("run/results.json"));
+    EXPECT_EQ(partial["complete"], false);
+    EXPECT_EQ(partial["epochs"].size(), static_cast<size_t>(metrics.epoch));
+    EXPECT_FALSE(partial.contains("final"));
+  };
+  run_training(config, dataset, hooks);
+  EXPECT_EQ(epochs_seen, 2);
+  EXPECT_EQ(read_json_file(dir.file("run/results.json"))["complete"], true);
 }
 
 }  // namespace ipj::train
