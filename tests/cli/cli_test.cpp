@@ -207,4 +207,16 @@ TEST(CliCompare, UnreachedTargetIsReportedAsNull) {
   expect_failure(ipj("compare --model vgg"), 2, "vgg");
 }
 
+TEST(CliCompare, HumanTableShowsBothRecipesSideBySide) {
+  testing::TempDir dir;
+  const auto result =
+      ipj("compare --quiet --limit 500 --test-limit 200 --target-acc 0.5 --max-epochs 1 --epochs 1 "
+          "--out " +
+          dir.file("cmp"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  for (const char* expected : {"baseline (seed recipe)", "optimized (ipj)", "time to 0.500",
+                               "energy to 0.500", "accuracy per kJ", "estimated", "compare.json"})
+    EXPECT_NE(result.out.find(expected), std::string::npos) << expected << " missing in:\n" << result.out;
+}
+
 }  // namespace ipj
