@@ -66,6 +66,8 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
       ->add_option("--precision", config.precision,
                    "fp32 | bf16 | fp16 | auto (fastest precision native here: bf16 with AVX512_BF16/AMX)")
       ->capture_default_str();
+  command->add_option("--device", config.device, "cpu | cuda | cuda:N (CUDA needs an IPJ_WITH_CUDA build)")
+      ->capture_default_str();
   command
       ->add_option("--loss-scale", config.loss_scale, "none | dynamic | auto (dynamic GradScaler for fp16)")
       ->capture_default_str();
@@ -96,7 +98,8 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
       if (!no_save && config.out_dir.empty()) config.out_dir = default_run_folder(config.model);
       config.tune_threads = thread_plan == "tuned";
       train::validate(config);
-      train::resolve_precision_here(config.precision);  // fail before loading data (e.g. fp16 on a CPU)
+      train::resolve_precision_here(config.precision,
+                                    config.device);  // fail before loading data (e.g. fp16 on a CPU)
       const data::Dataset dataset = data::load_dataset(config.data_dir, config.limit, config.test_limit);
       if (!flags.quiet) std::cerr << "data: " << data::describe(dataset) << "\n";
 

@@ -38,9 +38,10 @@ CheckpointState read_state(torch::serialize::InputArchive& archive, const std::s
   return state;
 }
 
-void load_archive(torch::serialize::InputArchive& archive, const std::string& path) {
+void load_archive(torch::serialize::InputArchive& archive, const std::string& path,
+                  const torch::Device& device = torch::kCPU) {
   try {
-    archive.load_from(path);
+    archive.load_from(path, device);
   } catch (const c10::Error& error) {
     fail(ErrorCategory::invalid_input,
          "'" + path + "' is not a readable checkpoint: " + error.what_without_backtrace());
@@ -74,9 +75,9 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& model,
 }
 
 CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model,
-                                torch::optim::Optimizer& optimizer) {
+                                torch::optim::Optimizer& optimizer, const torch::Device& device) {
   torch::serialize::InputArchive archive;
-  load_archive(archive, path);
+  load_archive(archive, path, device);
   CheckpointState state = read_state(archive, path);
   try {
     torch::serialize::InputArchive model_archive;

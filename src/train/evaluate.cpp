@@ -12,7 +12,7 @@ namespace ipj::train {
 
 EvalResult evaluate(models::Classifier& model, const data::ImageSet& images,
                     const data::Normalization& normalization, std::int64_t batch_size,
-                    const std::string& precision) {
+                    const std::string& precision, const std::string& device_name) {
   const auto start = std::chrono::steady_clock::now();
   const bool was_training = model.is_training();
   model.eval();
@@ -22,17 +22,19 @@ EvalResult evaluate(models::Classifier& model, const data::ImageSet& images,
   options.shuffle = false;
   options.prefetch_batches = 0;
   data::BatchLoader loader(images, normalization, options);
-  torch::Tensor correct = torch::zeros({}, torch::kInt64);
-  torch::Tensor loss_sum = torch::zeros({}, torch::kFloat64);
+  const torch::Device device(device_name);
+  torch::Tensor correct = torch::zeros({}, torch::TensorOptions(torch::kInt64).device(device));
+  torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions(torch::kFloat64).device(device));
   while (auto batch = loader.next()) {
     torch::Tensor logits;  // [B, classes]
     {
-      AutocastRegion autocast(precision);
-      logits = model.forward(batch->images);
+      AutocastRegion autocast(precision, device.is_cuda());
+      logits = model.forward(batch->images.to(device));
     }
-    correct += logits.argmax(1).eq(batch->labels).sum();
+    const torch::Tensor labels = batch->labels.to(device);  // [B]
+    correct += logits.argmax(1).eq(labels).sum();
     loss_sum += torch::nn::functional::cross_entropy(
-                    logits.to(torch::kFloat32), batch->labels,
+                    logits.to(torch::kFloat32), labels,
                     torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
                     .to(torch::kFloat64);
   }

@@ -41,6 +41,10 @@ void validate(const TrainConfig& config) {
   require(config.precision == "fp32" || config.precision == "bf16" || config.precision == "fp16" ||
               config.precision == "auto",
           "--precision must be fp32, bf16, fp16 or auto, got '" + config.precision + "'");
+  require(config.device == "cpu" || config.device == "cuda" ||
+              (config.device.rfind("cuda:", 0) == 0 && config.device.size() > 5 &&
+               config.device.find_first_not_of("0123456789", 5) == std::string::npos),
+          "--device must be cpu, cuda or cuda:N, got '" + config.device + "'");
   require(config.loss_scale == "none" || config.loss_scale == "dynamic" || config.loss_scale == "auto",
           "--loss-scale must be none, dynamic or auto, got '" + config.loss_scale + "'");
   require(config.accumulation_steps >= 1 && config.accumulation_steps <= 4096, "--accum must be in 1..4096");
@@ -69,6 +73,7 @@ Json to_json(const TrainConfig& config) {
               {"augment", config.augment},
               {"prefetch", config.prefetch_batches},
               {"eval_batch", config.eval_batch_size},
+              {"device", config.device},
               {"precision", config.precision},
               {"loss_scale", config.loss_scale},
               {"accum", config.accumulation_steps},
@@ -103,6 +108,7 @@ TrainConfig config_from_json(const Json& json) {
   read("augment", config.augment);
   read("prefetch", config.prefetch_batches);
   read("eval_batch", config.eval_batch_size);
+  read("device", config.device);
   read("precision", config.precision);
   read("loss_scale", config.loss_scale);
   read("accum", config.accumulation_steps);

@@ -1,6 +1,7 @@
 // The fp32 training loop. Hot path: no per-step host syncs except the throttled progress read-out.
 #include "ipj/train/trainer.hpp"
 
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <chrono>
@@ -59,13 +60,13 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate)
                                    "(large logits, log of 0), or unnormalised / corrupt input data");
 }
 
-Json model_description(const TrainConfig& config, models::Classifier& model,
-                       const models::InputShape& shape) {
+Json model_description(const TrainConfig& config, models::Classifier& model, const models::InputShape& shape,
+                       const torch::Device& device) {
   torch::NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
   const std::int64_t flops = models::count_flops([&] {
-    model.forward(torch::zeros({1, shape.channels, shape.height, shape.width}));
+    model.forward(torch::zeros({1, shape.channels, shape.height, shape.width}, torch::TensorOptions(device)));
   });
   if (was_training) model.train();
   return Json{{"name", config.model},
@@ -113,7 +114,9 @@ EpochMetrics epoch_metrics_from_json(const Json& json) {
 TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset, const TrainHooks& hooks) {
   validate(config);
   const auto run_start = Clock::now();
-  const PrecisionChoice precision = resolve_precision_here(config.precision);
+  const PrecisionChoice precision = resolve_precision_here(config.precision, config.device);
+  const torch::Device device(config.device);
+  const bool on_cuda = device.is_cuda();
   const bool use_scaler =
       config.loss_scale == "dynamic" || (config.loss_scale == "auto" && precision.precision == "fp16");
   const device::ThreadPlan thread_plan =
@@ -126,6 +129,7 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
   const models::InputShape shape{dataset.train.channels, dataset.train.height, dataset.train.width};
   TrainResult result;
   result.model = models::create_model(config.model, shape, dataset.num_classes);
+  result.model->to(device);
   models::Classifier& model = *result.model;
   auto optimizer = make_optimizer(config, model);
   GradScaler scaler;
@@ -137,7 +141,7 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
     if (!std::filesystem::exists(checkpoint_path))
       fail(ErrorCategory::usage,
            "--resume: no checkpoint at '" + checkpoint_path + "'; train without --resume first");
-    const CheckpointState state = load_checkpoint(checkpoint_path, model, *optimizer);
+    const CheckpointState state = load_checkpoint(checkpoint_path, model, *optimizer, device);
     if (use_scaler && state.loss_scale > 0.0) scaler.set_state(state.loss_scale, state.scaler_growth_tracker);
     check_resumable(config_from_json(state.config), config);
     start_epoch = state.completed_epochs;
@@ -183,13 +187,14 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
                        {"test_samples", dataset.test.count},
                        {"mean", dataset.normalization.mean},
                        {"std", dataset.normalization.std}};
-  report["model"] = model_description(config, model, shape);
+  report["model"] = model_description(config, model, shape, device);
 
   energy::MeterOptions meter_options;
   meter_options.cpu_tdp_w = config.cpu_tdp_w;
   energy::EnergyMonitor monitor(
       config.measure_energy ? energy::discover_meters(meter_options) : energy::MeterSet{},
-      energy::MonitorOptions{config.energy_interval_ms, nullptr});
+      energy::MonitorOptions{config.energy_interval_ms,
+                             on_cuda ? std::function<void()>([] { torch::cuda::synchronize(); }) : nullptr});
   auto source_of = [&](const energy::Measurement& measurement) -> std::string {
     return config.measure_energy ? energy::source_name(measurement.source) : "none";
   };
@@ -209,8 +214,8 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
 
     ProgressBar progress("epoch " + std::to_string(epoch + 1) + "/" + std::to_string(config.epochs),
                          loader.batch_count(), hooks.show_progress);
-    torch::Tensor loss_sum = torch::zeros({}, torch::kFloat64);
-    torch::Tensor correct = torch::zeros({}, torch::kInt64);
+    torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions(torch::kFloat64).device(device));
+    torch::Tensor correct = torch::zeros({}, torch::TensorOptions(torch::kInt64).device(device));
     std::int64_t samples = 0;
     double learning_rate = config.learning_rate;
     const auto epoch_start = Clock::now();
@@ -223,13 +228,14 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
         if (config.schedule != "none") set_learning_rate(*optimizer, learning_rate);
         optimizer->zero_grad();
       }
-      torch::Tensor logits;  // [B, classes]
+      const torch::Tensor images = batch->images.to(device, /*non_blocking=*/true);  // [B, C, H, W]
+      const torch::Tensor labels = batch->labels.to(device, /*non_blocking=*/true);  // [B]
+      torch::Tensor logits;                                                          // [B, classes]
       {
-        AutocastRegion autocast(precision.precision);
-        logits = model.forward(batch->images);
+        AutocastRegion autocast(precision.precision, on_cuda);
+        logits = model.forward(images);
       }
-      const torch::Tensor loss =
-          torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), batch->labels);
+      const torch::Tensor loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), labels);
       const double group_share = static_cast<double>(batch->labels.size(0)) / group_samples(batch->index);
       const torch::Tensor weighted_loss = accumulation == 1 ? loss : loss * group_share;
       (use_scaler ? scaler.scale(weighted_loss) : weighted_loss).backward();
@@ -245,7 +251,7 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
       const std::int64_t batch_size = batch->labels.size(0);
       samples += batch_size;
       loss_sum += loss.detach().to(torch::kFloat64) * static_cast<double>(batch_size);
-      correct += logits.detach().argmax(1).eq(batch->labels).sum();
+      correct += logits.detach().argmax(1).eq(labels).sum();
       if (batch->index % 50 == 0 || batch->index + 1 == loader.batch_count()) {
         const double running_loss = loss_sum.item<double>() / static_cast<double>(samples);
         if (!std::isfinite(running_loss)) fail_diverged(epoch + 1, batch->index, config);
@@ -264,8 +270,8 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
     metrics.train_acc = samples > 0 ? static_cast<double>(correct.item<std::int64_t>()) / samples : 0.0;
     metrics.samples_per_s = samples / std::max(1e-9, metrics.train_wall_s);
     metrics.learning_rate = learning_rate;
-    const EvalResult test =
-        evaluate(model, dataset.test, dataset.normalization, config.eval_batch_size, precision.precision);
+    const EvalResult test = evaluate(model, dataset.test, dataset.normalization, config.eval_batch_size,
+                                     precision.precision, config.device);
     metrics.test_acc = test.accuracy;
     metrics.test_loss = test.loss;
     metrics.eval_wall_s = test.wall_s;

@@ -83,6 +83,15 @@ TEST(Cli, BadFlagsExitTwoNamingTheFlag) {
   expect_failure(ipj("train --optimizer lamb --no-save"), 2, "--optimizer");
   expect_failure(ipj("train --precision fp8 --no-save"), 2, "--precision");
   expect_failure(ipj("frobnicate"), 2, "frobnicate");
+  expect_failure(ipj("train --device gpu --no-save"), 2, "--device");
+}
+
+TEST(Cli, CudaDeviceOnACpuOnlyBuildIsUnsupported) {
+  const json report = json::parse(ipj("devices --json").out);
+  if (report["torch"]["cuda_built"].get<bool>())
+    GTEST_SKIP() << "CUDA build: covered by the GPU check script";
+  expect_failure(ipj("train --device cuda --no-save"), 5, "IPJ_WITH_CUDA");
+  expect_failure(ipj("train --precision fp16 --no-save"), 5, "bf16");
 }
 
 TEST(Cli, BadDataExitsNamingTheFile) {

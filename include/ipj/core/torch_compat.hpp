@@ -47,6 +47,14 @@ inline void set_cuda_autocast(bool enabled, at::ScalarType dtype) {
 #endif
 }
 
+inline bool cuda_autocast_enabled() {
+#if (TORCH_VERSION_MAJOR > 2) || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  return at::autocast::is_autocast_enabled(at::kCUDA);
+#else
+  return at::autocast::is_enabled();
+#endif
+}
+
 // Drops the casted-weight cache autocast keeps while enabled (PyTorch does this when an autocast region
 // exits).
 inline void clear_autocast_cache() {

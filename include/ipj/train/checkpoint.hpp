@@ -4,6 +4,7 @@
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
+#include <torch/types.h>
 
 #include <string>
 
@@ -26,9 +27,11 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& model,
                      const torch::optim::Optimizer& optimizer, const CheckpointState& state);
 
 // Loads into existing model/optimizer objects of the same architecture. Throws ipj::Error(invalid_input)
-// naming the file when it is not an ipj checkpoint or does not fit the model.
+// naming the file when it is not an ipj checkpoint or does not fit the model. Tensors are loaded onto
+// `device` (where the model already is), optimizer state included.
 CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model,
-                                torch::optim::Optimizer& optimizer);
+                                torch::optim::Optimizer& optimizer,
+                                const torch::Device& device = torch::kCPU);
 
 // Reads only the metadata (no model needed): for tools that inspect a run folder.
 CheckpointState read_checkpoint_state(const std::string& path);

@@ -20,6 +20,6 @@ struct EvalResult {
 // `precision`: the forward passes run in an AutocastRegion of that precision (fp32 = none).
 EvalResult evaluate(models::Classifier& model, const data::ImageSet& images,
                     const data::Normalization& normalization, std::int64_t batch_size,
-                    const std::string& precision = "fp32");
+                    const std::string& precision = "fp32", const std::string& device = "cpu");
 
 }  // namespace ipj::train

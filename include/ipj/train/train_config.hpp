@@ -30,6 +30,7 @@ struct TrainConfig {
   bool augment = false;
   int prefetch_batches = 4;  // background loader depth (0 = load on the training thread)
   std::int64_t eval_batch_size = 1000;
+  std::string device = "cpu";       // cpu | cuda | cuda:N
   std::string precision = "fp32";   // fp32 | bf16 | fp16 | auto
   std::string loss_scale = "auto";  // none | dynamic | auto (dynamic for fp16, none otherwise)
   int accumulation_steps = 1;       // micro-batches per optimizer step (--accum)
