@@ -1,6 +1,7 @@
 // Output helpers shared by subcommands.
 #include "cli_support.hpp"
 
+#include <ctime>
 #include <iostream>
 
 namespace ipj::cli {
@@ -8,6 +9,13 @@ namespace ipj::cli {
 void add_output_flags(CLI::App& command, CommonOutputFlags& flags) {
   command.add_flag("--json", flags.json, "Print one JSON object on stdout (human text goes to stderr)");
   command.add_flag("--quiet,-q", flags.quiet, "No progress output on stderr");
+}
+
+std::string default_run_folder(const std::string& name) {
+  char stamp[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+  return "runs/" + name + "-" + stamp;
 }
 
 void print_json(const Json& value) {

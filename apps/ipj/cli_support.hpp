@@ -21,6 +21,9 @@ struct CommonOutputFlags {
 
 void add_output_flags(CLI::App& command, CommonOutputFlags& flags);
 
+// "runs/<name>-YYYYmmdd-HHMMSS": the default run folder of commands that write results.
+std::string default_run_folder(const std::string& name);
+
 // Prints `value` as one compact JSON line on stdout.
 void print_json(const Json& value);
 

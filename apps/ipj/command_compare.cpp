@@ -1,6 +1,5 @@
 // `ipj compare`: the seeds' case study, baseline recipe vs ipj's optimized recipe, side by side (the main
 // job).
-#include <ctime>
 #include <iostream>
 
 #include "cli_support.hpp"
@@ -32,12 +31,7 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
                       "Folder for compare.json and the two run folders (default runs/)");
   command->callback([&runner] {
     runner = [] {
-      if (config.out_dir.empty()) {
-        char stamp[32];
-        const std::time_t now = std::time(nullptr);
-        std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
-        config.out_dir = "runs/compare-" + config.model + "-" + stamp;
-      }
+      if (config.out_dir.empty()) config.out_dir = default_run_folder("compare-" + config.model);
       const data::Dataset dataset = data::load_dataset(config.data_dir, config.limit, config.test_limit);
       train::TrainHooks hooks;
       hooks.show_progress = !flags.quiet;

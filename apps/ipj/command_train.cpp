@@ -1,5 +1,4 @@
 // `ipj train`: trains a registry model on an image data set and writes results (see docs/CLI.md).
-#include <ctime>
 #include <iostream>
 
 #include "cli_support.hpp"
@@ -11,17 +10,6 @@
 #include "ipj/train/trainer.hpp"
 
 namespace ipj::cli {
-namespace {
-
-std::string default_run_folder(const std::string& model) {
-  char stamp[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
-  return "runs/" + model + "-" + stamp;
-}
-
-}  // namespace
-
 CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   auto* command = app.add_subcommand(
       "train",
