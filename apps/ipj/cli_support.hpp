@@ -32,5 +32,7 @@ CLI::App* register_models_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_train_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_measure_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner);
+CLI::App* register_quantize_command(CLI::App& app, CommandRunner& runner);
+CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner);
 
 }  // namespace ipj::cli

@@ -5,8 +5,11 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 
+#include <filesystem>
+
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/error.hpp"
+#include "ipj/models/registry.hpp"
 
 namespace ipj::train {
 namespace {
@@ -29,6 +32,9 @@ CheckpointState read_state(torch::serialize::InputArchive& archive, const std::s
   state.completed_epochs = static_cast<int>(epochs.toInt());
   state.config = Json::parse(config.toStringRef());
   state.epoch_metrics = Json::parse(metrics.toStringRef());
+  c10::IValue model_info;
+  if (archive.try_read("model_info_json", model_info) && model_info.isString())
+    state.model_info = Json::parse(model_info.toStringRef());
   c10::IValue scale, tracker;
   if (archive.try_read("grad_scaler_scale", scale) &&
       archive.try_read("grad_scaler_growth_tracker", tracker)) {
@@ -59,6 +65,7 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& model,
   archive.write("metrics_json", c10::IValue(state.epoch_metrics.dump()));
   archive.write("grad_scaler_scale", c10::IValue(state.loss_scale));
   archive.write("grad_scaler_growth_tracker", c10::IValue(state.scaler_growth_tracker));
+  if (!state.model_info.is_null()) archive.write("model_info_json", c10::IValue(state.model_info.dump()));
   torch::serialize::OutputArchive model_archive;
   model.save(model_archive);
   archive.write("model", model_archive);
@@ -93,10 +100,50 @@ CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& mode
   return state;
 }
 
+CheckpointState load_checkpoint_weights(const std::string& path, torch::nn::Module& model) {
+  torch::serialize::InputArchive archive;
+  load_archive(archive, path);
+  CheckpointState state = read_state(archive, path);
+  try {
+    torch::serialize::InputArchive model_archive;
+    archive.read("model", model_archive);
+    model.load(model_archive);
+  } catch (const c10::Error& error) {
+    fail(ErrorCategory::invalid_input,
+         "checkpoint '" + path + "' does not fit its model: " + error.what_without_backtrace());
+  }
+  return state;
+}
+
 CheckpointState read_checkpoint_state(const std::string& path) {
   torch::serialize::InputArchive archive;
   load_archive(archive, path);
   return read_state(archive, path);
+}
+
+TrainedModel load_trained_model(const std::string& path) {
+  TrainedModel result;
+  result.path = std::filesystem::is_directory(path)
+                    ? (std::filesystem::path(path) / kCheckpointFileName).string()
+                    : path;
+  if (!std::filesystem::exists(result.path))
+    fail(ErrorCategory::io, "no model at '" + result.path + "' (give a checkpoint.pt or a run folder)");
+  const CheckpointState state = read_checkpoint_state(result.path);
+  const Json& info = state.model_info;
+  if (!info.is_object() || !info.contains("name") || !info.contains("input_shape"))
+    fail(ErrorCategory::invalid_input,
+         "checkpoint '" + result.path +
+             "' has no model_info (written by an older ipj): retrain it to use it "
+             "for inference");
+  const auto shape = info.at("input_shape").get<std::vector<int>>();
+  if (shape.size() != 3)
+    fail(ErrorCategory::invalid_input, "checkpoint '" + result.path + "': bad input_shape");
+  result.model = models::create_model(info.at("name").get<std::string>(),
+                                      models::InputShape{shape[0], shape[1], shape[2]},
+                                      info.at("num_classes").get<int>());
+  result.state = load_checkpoint_weights(result.path, *result.model);
+  result.model->eval();
+  return result;
 }
 
 }  // namespace ipj::train

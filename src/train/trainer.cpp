@@ -289,6 +289,11 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
       CheckpointState state;
       state.completed_epochs = epoch + 1;
       state.config = to_json(config);
+      state.model_info = {{"name", config.model},
+                          {"input_shape", {shape.channels, shape.height, shape.width}},
+                          {"num_classes", dataset.num_classes},
+                          {"mean", dataset.normalization.mean},
+                          {"std", dataset.normalization.std}};
       state.epoch_metrics = Json::array();
       if (use_scaler) {
         state.loss_scale = scaler.current_scale();

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "ipj/core/json_io.hpp"
+#include "ipj/models/classifier.hpp"
 
 namespace ipj::train {
 
@@ -21,6 +22,9 @@ struct CheckpointState {
   Json epoch_metrics;                      // list of per-epoch objects so far
   double loss_scale = 0.0;                 // GradScaler scale (0 = no scaler in this run)
   std::int64_t scaler_growth_tracker = 0;  // GradScaler clean steps since the last growth
+  // What inference needs without the training data: {"name", "input_shape": [C, H, W], "num_classes",
+  // "mean": [...], "std": [...]} (pixels in [0,1] are normalised with mean/std before the model).
+  Json model_info;
 };
 
 void save_checkpoint(const std::string& path, const torch::nn::Module& model,
@@ -35,5 +39,18 @@ CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& mode
 
 // Reads only the metadata (no model needed): for tools that inspect a run folder.
 CheckpointState read_checkpoint_state(const std::string& path);
+
+// Loads the weights into `model` (same architecture), without an optimizer: for inference tools.
+// Throws ipj::Error(invalid_input) naming the file when it is not an ipj checkpoint or does not fit.
+CheckpointState load_checkpoint_weights(const std::string& path, torch::nn::Module& model);
+
+// A trained model ready for inference (eval mode) with its checkpoint metadata. `path` is a checkpoint file
+// or a run folder holding checkpoint.pt. Throws ipj::Error(invalid_input) for foreign or damaged files.
+struct TrainedModel {
+  models::ClassifierPtr model;
+  CheckpointState state;
+  std::string path;  // the checkpoint file actually read
+};
+TrainedModel load_trained_model(const std::string& path);
 
 }  // namespace ipj::train

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "ipj/data/dataset.hpp"
@@ -21,5 +22,12 @@ struct EvalResult {
 EvalResult evaluate(models::Classifier& model, const data::ImageSet& images,
                     const data::Normalization& normalization, std::int64_t batch_size,
                     const std::string& precision = "fp32", const std::string& device = "cpu");
+
+// Accuracy of any forward function that takes raw pixels: images [B, C, H, W] in [0, 1] -> logits [B,
+// classes]. For inference models (int8, TorchScript, pruned) that carry their own preprocessing. `limit` > 0
+// caps samples.
+using PixelForward = std::function<torch::Tensor(const torch::Tensor&)>;
+double pixel_accuracy(const PixelForward& forward, const data::ImageSet& images, std::int64_t batch_size,
+                      std::int64_t limit = 0);
 
 }  // namespace ipj::train

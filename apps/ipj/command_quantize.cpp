@@ -1,0 +1,75 @@
+// `ipj quantize`: int8 conversion of a trained model with an accuracy guard (see ipj/quant/quantize.hpp).
+#include <cstdio>
+#include <iostream>
+
+#include "cli_support.hpp"
+#include "ipj/core/text_table.hpp"
+#include "ipj/quant/quantize.hpp"
+
+namespace ipj::cli {
+
+CLI::App* register_quantize_command(CLI::App& app, CommandRunner& runner) {
+  auto* command = app.add_subcommand(
+      "quantize",
+      "Convert a trained model to int8 (dynamic, static with calibration, or QAT); refuses to write it when\n"
+      "test accuracy drops more than --max-drop points\n"
+      "Example: ipj quantize --model runs/mlp --mode static --calib 1000 --out mlp-int8.pt");
+  static CommonOutputFlags flags;
+  static quant::QuantizeOptions options;
+  static std::string mode = "static", observer = "minmax";
+  add_output_flags(*command, flags);
+  command->add_option("--model", options.model_path, "ipj checkpoint (checkpoint.pt) or run folder")
+      ->required();
+  command->add_option("--mode", mode, "dynamic | static | qat")->capture_default_str();
+  command->add_option("--out", options.out_path, "Where to write the int8 model")->required();
+  command->add_option("--max-drop", options.max_drop_pt, "Largest accepted accuracy drop, in points")
+      ->capture_default_str();
+  command->add_option("--calib", options.calib_samples, "Training samples used for calibration (static)")
+      ->capture_default_str();
+  command->add_option("--observer", observer, "Activation observer: minmax | percentile")
+      ->capture_default_str();
+  command->add_option("--percentile", options.percentile, "Percentile kept by the percentile observer")
+      ->capture_default_str();
+  command->add_option("--epochs", options.qat_epochs, "QAT fine-tuning epochs")->capture_default_str();
+  command->add_option("--lr", options.qat_learning_rate, "QAT learning rate (SGD, momentum 0.9)")
+      ->capture_default_str();
+  command->add_option("--engine", options.engine, "Quantized engine: auto | onednn | qnnpack | fbgemm")
+      ->capture_default_str();
+  command->add_option("--data", options.data_dir,
+                      "Data set folder (default: the one the model was trained on)");
+  command->add_option("--test-limit", options.test_limit, "Evaluate on the first N test samples only");
+  command->callback([&runner] {
+    runner = [] {
+      options.mode = quant::parse_quant_mode(mode);
+      options.observer = quant::parse_observer_kind(observer);
+      options.show_progress = !flags.quiet && !flags.json;
+      const quant::QuantizeResult result = quant::run_quantize(options);
+      if (flags.json) {
+        print_json(result.report);
+      } else {
+        TextTable table({"", "fp32", "int8"});
+        char fp32_acc[32], int8_acc[32], fp32_kb[32], int8_kb[32];
+        std::snprintf(fp32_acc, sizeof fp32_acc, "%.4f", result.fp32_acc);
+        std::snprintf(int8_acc, sizeof int8_acc, "%.4f", result.int8_acc);
+        std::snprintf(fp32_kb, sizeof fp32_kb, "%.1f KiB", result.fp32_bytes / 1024.0);
+        std::snprintf(int8_kb, sizeof int8_kb, "%.1f KiB", result.int8_bytes / 1024.0);
+        table.add_row({"test accuracy", fp32_acc, int8_acc});
+        table.add_row({"weights", fp32_kb, int8_kb});
+        std::cout << table.render();
+        std::printf("mode %s, engine %s: accuracy drop %.2f pt (limit %.2f)\n", mode.c_str(),
+                    result.engine.c_str(), result.acc_drop_pt, options.max_drop_pt);
+        if (result.written) std::printf("wrote %s\n", options.out_path.c_str());
+      }
+      if (!result.accepted) {
+        fail(ErrorCategory::runtime,
+             "int8 accuracy drops " + std::to_string(result.acc_drop_pt).substr(0, 5) + " pt > --max-drop " +
+                 std::to_string(options.max_drop_pt).substr(0, 4) + "; '" + options.out_path +
+                 "' not written. Try --observer percentile, a larger --calib, --mode qat, or --mode dynamic");
+      }
+      return 0;
+    };
+  });
+  return command;
+}
+
+}  // namespace ipj::cli

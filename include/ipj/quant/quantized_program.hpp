@@ -1,0 +1,66 @@
+// A LayerProgram converted to int8 and run on LibTorch's quantized kernels (oneDNN here, QNNPACK/FBGEMM where
+// built): dynamic (int8 Linear weights, activations quantized per batch; convolutions stay fp32) or static
+// (calibrated activation scales, quantized Conv and Linear with fused ReLU, max-pool on int8). Saved as one
+// file.
+#pragma once
+
+#include <torch/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ipj/core/json_io.hpp"
+#include "ipj/quant/layer_program.hpp"
+#include "ipj/quant/observer.hpp"
+
+namespace ipj::quant {
+
+inline constexpr int kInt8FormatVersion = 1;
+
+enum class QuantMode { dynamic, static_ptq, qat };
+std::string quant_mode_name(QuantMode mode);  // "dynamic" | "static" | "qat"
+QuantMode parse_quant_mode(const std::string& name);
+
+// Selects LibTorch's quantized engine ("onednn", "qnnpack", "fbgemm", or "auto": oneDNN, then FBGEMM, then
+// QNNPACK). Throws ipj::Error(unsupported) naming the engines this build has. Returns the engine chosen.
+std::string select_quantized_engine(const std::string& requested);
+std::vector<std::string> available_quantized_engines();
+
+class QuantizedProgram {
+ public:
+  // static_ptq / qat need one QuantParams per layer index (used for weighted layers' outputs); dynamic
+  // ignores them. Layers whose input may be negative must not be quantized statically on oneDNN (checked).
+  static QuantizedProgram convert(const LayerProgram& program, QuantMode mode,
+                                  const std::vector<QuantParams>& output_params, const std::string& engine);
+  // pixels: [B, C, H, W] in [0, 1] -> logits [B, classes] float
+  torch::Tensor forward(const torch::Tensor& pixels) const;
+
+  // Writes the int8 file atomically; `extra` (accuracies, calibration settings) is stored with it.
+  void save(const std::string& path, const Json& extra) const;
+  // Throws ipj::Error(invalid_input) when `path` is not an ipj int8 file.
+  static QuantizedProgram load(const std::string& path);
+  // True when `path` is an archive with ipj's int8 marker (cheap check before load).
+  static bool is_int8_file(const std::string& path);
+
+  QuantMode mode() const { return mode_; }
+  const std::string& engine() const { return engine_; }
+  const LayerProgram& program() const { return program_; }
+  const Json& extra() const { return extra_; }
+  // int8 weights + float scales and biases (+ float weights that stay fp32 in dynamic mode).
+  std::int64_t parameter_bytes() const;
+
+ private:
+  struct Packed;  // prepacked kernels per layer (LibTorch custom classes)
+  QuantMode mode_ = QuantMode::dynamic;
+  std::string engine_;
+  LayerProgram program_;                     // float weights are kept only for layers that stay fp32
+  std::vector<torch::Tensor> weight_int8_;   // per layer: kChar [out, ...] or undefined
+  std::vector<torch::Tensor> weight_scale_;  // per layer: double [out] or undefined
+  std::vector<QuantParams> output_params_;
+  std::shared_ptr<const Packed> packed_;
+  Json extra_;
+  void pack();
+};
+
+}  // namespace ipj::quant

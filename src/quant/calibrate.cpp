@@ -1,0 +1,126 @@
+// Calibration of activation ranges and quantization-aware training on the float LayerProgram.
+#include <torch/torch.h>
+
+#include "ipj/core/progress.hpp"
+#include "ipj/data/batch_loader.hpp"
+#include "ipj/quant/quantize.hpp"
+
+namespace ipj::quant {
+namespace {
+
+data::Normalization identity_normalization(int channels) {
+  return {std::vector<float>(channels, 0.0f), std::vector<float>(channels, 1.0f)};
+}
+
+bool weighted(const Layer& layer) {
+  return layer.kind == LayerKind::linear || layer.kind == LayerKind::conv2d;
+}
+
+}  // namespace
+
+std::vector<QuantParams> calibrate(const LayerProgram& program, const data::ImageSet& images,
+                                   std::int64_t samples, std::int64_t batch_size, ObserverKind observer,
+                                   double percentile) {
+  torch::NoGradGuard no_grad;
+  std::vector<ActivationObserver> observers(program.layers.size(), ActivationObserver(observer, percentile));
+  const data::Normalization identity = identity_normalization(images.channels);
+  data::LoaderOptions options;
+  options.batch_size = batch_size;
+  options.shuffle = false;
+  options.prefetch_batches = 0;
+  data::BatchLoader loader(images, identity, options);
+  std::int64_t seen = 0;
+  const std::int64_t wanted = samples > 0 ? std::min(samples, images.count) : images.count;
+  while (seen < wanted) {
+    auto batch = loader.next();
+    if (!batch) break;
+    const std::int64_t take = std::min<std::int64_t>(batch->labels.size(0), wanted - seen);
+    run_float(program, batch->images.slice(0, 0, take),
+              [&](std::size_t index, const torch::Tensor& output) { observers[index].observe(output); });
+    seen += take;
+  }
+  std::vector<QuantParams> params(program.layers.size());
+  for (std::size_t index = 0; index < program.layers.size(); ++index)
+    if (weighted(program.layers[index])) params[index] = observers[index].quant_params();
+  return params;
+}
+
+std::vector<QuantParams> quantization_aware_training(LayerProgram& program, const data::ImageSet& images,
+                                                     int epochs, double learning_rate,
+                                                     std::int64_t batch_size, std::uint64_t seed,
+                                                     bool show_progress) {
+  // Start from calibrated ranges, then follow them with an exponential moving average during training.
+  std::vector<QuantParams> start = calibrate(program, images, 2000, batch_size, ObserverKind::minmax, 100.0);
+  std::vector<double> range_low(program.layers.size(), 0.0), range_high(program.layers.size(), 0.0);
+  for (std::size_t index = 0; index < program.layers.size(); ++index) {
+    range_low[index] = -start[index].scale * static_cast<double>(start[index].zero_point);
+    range_high[index] = range_low[index] + 255.0 * start[index].scale;
+  }
+  std::vector<torch::Tensor> parameters;
+  for (Layer& layer : program.layers) {
+    if (!weighted(layer)) continue;
+    layer.weight = layer.weight.detach().clone().set_requires_grad(true);
+    layer.bias = layer.bias.detach().clone().set_requires_grad(true);
+    parameters.push_back(layer.weight);
+    parameters.push_back(layer.bias);
+  }
+  torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(learning_rate).momentum(0.9));
+  const data::Normalization identity = identity_normalization(images.channels);
+  const double momentum = 0.01;  // EMA of activation ranges, as PyTorch's MovingAverageMinMaxObserver
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    data::LoaderOptions options;
+    options.batch_size = batch_size;
+    options.seed = seed;
+    options.epoch = static_cast<std::uint64_t>(epoch);
+    data::BatchLoader loader(images, identity, options);
+    ProgressBar progress("qat epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs),
+                         loader.batch_count(), show_progress);
+    std::int64_t done = 0;
+    while (auto batch = loader.next()) {
+      torch::Tensor x = pad_input(program, batch->images);
+      x = torch::fake_quantize_per_tensor_affine(x, 1.0 / 255.0, 0, 0, 255);
+      for (std::size_t index = 0; index < program.layers.size(); ++index) {
+        const Layer& layer = program.layers[index];
+        if (weighted(layer)) {
+          const torch::Tensor scales = weight_scales(layer.weight).to(torch::kFloat);  // [out]
+          const torch::Tensor zeros = torch::zeros({scales.size(0)}, torch::kInt);
+          const torch::Tensor weight =
+              torch::fake_quantize_per_channel_affine(layer.weight, scales, zeros, 0, -128, 127);
+          x = layer.kind == LayerKind::linear
+                  ? torch::linear(x, weight, layer.bias)
+                  : torch::conv2d(x, weight, layer.bias, layer.stride, layer.padding);
+          if (layer.relu) x = torch::relu(x);
+          {
+            torch::NoGradGuard no_grad;
+            const torch::Tensor detached = x.detach();
+            range_low[index] = (1 - momentum) * range_low[index] + momentum * detached.min().item<double>();
+            range_high[index] = (1 - momentum) * range_high[index] + momentum * detached.max().item<double>();
+          }
+          const QuantParams params = affine_params(range_low[index], range_high[index]);
+          x = torch::fake_quantize_per_tensor_affine(x, params.scale, params.zero_point, 0, 255);
+        } else if (layer.kind == LayerKind::max_pool2d) {
+          x = torch::max_pool2d(x, {layer.pool, layer.pool}, {layer.pool, layer.pool}, {0, 0}, {1, 1});
+        } else {
+          x = x.flatten(1);
+        }
+      }
+      const torch::Tensor loss = torch::nn::functional::cross_entropy(x, batch->labels);
+      optimizer.zero_grad();
+      loss.backward();
+      optimizer.step();
+      progress.update(++done);
+    }
+    progress.finish();
+  }
+  std::vector<QuantParams> params(program.layers.size());
+  for (std::size_t index = 0; index < program.layers.size(); ++index) {
+    Layer& layer = program.layers[index];
+    if (!weighted(layer)) continue;
+    layer.weight = layer.weight.detach();
+    layer.bias = layer.bias.detach();
+    params[index] = affine_params(range_low[index], range_high[index]);
+  }
+  return params;
+}
+
+}  // namespace ipj::quant

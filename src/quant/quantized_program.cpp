@@ -1,0 +1,342 @@
+// int8 conversion and execution through LibTorch's quantized ops: prepacking goes through the dispatcher
+// (quantized::linear_prepack / conv2d_prepack), execution through the packed params' virtual apply methods.
+#include "ipj/quant/quantized_program.hpp"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/quantized/PackedParams.h>
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include <fstream>
+
+#include "ipj/core/atomic_file.hpp"
+#include "ipj/core/error.hpp"
+
+namespace ipj::quant {
+namespace {
+
+using LinearPacked = c10::intrusive_ptr<LinearPackedParamsBase>;
+using ConvPacked = c10::intrusive_ptr<ConvPackedParamsBase<2>>;
+
+LinearPacked prepack_linear(const torch::Tensor& qweight, const torch::Tensor& bias) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("quantized::linear_prepack", "")
+                       .typed<LinearPacked(at::Tensor, c10::optional<at::Tensor>)>();
+  return op.call(qweight, bias);
+}
+
+ConvPacked prepack_conv(const torch::Tensor& qweight, const torch::Tensor& bias, std::int64_t stride,
+                        std::int64_t padding) {
+  static auto op =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("quantized::conv2d_prepack", "")
+          .typed<ConvPacked(at::Tensor, c10::optional<at::Tensor>, torch::List<std::int64_t>,
+                            torch::List<std::int64_t>, torch::List<std::int64_t>, std::int64_t)>();
+  return op.call(qweight, bias, torch::List<std::int64_t>({stride, stride}),
+                 torch::List<std::int64_t>({padding, padding}), torch::List<std::int64_t>({1, 1}), 1);
+}
+
+std::string engine_name(at::QEngine engine) {
+  switch (engine) {
+    case at::QEngine::ONEDNN:
+      return "onednn";
+    case at::QEngine::QNNPACK:
+      return "qnnpack";
+    case at::QEngine::FBGEMM:
+      return "fbgemm";
+    default:
+      return "none";
+  }
+}
+
+torch::Tensor quantize_weight(const torch::Tensor& int8_values, const torch::Tensor& scales) {
+  const torch::Tensor zero_points = torch::zeros({scales.size(0)}, torch::kLong);
+  return at::_make_per_channel_quantized_tensor(int8_values, scales, zero_points, 0);
+}
+
+bool weighted(const Layer& layer) {
+  return layer.kind == LayerKind::linear || layer.kind == LayerKind::conv2d;
+}
+
+}  // namespace
+
+struct QuantizedProgram::Packed {
+  std::vector<LinearPacked> linear;  // per layer index
+  std::vector<ConvPacked> conv;
+};
+
+std::string quant_mode_name(QuantMode mode) {
+  switch (mode) {
+    case QuantMode::dynamic:
+      return "dynamic";
+    case QuantMode::static_ptq:
+      return "static";
+    case QuantMode::qat:
+      return "qat";
+  }
+  return "unknown";
+}
+
+QuantMode parse_quant_mode(const std::string& name) {
+  if (name == "dynamic") return QuantMode::dynamic;
+  if (name == "static") return QuantMode::static_ptq;
+  if (name == "qat") return QuantMode::qat;
+  fail(ErrorCategory::usage, "unknown --mode '" + name + "': use dynamic, static or qat");
+}
+
+std::vector<std::string> available_quantized_engines() {
+  std::vector<std::string> names;
+  for (const at::QEngine engine : at::globalContext().supportedQEngines())
+    if (engine != at::QEngine::NoQEngine) names.push_back(engine_name(engine));
+  return names;
+}
+
+std::string select_quantized_engine(const std::string& requested) {
+  const std::vector<std::string> available = available_quantized_engines();
+  std::string chosen;
+  if (requested == "auto") {
+    for (const char* preferred : {"onednn", "fbgemm", "qnnpack"})
+      if (chosen.empty() && std::find(available.begin(), available.end(), preferred) != available.end())
+        chosen = preferred;
+  } else if (std::find(available.begin(), available.end(), requested) != available.end()) {
+    chosen = requested;
+  }
+  if (chosen.empty()) {
+    std::string list;
+    for (const auto& name : available)
+      list += (list.empty() ? "" : ", ") + name;
+    fail(ErrorCategory::unsupported,
+         "quantized engine '" + requested +
+             "' is not in this LibTorch build (has: " + (list.empty() ? "none" : list) + ")");
+  }
+  const at::QEngine engine = chosen == "onednn"   ? at::QEngine::ONEDNN
+                             : chosen == "fbgemm" ? at::QEngine::FBGEMM
+                                                  : at::QEngine::QNNPACK;
+  at::globalContext().setQEngine(engine);
+  return chosen;
+}
+
+QuantizedProgram QuantizedProgram::convert(const LayerProgram& program, QuantMode mode,
+                                           const std::vector<QuantParams>& output_params,
+                                           const std::string& engine) {
+  torch::NoGradGuard no_grad;
+  QuantizedProgram result;
+  result.mode_ = mode;
+  result.engine_ = select_quantized_engine(engine);
+  result.program_ = program;
+  result.weight_int8_.resize(program.layers.size());
+  result.weight_scale_.resize(program.layers.size());
+  result.output_params_ = output_params;
+  result.output_params_.resize(program.layers.size());
+  if (mode != QuantMode::dynamic && output_params.size() != program.layers.size())
+    fail(ErrorCategory::internal, "static conversion needs one QuantParams per layer");
+  bool input_non_negative = true;  // raw pixels in [0, 1]
+  for (std::size_t index = 0; index < program.layers.size(); ++index) {
+    Layer& layer = result.program_.layers[index];
+    const bool quantize_this =
+        layer.kind == LayerKind::linear || (mode != QuantMode::dynamic && weighted(layer));
+    if (weighted(layer) && mode != QuantMode::dynamic && !input_non_negative && result.engine_ == "onednn")
+      fail(ErrorCategory::unsupported,
+           "layer " + std::to_string(index) +
+               " takes signed activations, which oneDNN's static int8 kernels get "
+               "wrong here; use --mode dynamic or --engine qnnpack");
+    if (quantize_this) {
+      const torch::Tensor scales = weight_scales(layer.weight);
+      const torch::Tensor zero_points = torch::zeros({scales.size(0)}, torch::kLong);
+      result.weight_int8_[index] =
+          torch::quantize_per_channel(layer.weight, scales, zero_points, 0, torch::kQInt8).int_repr();
+      result.weight_scale_[index] = scales;
+      layer.weight = torch::Tensor();  // the int8 copy replaces it
+    }
+    if (weighted(layer)) input_non_negative = layer.relu;
+  }
+  result.pack();
+  return result;
+}
+
+void QuantizedProgram::pack() {
+  auto packed = std::make_shared<Packed>();
+  packed->linear.resize(program_.layers.size());
+  packed->conv.resize(program_.layers.size());
+  for (std::size_t index = 0; index < program_.layers.size(); ++index) {
+    if (!weight_int8_[index].defined()) continue;
+    const Layer& layer = program_.layers[index];
+    const torch::Tensor qweight = quantize_weight(weight_int8_[index], weight_scale_[index]);
+    if (layer.kind == LayerKind::linear)
+      packed->linear[index] = prepack_linear(qweight, layer.bias);
+    else
+      packed->conv[index] = prepack_conv(qweight, layer.bias, layer.stride, layer.padding);
+  }
+  packed_ = std::move(packed);
+}
+
+torch::Tensor QuantizedProgram::forward(const torch::Tensor& pixels) const {
+  torch::NoGradGuard no_grad;
+  torch::Tensor x = pad_input(program_, pixels.to(torch::kFloat).contiguous());
+  const bool is_static = mode_ != QuantMode::dynamic;
+  if (is_static) x = torch::quantize_per_tensor(x, 1.0 / 255.0, 0, torch::kQUInt8);  // exact for 8-bit images
+  for (std::size_t index = 0; index < program_.layers.size(); ++index) {
+    const Layer& layer = program_.layers[index];
+    const QuantParams& out = output_params_[index];
+    switch (layer.kind) {
+      case LayerKind::linear: {
+        const LinearPacked& linear = packed_->linear[index];
+        if (is_static)
+          x = layer.relu ? linear->apply_relu(x, out.scale, out.zero_point)
+                         : linear->apply(x, out.scale, out.zero_point);
+        else
+          x = layer.relu ? linear->apply_dynamic_relu(x, false) : linear->apply_dynamic(x, false);
+        continue;
+      }
+      case LayerKind::conv2d:
+        if (is_static) {
+          const ConvPacked& conv = packed_->conv[index];
+          x = layer.relu ? conv->apply_relu(x, out.scale, out.zero_point)
+                         : conv->apply(x, out.scale, out.zero_point);
+        } else {
+          x = torch::conv2d(x, layer.weight, layer.bias, layer.stride, layer.padding);
+          if (layer.relu) x = torch::relu(x);
+        }
+        continue;
+      case LayerKind::max_pool2d:
+        x = torch::max_pool2d(x, {layer.pool, layer.pool}, {layer.pool, layer.pool}, {0, 0}, {1, 1});
+        continue;
+      case LayerKind::flatten:
+        x = x.flatten(1);
+        continue;
+    }
+  }
+  return is_static ? x.dequantize() : x;  // [B, classes]
+}
+
+std::int64_t QuantizedProgram::parameter_bytes() const {
+  std::int64_t bytes = 0;
+  for (std::size_t index = 0; index < program_.layers.size(); ++index) {
+    const Layer& layer = program_.layers[index];
+    if (weight_int8_[index].defined())
+      bytes += weight_int8_[index].numel() + weight_scale_[index].numel() * 4;
+    if (layer.weight.defined()) bytes += layer.weight.numel() * 4;
+    if (layer.bias.defined()) bytes += layer.bias.numel() * 4;
+  }
+  return bytes;
+}
+
+void QuantizedProgram::save(const std::string& path, const Json& extra) const {
+  Json meta;
+  meta["model_name"] = program_.model_name;
+  meta["mode"] = quant_mode_name(mode_);
+  meta["engine"] = engine_;
+  meta["input_shape"] = program_.input_shape;
+  meta["num_classes"] = program_.num_classes;
+  meta["input_padding"] = program_.input_padding;
+  meta["input_pad_value"] = program_.input_pad_value;
+  meta["layers"] = Json::array();
+  for (std::size_t index = 0; index < program_.layers.size(); ++index) {
+    const Layer& layer = program_.layers[index];
+    meta["layers"].push_back({{"kind", layer_kind_name(layer.kind)},
+                              {"relu", layer.relu},
+                              {"stride", layer.stride},
+                              {"padding", layer.padding},
+                              {"pool", layer.pool},
+                              {"output_scale", output_params_[index].scale},
+                              {"output_zero_point", output_params_[index].zero_point}});
+  }
+  meta["extra"] = extra;
+  torch::serialize::OutputArchive archive;
+  archive.write("ipj_int8_format", c10::IValue(static_cast<std::int64_t>(kInt8FormatVersion)));
+  archive.write("meta_json", c10::IValue(meta.dump()));
+  for (std::size_t index = 0; index < program_.layers.size(); ++index) {
+    const std::string prefix = "layer" + std::to_string(index) + ".";
+    const Layer& layer = program_.layers[index];
+    if (weight_int8_[index].defined()) {
+      archive.write(prefix + "weight_int8", weight_int8_[index]);
+      archive.write(prefix + "weight_scale", weight_scale_[index]);
+    }
+    if (layer.weight.defined()) archive.write(prefix + "weight", layer.weight);
+    if (layer.bias.defined()) archive.write(prefix + "bias", layer.bias);
+  }
+  replace_file_atomically(path, [&](const std::string& temporary) {
+    try {
+      archive.save_to(temporary);
+    } catch (const c10::Error& error) {
+      fail(ErrorCategory::io, "cannot write '" + path + "': " + error.what_without_backtrace());
+    }
+  });
+}
+
+bool QuantizedProgram::is_int8_file(const std::string& path) {
+  try {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path);
+    c10::IValue format;
+    return archive.try_read("ipj_int8_format", format);
+  } catch (const c10::Error&) {
+    return false;
+  }
+}
+
+QuantizedProgram QuantizedProgram::load(const std::string& path) {
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path);
+  } catch (const c10::Error& error) {
+    fail(ErrorCategory::invalid_input,
+         "'" + path + "' is not a readable ipj int8 model: " + error.what_without_backtrace());
+  }
+  c10::IValue format, meta_value;
+  if (!archive.try_read("ipj_int8_format", format) || !format.isInt())
+    fail(ErrorCategory::invalid_input, "'" + path + "' is not an ipj int8 model (no ipj_int8_format)");
+  if (format.toInt() != kInt8FormatVersion)
+    fail(ErrorCategory::invalid_input, "'" + path + "' has int8 format " + std::to_string(format.toInt()) +
+                                           ", this ipj reads format " + std::to_string(kInt8FormatVersion));
+  QuantizedProgram result;
+  try {
+    archive.read("meta_json", meta_value);
+    const Json meta = Json::parse(meta_value.toStringRef());
+    result.mode_ = parse_quant_mode(meta.at("mode").get<std::string>());
+    result.engine_ = select_quantized_engine(meta.at("engine").get<std::string>());
+    result.extra_ = meta.value("extra", Json::object());
+    LayerProgram& program = result.program_;
+    program.model_name = meta.at("model_name").get<std::string>();
+    program.input_shape = meta.at("input_shape").get<std::vector<std::int64_t>>();
+    program.num_classes = meta.at("num_classes").get<int>();
+    program.input_padding = meta.at("input_padding").get<std::int64_t>();
+    program.input_pad_value = meta.at("input_pad_value").get<std::vector<float>>();
+    const Json& layers = meta.at("layers");
+    result.weight_int8_.resize(layers.size());
+    result.weight_scale_.resize(layers.size());
+    for (std::size_t index = 0; index < layers.size(); ++index) {
+      const Json& entry = layers[index];
+      Layer layer;
+      const std::string kind = entry.at("kind").get<std::string>();
+      layer.kind = kind == "linear"    ? LayerKind::linear
+                   : kind == "conv2d"  ? LayerKind::conv2d
+                   : kind == "flatten" ? LayerKind::flatten
+                                       : LayerKind::max_pool2d;
+      layer.relu = entry.at("relu").get<bool>();
+      layer.stride = entry.at("stride").get<std::int64_t>();
+      layer.padding = entry.at("padding").get<std::int64_t>();
+      layer.pool = entry.at("pool").get<std::int64_t>();
+      result.output_params_.push_back(
+          {entry.at("output_scale").get<double>(), entry.at("output_zero_point").get<std::int64_t>()});
+      const std::string prefix = "layer" + std::to_string(index) + ".";
+      torch::Tensor tensor;
+      if (archive.try_read(prefix + "weight_int8", tensor)) {
+        result.weight_int8_[index] = tensor;
+        archive.read(prefix + "weight_scale", result.weight_scale_[index]);
+      }
+      if (archive.try_read(prefix + "weight", tensor)) layer.weight = tensor;
+      if (archive.try_read(prefix + "bias", tensor)) layer.bias = tensor;
+      program.layers.push_back(layer);
+    }
+    result.pack();
+  } catch (const Json::exception& error) {
+    fail(ErrorCategory::invalid_input, "'" + path + "': damaged int8 metadata: " + error.what());
+  } catch (const c10::Error& error) {
+    fail(ErrorCategory::invalid_input,
+         "'" + path + "': damaged int8 model: " + error.what_without_backtrace());
+  }
+  return result;
+}
+
+}  // namespace ipj::quant
