@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   ipj::cli::register_measure_command(app, runner);
   ipj::cli::register_compare_command(app, runner);
   ipj::cli::register_quantize_command(app, runner);
+  ipj::cli::register_bench_command(app, runner);
 
   std::string known;
   bool is_known = false;

@@ -320,13 +320,15 @@ QuantizedProgram QuantizedProgram::load(const std::string& path) {
       result.output_params_.push_back(
           {entry.at("output_scale").get<double>(), entry.at("output_zero_point").get<std::int64_t>()});
       const std::string prefix = "layer" + std::to_string(index) + ".";
-      torch::Tensor tensor;
-      if (archive.try_read(prefix + "weight_int8", tensor)) {
-        result.weight_int8_[index] = tensor;
-        archive.read(prefix + "weight_scale", result.weight_scale_[index]);
+      // Each read needs its own undefined tensor: reading into a defined one calls set_() on it (aliasing).
+      torch::Tensor weight_int8, weight_scale, weight, bias;
+      if (archive.try_read(prefix + "weight_int8", weight_int8)) {
+        archive.read(prefix + "weight_scale", weight_scale);
+        result.weight_int8_[index] = weight_int8;
+        result.weight_scale_[index] = weight_scale;
       }
-      if (archive.try_read(prefix + "weight", tensor)) layer.weight = tensor;
-      if (archive.try_read(prefix + "bias", tensor)) layer.bias = tensor;
+      if (archive.try_read(prefix + "weight", weight)) layer.weight = weight;
+      if (archive.try_read(prefix + "bias", bias)) layer.bias = bias;
       program.layers.push_back(layer);
     }
     result.pack();

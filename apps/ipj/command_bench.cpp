@@ -1,0 +1,174 @@
+// `ipj bench`: latency, throughput, joules per 1000 inferences and accuracy of model variants x batch sizes.
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "cli_support.hpp"
+#include "ipj/core/text_table.hpp"
+#include "ipj/data/dataset.hpp"
+#include "ipj/device/threading.hpp"
+#include "ipj/energy/meter.hpp"
+#include "ipj/infer/latency_bench.hpp"
+#include "ipj/models/catalog.hpp"
+#include "ipj/train/evaluate.hpp"
+
+namespace ipj::cli {
+namespace {
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  std::string part;
+  while (std::getline(stream, part, ','))
+    if (!part.empty()) parts.push_back(part);
+  return parts;
+}
+
+std::vector<float> parse_floats(const std::string& text, const std::string& flag) {
+  std::vector<float> values;
+  for (const auto& part : split(text)) {
+    try {
+      values.push_back(std::stof(part));
+    } catch (const std::exception&) {
+      fail(ErrorCategory::usage, flag + " '" + text + "': expected numbers separated by commas");
+    }
+  }
+  return values;
+}
+
+std::string format(const char* pattern, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, pattern, value);
+  return buffer;
+}
+
+}  // namespace
+
+CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
+  auto* command = app.add_subcommand(
+      "bench",
+      "Measure latency (p50/p90/p99), throughput, joules per 1000 inferences and test accuracy of model\n"
+      "variants at several batch sizes (warm-up, then windows until 3 agree within 10%)\n"
+      "Example: ipj bench --model runs/mlp --variants fp32,jit,int8-dynamic,int8-static --batch 1,64,256");
+  static CommonOutputFlags flags;
+  static std::string model_path, variants_text = "file", batches_text = "1,64", input_shape, mean_text,
+                                 std_text;
+  static std::string data_dir;
+  static infer::BenchOptions bench;
+  static infer::LoadOptions load;
+  static int threads = 0;
+  static bool no_accuracy = false, no_energy = false;
+  static std::int64_t test_limit = 0;
+  static double tdp = 0.0;
+  add_output_flags(*command, flags);
+  command
+      ->add_option("--model", model_path, "ipj checkpoint / run folder, ipj int8 file, or TorchScript file")
+      ->required();
+  command
+      ->add_option("--variants", variants_text,
+                   "Comma list: file (as stored) | fp32 | bf16 | jit | int8-dynamic | int8-static")
+      ->capture_default_str();
+  command->add_option("--batch", batches_text, "Comma list of batch sizes")->capture_default_str();
+  command->add_option("--input-shape", input_shape, "Per-sample shape for TorchScript models, e.g. 1,28,28");
+  command->add_option("--mean", mean_text, "TorchScript preprocessing: per-channel mean (pixels in [0,1])");
+  command->add_option("--std", std_text, "TorchScript preprocessing: per-channel std");
+  command->add_option("--window-s", bench.window_s, "Measurement window length")->capture_default_str();
+  command->add_option("--warmup-s", bench.warmup_s, "Warm-up time per row")->capture_default_str();
+  command->add_option("--max-windows", bench.max_windows, "Give up on stability after this many windows")
+      ->capture_default_str();
+  command->add_option("--threads", threads, "Cores to use (0 = all)");
+  command->add_option("--data", data_dir,
+                      "Data set for accuracy and int8-static calibration (default: the model's)");
+  command->add_option("--test-limit", test_limit, "Accuracy on the first N test samples only (0 = all)");
+  command->add_option("--calib", load.calibration_samples, "Calibration samples for int8-static")
+      ->capture_default_str();
+  command->add_option("--engine", load.engine, "Quantized engine for int8 variants")->capture_default_str();
+  command->add_flag("--no-accuracy", no_accuracy, "Skip the test-set accuracy of each variant");
+  command->add_flag("--no-energy", no_energy, "Do not measure energy");
+  command->add_option("--cpu-tdp-w", tdp, "CPU power at full load for the energy estimate");
+  command->callback([&runner] {
+    runner = [] {
+      if (!input_shape.empty()) load.input_shape = infer::parse_shape(input_shape, "--input-shape");
+      if (!mean_text.empty()) load.mean = parse_floats(mean_text, "--mean");
+      if (!std_text.empty()) load.std = parse_floats(std_text, "--std");
+      if (load.mean.size() != load.std.size())
+        fail(ErrorCategory::usage, "--mean and --std need the same number of values");
+      load.calibration_data = data_dir;
+      std::vector<std::int64_t> batches;
+      for (const auto& part : split(batches_text)) {
+        const auto parsed = infer::parse_shape(part, "--batch");
+        batches.push_back(parsed.at(0));
+      }
+      const std::vector<std::string> variants = split(variants_text);
+      if (variants.empty() || batches.empty())
+        fail(ErrorCategory::usage, "--variants and --batch must not be empty");
+
+      energy::MeterOptions meter_options;
+      meter_options.cpu_tdp_w = tdp;
+      energy::EnergyMonitor monitor(no_energy ? energy::MeterSet{} : energy::discover_meters(meter_options));
+      std::optional<data::Dataset> dataset;
+      Json rows = Json::array();
+      Json models_json = Json::array();
+      std::vector<infer::BenchRow> table_rows;
+      for (const std::string& variant : variants) {
+        load.variant = variant;
+        if (!flags.quiet && !flags.json) spdlog::info("loading {} as {}", model_path, variant);
+        const infer::InferenceModelPtr model = infer::load_inference_model(model_path, load);
+        const bool gemm_only = model->variant == "fp32" && model->model_name == "mlp";
+        device::apply_thread_plan(device::plan_threads(gemm_only ? "fp32" : "bf16", threads, !gemm_only));
+        std::optional<double> accuracy;
+        if (!no_accuracy) {
+          const std::string folder = !data_dir.empty()          ? data_dir
+                                     : !model->data_dir.empty() ? model->data_dir
+                                                                : std::string(data::kDefaultDataDirectory);
+          if (!dataset) dataset = data::load_dataset(folder, 1, test_limit);
+          accuracy = train::pixel_accuracy([&](const torch::Tensor& x) { return model->forward(x); },
+                                           dataset->test, 256);
+        }
+        models_json.push_back({{"variant", model->variant},
+                               {"format", model->format},
+                               {"path", model->path},
+                               {"model_name", model->model_name},
+                               {"parameter_bytes", model->parameter_bytes},
+                               {"test_acc", accuracy ? Json(*accuracy) : Json(nullptr)}});
+        for (const std::int64_t batch : batches) {
+          infer::BenchRow row =
+              infer::run_latency_bench(*model, batch, bench, no_energy ? nullptr : &monitor);
+          row.test_acc = accuracy;
+          if (!flags.quiet && !flags.json)
+            spdlog::info("{} batch {}: p50 {:.3f} ms, {:.0f}/s", row.variant, batch, row.p50_ms,
+                         row.throughput_per_s);
+          rows.push_back(infer::to_json(row));
+          table_rows.push_back(row);
+        }
+      }
+      Json result = {{"schema_version", kResultsSchemaVersion},
+                     {"kind", "bench"},
+                     {"model", model_path},
+                     {"window_s", bench.window_s},
+                     {"variants", models_json},
+                     {"rows", rows}};
+      if (flags.json) {
+        print_json(result);
+        return 0;
+      }
+      TextTable table({"variant", "batch", "p50 ms", "p90 ms", "p99 ms", "inferences/s", "J/1000", "source",
+                       "test acc", "weights", "stable"});
+      for (const auto& row : table_rows) {
+        table.add_row({row.variant, std::to_string(row.batch), format("%.3f", row.p50_ms),
+                       format("%.3f", row.p90_ms), format("%.3f", row.p99_ms),
+                       format("%.0f", row.throughput_per_s),
+                       row.energy_source == "none" ? "-" : format("%.3f", row.j_per_1000), row.energy_source,
+                       row.test_acc ? format("%.4f", *row.test_acc) : "-",
+                       format("%.0f KiB", row.parameter_bytes / 1024.0), row.stable ? "yes" : "no"});
+      }
+      std::cout << table.render();
+      return 0;
+    };
+  });
+  return command;
+}
+
+}  // namespace ipj::cli

@@ -1,0 +1,52 @@
+// One interface for every model ipj runs for inference: ipj checkpoints (fp32, bf16, frozen TorchScript, int8
+// made on the fly), ipj int8 files, and any user TorchScript file. Inputs are [B, ...sample_shape] float;
+// ipj's own models take pixels in [0, 1] and carry their normalisation, TorchScript models get --mean/--std.
+#pragma once
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace ipj::infer {
+
+class InferenceModel {
+ public:
+  virtual ~InferenceModel() = default;
+  // input: [B, ...sample_shape] float32 -> output [B, ...] float32. Thread-safe (no autograd, no state).
+  virtual torch::Tensor forward(const torch::Tensor& input) const = 0;
+
+  std::string variant;                     // fp32 | bf16 | jit | int8-dynamic | int8-static | int8-qat
+  std::string format;                      // ipj-checkpoint | ipj-int8 | torchscript
+  std::string path;                        // the file loaded
+  std::vector<std::int64_t> sample_shape;  // e.g. [1, 28, 28]; empty when unknown
+  std::int64_t parameter_bytes = 0;        // weights as stored for this variant
+  std::string model_name;                  // mlp, cnn, ... or the TorchScript class name
+  std::string data_dir;                    // the data set an ipj model was trained on ("" if unknown)
+};
+using InferenceModelPtr = std::shared_ptr<const InferenceModel>;
+
+struct LoadOptions {
+  std::string variant = "file";           // "file": the model as stored; else one of variant_names()
+  std::vector<std::int64_t> input_shape;  // overrides/gives the sample shape (TorchScript)
+  std::vector<float> mean;                // TorchScript preprocessing: (x - mean) / std per channel
+  std::vector<float> std;
+  std::string calibration_data;  // int8-static: data folder (default: the model's)
+  std::int64_t calibration_samples = 1000;
+  std::string engine = "auto";  // quantized engine for int8 variants
+};
+
+// The variant names load_inference_model accepts besides "file".
+const std::vector<std::string>& variant_names();
+
+// Detects the file format and builds the requested variant. Throws ipj::Error: io (missing file),
+// invalid_input (foreign or damaged file, shape mismatch), unsupported (variant impossible for this format),
+// usage (unknown variant).
+InferenceModelPtr load_inference_model(const std::string& path, const LoadOptions& options = {});
+
+// "1,28,28" -> {1, 28, 28}; throws ipj::Error(usage) naming the flag on bad text.
+std::vector<std::int64_t> parse_shape(const std::string& text, const std::string& flag);
+
+}  // namespace ipj::infer

@@ -1,0 +1,46 @@
+// perf_analyzer-style latency/throughput measurement of one model at one batch size: warm-up, then
+// fixed-length windows repeated until the last `stable_windows` agree within `tolerance`; percentiles come
+// from those windows, joules per 1000 inferences from the energy measured over exactly the same windows.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "ipj/core/json_io.hpp"
+#include "ipj/energy/energy_monitor.hpp"
+#include "ipj/infer/inference_model.hpp"
+
+namespace ipj::infer {
+
+struct BenchOptions {
+  double warmup_s = 0.2;
+  double window_s = 0.5;
+  int stable_windows = 3;
+  double tolerance = 0.10;  // (max - min) / mean of the window throughputs
+  int max_windows = 10;
+};
+
+struct BenchRow {
+  std::string variant;
+  std::int64_t batch = 1;
+  double p50_ms = 0.0, p90_ms = 0.0, p99_ms = 0.0, mean_ms = 0.0;  // per call (one batch)
+  double throughput_per_s = 0.0;                                   // inferences (samples) per second
+  double j_per_1000 = 0.0;                                         // joules per 1000 inferences
+  std::string energy_source = "none";
+  int windows = 0;
+  bool stable = false;
+  std::int64_t calls = 0;  // calls inside the reported windows
+  std::int64_t parameter_bytes = 0;
+  std::optional<double> test_acc;
+};
+Json to_json(const BenchRow& row);
+
+// `monitor` may be null (no energy figures). Throws ipj::Error(usage) when the model has no sample shape.
+BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, const BenchOptions& options,
+                           energy::EnergyMonitor* monitor);
+
+// The q-quantile (0..1) of `values` by linear interpolation between order statistics; 0 for an empty list.
+double quantile(std::vector<double> values, double q);
+
+}  // namespace ipj::infer

@@ -1,0 +1,270 @@
+// Format detection and the InferenceModel implementations (classifier, TorchScript, int8 program).
+#include "ipj/infer/inference_model.hpp"
+
+#include <torch/script.h>
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "ipj/core/error.hpp"
+#include "ipj/data/dataset.hpp"
+#include "ipj/infer/script_program.hpp"
+#include "ipj/quant/quantize.hpp"
+#include "ipj/train/checkpoint.hpp"
+#include "ipj/train/precision.hpp"
+
+namespace ipj::infer {
+namespace {
+
+// An ipj classifier in eval mode: pixels -> (pixels - mean) / std -> model; optional bf16 autocast.
+class ClassifierModel : public InferenceModel {
+ public:
+  ClassifierModel(models::ClassifierPtr model, const std::vector<float>& mean, const std::vector<float>& std,
+                  std::string precision)
+      : model_(std::move(model)),
+        mean_(torch::tensor(mean).view({1, -1, 1, 1})),
+        std_(torch::tensor(std).view({1, -1, 1, 1})),
+        precision_(std::move(precision)) {}
+  torch::Tensor forward(const torch::Tensor& input) const override {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor normalized = (input - mean_) / std_;  // [B, C, H, W]
+    train::AutocastRegion autocast(precision_, false);
+    return model_->forward(normalized).to(torch::kFloat);
+  }
+
+ private:
+  models::ClassifierPtr model_;
+  torch::Tensor mean_, std_;
+  std::string precision_;
+};
+
+// A float LayerProgram compiled to frozen TorchScript.
+class ScriptModel : public InferenceModel {
+ public:
+  ScriptModel(torch::jit::Module module, std::vector<float> mean, std::vector<float> std,
+              std::string precision, std::vector<std::int64_t> reshape)
+      : module_(std::move(module)), precision_(std::move(precision)), reshape_(std::move(reshape)) {
+    if (!mean.empty()) mean_ = torch::tensor(mean).view({1, -1, 1, 1});
+    if (!std.empty()) std_ = torch::tensor(std).view({1, -1, 1, 1});
+  }
+  torch::Tensor forward(const torch::Tensor& input) const override {
+    torch::NoGradGuard no_grad;
+    torch::Tensor x = input;
+    if (mean_.defined() && x.dim() == 4) x = x - mean_;
+    if (std_.defined() && x.dim() == 4) x = x / std_;
+    if (!reshape_.empty()) {
+      std::vector<std::int64_t> shape{x.size(0)};
+      shape.insert(shape.end(), reshape_.begin(), reshape_.end());
+      x = x.reshape(shape);
+    }
+    train::AutocastRegion autocast(precision_, false);
+    torch::jit::Module& module = const_cast<torch::jit::Module&>(module_);  // forward does not mutate
+    const c10::IValue output = module.forward({x});
+    if (!output.isTensor())
+      fail(ErrorCategory::invalid_input, "the TorchScript model returned a " + output.tagKind() +
+                                             ", ipj serves models that return one tensor");
+    return output.toTensor().to(torch::kFloat);
+  }
+
+ private:
+  torch::jit::Module module_;
+  torch::Tensor mean_, std_;
+  std::string precision_;
+  std::vector<std::int64_t> reshape_;
+};
+
+class Int8Model : public InferenceModel {
+ public:
+  explicit Int8Model(quant::QuantizedProgram program) : program_(std::move(program)) {}
+  torch::Tensor forward(const torch::Tensor& input) const override { return program_.forward(input); }
+  const quant::QuantizedProgram& program() const { return program_; }
+
+ private:
+  quant::QuantizedProgram program_;
+};
+
+std::int64_t tensor_bytes(const torch::jit::Module& module) {
+  std::int64_t bytes = 0;
+  for (const auto& parameter : module.parameters())
+    bytes += parameter.numel() * parameter.element_size();
+  for (const auto& buffer : module.buffers())
+    bytes += buffer.numel() * buffer.element_size();
+  return bytes;
+}
+
+enum class FileFormat { checkpoint, int8, torchscript };
+
+FileFormat detect_format(const std::string& path) {
+  if (!std::filesystem::exists(path)) fail(ErrorCategory::io, "no model file at '" + path + "'");
+  if (std::filesystem::is_directory(path)) {
+    if (std::filesystem::exists(std::filesystem::path(path) / train::kCheckpointFileName))
+      return FileFormat::checkpoint;
+    fail(ErrorCategory::invalid_input, "'" + path + "' is a folder without checkpoint.pt");
+  }
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path);
+  } catch (const c10::Error& error) {
+    fail(ErrorCategory::invalid_input,
+         "'" + path + "' is neither an ipj model nor a TorchScript file (torch.jit.save): " +
+             error.what_without_backtrace());
+  }
+  c10::IValue marker;
+  if (archive.try_read("ipj_int8_format", marker)) return FileFormat::int8;
+  if (archive.try_read("ipj_checkpoint_format", marker)) return FileFormat::checkpoint;
+  return FileFormat::torchscript;
+}
+
+void check_variant(const std::string& variant) {
+  if (variant == "file") return;
+  for (const auto& name : variant_names())
+    if (name == variant) return;
+  std::string list = "file";
+  for (const auto& name : variant_names())
+    list += ", " + name;
+  fail(ErrorCategory::usage, "unknown variant '" + variant + "': use " + list);
+}
+
+InferenceModelPtr from_checkpoint(const std::string& path, const LoadOptions& options) {
+  const train::TrainedModel trained = train::load_trained_model(path);
+  const Json& info = trained.state.model_info;
+  const auto mean = info.at("mean").get<std::vector<float>>();
+  const auto std = info.at("std").get<std::vector<float>>();
+  const std::string variant = options.variant == "file" ? "fp32" : options.variant;
+  const std::string data_dir = trained.state.config.value("data", std::string(data::kDefaultDataDirectory));
+  std::shared_ptr<InferenceModel> result;
+  if (variant == "fp32" || variant == "bf16") {
+    result = std::make_shared<ClassifierModel>(trained.model, mean, std, variant);
+    std::int64_t bytes = 0;
+    for (const auto& parameter : trained.model->parameters())
+      bytes += parameter.numel() * 4;
+    for (const auto& buffer : trained.model->buffers())
+      bytes += buffer.numel() * buffer.element_size();
+    result->parameter_bytes = bytes;
+  } else {
+    quant::LayerProgram program = quant::extract_program(*trained.model, info);
+    if (variant == "jit") {
+      result = std::make_shared<ScriptModel>(script_program(program), std::vector<float>{},
+                                             std::vector<float>{}, "fp32", std::vector<std::int64_t>{});
+      result->parameter_bytes = quant::float_parameter_bytes(program);
+    } else {
+      std::vector<quant::QuantParams> params;
+      quant::QuantMode mode = quant::QuantMode::dynamic;
+      if (variant == "int8-static") {
+        mode = quant::QuantMode::static_ptq;
+        const std::string calibration_dir =
+            options.calibration_data.empty() ? data_dir : options.calibration_data;
+        const data::Dataset calibration = data::load_dataset(calibration_dir, options.calibration_samples, 1);
+        params = quant::calibrate(program, calibration.train, options.calibration_samples, 256,
+                                  quant::ObserverKind::minmax, 100.0);
+      } else if (variant != "int8-dynamic") {
+        fail(ErrorCategory::unsupported,
+             "variant '" + variant + "' is made by `ipj quantize --mode qat`; bench the file it writes");
+      }
+      auto int8 = std::make_shared<Int8Model>(
+          quant::QuantizedProgram::convert(program, mode, params, options.engine));
+      int8->parameter_bytes = int8->program().parameter_bytes();
+      result = int8;
+    }
+  }
+  result->variant = variant;
+  result->format = "ipj-checkpoint";
+  result->path = trained.path;
+  result->model_name = info.at("name").get<std::string>();
+  result->sample_shape = info.at("input_shape").get<std::vector<std::int64_t>>();
+  result->data_dir = data_dir;
+  return result;
+}
+
+InferenceModelPtr from_int8(const std::string& path, const LoadOptions& options) {
+  auto program = quant::QuantizedProgram::load(path);
+  const std::string stored = "int8-" + quant::quant_mode_name(program.mode());
+  if (options.variant != "file" && options.variant != stored)
+    fail(ErrorCategory::unsupported, "'" + path + "' is an int8 model (" + stored +
+                                         "); it runs only as variant '" + stored + "' (or 'file')");
+  auto result = std::make_shared<Int8Model>(std::move(program));
+  const quant::QuantizedProgram& loaded = result->program();
+  result->variant = stored;
+  result->format = "ipj-int8";
+  result->path = path;
+  result->model_name = loaded.program().model_name;
+  result->sample_shape = loaded.program().input_shape;
+  result->parameter_bytes = loaded.parameter_bytes();
+  result->data_dir = loaded.extra().value("data_dir", std::string());
+  return result;
+}
+
+InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& options) {
+  torch::jit::Module module;
+  try {
+    module = torch::jit::load(path);
+  } catch (const c10::Error& error) {
+    fail(ErrorCategory::invalid_input,
+         "'" + path + "' is not a loadable TorchScript file: " + error.what_without_backtrace());
+  }
+  if (!module.find_method("forward"))
+    fail(ErrorCategory::invalid_input,
+         "'" + path + "' has no forward method (save a scripted or traced module)");
+  module.eval();
+  const std::string variant = options.variant == "file" ? "fp32" : options.variant;
+  if (variant.rfind("int8", 0) == 0)
+    fail(ErrorCategory::unsupported,
+         "int8 variants need an ipj checkpoint (mlp or cnn); quantize TorchScript "
+         "models before saving them, then serve the file as is");
+  std::vector<std::int64_t> reshape;  // a flat --input-shape (e.g. 784) feeds [B, 784]
+  if (options.input_shape.size() == 1) reshape = options.input_shape;
+  auto result =
+      std::make_shared<ScriptModel>(variant == "jit" ? freeze_for_inference(module) : module, options.mean,
+                                    options.std, variant == "bf16" ? "bf16" : "fp32", reshape);
+  result->variant = variant;
+  result->format = "torchscript";
+  result->path = path;
+  result->model_name = module.type()->name() ? module.type()->name()->name() : "torchscript";
+  result->sample_shape = options.input_shape;
+  result->parameter_bytes = tensor_bytes(module);
+  return result;
+}
+
+}  // namespace
+
+const std::vector<std::string>& variant_names() {
+  static const std::vector<std::string> names{"fp32",         "bf16",        "jit",
+                                              "int8-dynamic", "int8-static", "int8-qat"};
+  return names;
+}
+
+std::vector<std::int64_t> parse_shape(const std::string& text, const std::string& flag) {
+  std::vector<std::int64_t> shape;
+  std::stringstream stream(text);
+  std::string part;
+  while (std::getline(stream, part, ',')) {
+    try {
+      std::size_t used = 0;
+      const long long value = std::stoll(part, &used);
+      if (used != part.size() || value <= 0) throw std::invalid_argument(part);
+      shape.push_back(value);
+    } catch (const std::exception&) {
+      fail(ErrorCategory::usage,
+           flag + " '" + text + "': expected positive integers separated by commas, e.g. 1,28,28");
+    }
+  }
+  if (shape.empty()) fail(ErrorCategory::usage, flag + " is empty: give e.g. 1,28,28");
+  return shape;
+}
+
+InferenceModelPtr load_inference_model(const std::string& path, const LoadOptions& options) {
+  check_variant(options.variant);
+  switch (detect_format(path)) {
+    case FileFormat::checkpoint:
+      return from_checkpoint(path, options);
+    case FileFormat::int8:
+      return from_int8(path, options);
+    case FileFormat::torchscript:
+      return from_torchscript(path, options);
+  }
+  fail(ErrorCategory::internal, "unreachable file format");
+}
+
+}  // namespace ipj::infer

@@ -1,0 +1,138 @@
+// The measurement loop behind `ipj bench`; one synthetic input per batch size (values do not change the
+// work).
+#include "ipj/infer/latency_bench.hpp"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <numeric>
+
+#include "ipj/core/error.hpp"
+
+namespace ipj::infer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Window {
+  std::vector<double> latencies_ms;
+  double wall_s = 0.0;
+  double energy_j = 0.0;
+  std::string energy_source = "none";
+  double throughput(std::int64_t batch) const {
+    return wall_s > 0 ? static_cast<double>(latencies_ms.size() * batch) / wall_s : 0.0;
+  }
+};
+
+}  // namespace
+
+double quantile(std::vector<double> values, double q) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const double position = q * static_cast<double>(values.size() - 1);
+  const auto lower = static_cast<std::size_t>(position);
+  const std::size_t upper = std::min(lower + 1, values.size() - 1);
+  const double fraction = position - static_cast<double>(lower);
+  return values[lower] + (values[upper] - values[lower]) * fraction;
+}
+
+Json to_json(const BenchRow& row) {
+  return {{"variant", row.variant},
+          {"batch", row.batch},
+          {"p50_ms", row.p50_ms},
+          {"p90_ms", row.p90_ms},
+          {"p99_ms", row.p99_ms},
+          {"mean_ms", row.mean_ms},
+          {"throughput_per_s", row.throughput_per_s},
+          {"j_per_1000", row.energy_source == "none" ? Json(nullptr) : Json(row.j_per_1000)},
+          {"energy_source", row.energy_source},
+          {"windows", row.windows},
+          {"stable", row.stable},
+          {"parameter_bytes", row.parameter_bytes},
+          {"test_acc", row.test_acc ? Json(*row.test_acc) : Json(nullptr)}};
+}
+
+BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, const BenchOptions& options,
+                           energy::EnergyMonitor* monitor) {
+  if (model.sample_shape.empty())
+    fail(ErrorCategory::usage,
+         "the input shape of '" + model.path + "' is unknown: give --input-shape, e.g. 1,28,28");
+  if (batch < 1) fail(ErrorCategory::usage, "batch sizes must be >= 1");
+  std::vector<std::int64_t> shape{batch};
+  shape.insert(shape.end(), model.sample_shape.begin(), model.sample_shape.end());
+  torch::manual_seed(0);
+  const torch::Tensor input = torch::rand(shape);  // [B, ...] in [0, 1): pixel-like
+
+  const auto warmup_end = Clock::now() + std::chrono::duration<double>(options.warmup_s);
+  do {
+    model.forward(input);
+  } while (Clock::now() < warmup_end);
+
+  std::deque<Window> recent;
+  int windows = 0;
+  bool stable = false;
+  while (windows < options.max_windows && !stable) {
+    Window window;
+    if (monitor) monitor->begin_window("bench");
+    const auto start = Clock::now();
+    const auto end = start + std::chrono::duration<double>(options.window_s);
+    auto call_start = start;
+    do {
+      model.forward(input);
+      const auto call_end = Clock::now();
+      window.latencies_ms.push_back(std::chrono::duration<double, std::milli>(call_end - call_start).count());
+      call_start = call_end;
+    } while (call_start < end);
+    window.wall_s = std::chrono::duration<double>(call_start - start).count();
+    if (monitor) {
+      const energy::Measurement measured = monitor->end_window("bench");
+      window.energy_j = measured.energy_j;
+      window.energy_source = measured.devices.empty() ? "none" : energy::source_name(measured.source);
+    }
+    ++windows;
+    recent.push_back(std::move(window));
+    if (static_cast<int>(recent.size()) > options.stable_windows) recent.pop_front();
+    if (static_cast<int>(recent.size()) == options.stable_windows) {
+      double low = 1e300, high = 0.0, sum = 0.0;
+      for (const Window& kept : recent) {
+        const double throughput = kept.throughput(batch);
+        low = std::min(low, throughput);
+        high = std::max(high, throughput);
+        sum += throughput;
+      }
+      const double mean = sum / static_cast<double>(recent.size());
+      stable = mean > 0 && (high - low) / mean <= options.tolerance;
+    }
+  }
+
+  BenchRow row;
+  row.variant = model.variant;
+  row.batch = batch;
+  row.windows = windows;
+  row.stable = stable;
+  row.parameter_bytes = model.parameter_bytes;
+  std::vector<double> latencies;
+  double wall_s = 0.0, energy_j = 0.0;
+  std::string source = "none";
+  for (const Window& kept : recent) {
+    latencies.insert(latencies.end(), kept.latencies_ms.begin(), kept.latencies_ms.end());
+    wall_s += kept.wall_s;
+    energy_j += kept.energy_j;
+    source = kept.energy_source;
+  }
+  row.calls = static_cast<std::int64_t>(latencies.size());
+  row.p50_ms = quantile(latencies, 0.50);
+  row.p90_ms = quantile(latencies, 0.90);
+  row.p99_ms = quantile(latencies, 0.99);
+  row.mean_ms =
+      latencies.empty() ? 0.0 : std::accumulate(latencies.begin(), latencies.end(), 0.0) / latencies.size();
+  const double inferences = static_cast<double>(row.calls * batch);
+  row.throughput_per_s = wall_s > 0 ? inferences / wall_s : 0.0;
+  row.energy_source = source;
+  row.j_per_1000 = inferences > 0 ? energy_j / inferences * 1000.0 : 0.0;
+  return row;
+}
+
+}  // namespace ipj::infer

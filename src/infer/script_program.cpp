@@ -1,0 +1,66 @@
+// TorchScript source generation for LayerPrograms, and freezing of user modules.
+#include "ipj/infer/script_program.hpp"
+
+#include <torch/jit.h>
+
+#include <sstream>
+
+#include "ipj/core/error.hpp"
+
+namespace ipj::infer {
+
+torch::jit::Module script_program(const quant::LayerProgram& program, bool optimize) {
+  torch::jit::Module module("IpjProgram");
+  std::ostringstream source;
+  source << "def forward(self, x: Tensor) -> Tensor:\n";
+  if (program.input_padding > 0) {
+    module.register_buffer("pad_value", torch::tensor(program.input_pad_value).view({1, -1, 1, 1}));
+    const auto pad = program.input_padding;
+    source << "    x = torch.constant_pad_nd(x - self.pad_value, [" << pad << ", " << pad << ", " << pad
+           << ", " << pad << "], 0.0) + self.pad_value\n";
+  }
+  for (std::size_t index = 0; index < program.layers.size(); ++index) {
+    const quant::Layer& layer = program.layers[index];
+    const std::string weight = "w" + std::to_string(index), bias = "b" + std::to_string(index);
+    switch (layer.kind) {
+      case quant::LayerKind::linear:
+        module.register_parameter(weight, layer.weight.detach().clone(), false);
+        module.register_parameter(bias, layer.bias.detach().clone(), false);
+        source << "    x = torch.linear(x, self." << weight << ", self." << bias << ")\n";
+        break;
+      case quant::LayerKind::conv2d:
+        module.register_parameter(weight, layer.weight.detach().clone(), false);
+        module.register_parameter(bias, layer.bias.detach().clone(), false);
+        source << "    x = torch.conv2d(x, self." << weight << ", self." << bias << ", [" << layer.stride
+               << ", " << layer.stride << "], [" << layer.padding << ", " << layer.padding << "])\n";
+        break;
+      case quant::LayerKind::max_pool2d:
+        source << "    x = torch.max_pool2d(x, [" << layer.pool << ", " << layer.pool << "], [" << layer.pool
+               << ", " << layer.pool << "])\n";
+        break;
+      case quant::LayerKind::flatten:
+        source << "    x = torch.flatten(x, 1)\n";
+        break;
+    }
+    if (layer.relu) source << "    x = torch.relu(x)\n";
+  }
+  source << "    return x\n";
+  module.define(source.str());
+  module.eval();
+  return freeze_for_inference(module, optimize);
+}
+
+torch::jit::Module freeze_for_inference(const torch::jit::Module& module, bool optimize) {
+  try {
+    torch::jit::Module copy = module.clone();
+    copy.eval();
+    torch::jit::Module frozen = torch::jit::freeze(copy);
+    if (optimize) frozen = torch::jit::optimize_for_inference(frozen);
+    return frozen;
+  } catch (const c10::Error& error) {
+    fail(ErrorCategory::unsupported,
+         std::string("cannot freeze this TorchScript module: ") + error.what_without_backtrace());
+  }
+}
+
+}  // namespace ipj::infer

@@ -1,0 +1,202 @@
+// Inference models and benchmarks: user TorchScript files made by python3-torch match PyTorch's outputs,
+// ipj's variants agree with each other, bad files get clear errors, the bench loop's arithmetic, and the CLI
+// contracts of `ipj quantize` and `ipj bench`.
+#include <gtest/gtest.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "inference_fixture.hpp"
+#include "ipj/core/error.hpp"
+#include "ipj/energy/meter.hpp"
+#include "ipj/infer/inference_model.hpp"
+#include "ipj/infer/latency_bench.hpp"
+
+namespace ipj::infer {
+namespace {
+
+using json = nlohmann::json;
+
+ErrorCategory category_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& error) {
+    return error.category();
+  }
+  ADD_FAILURE() << "no ipj::Error thrown";
+  return ErrorCategory::internal;
+}
+
+struct Golden {
+  testing::TempDir dir;
+  torch::Tensor input, expected, normalized_expected;
+  Golden() {
+    const auto result = testing::run_process(std::string(IPJ_PYTHON) + " " + IPJ_TEST_SOURCE_DIR +
+                                             "/infer/make_torchscript_golden.py " + dir.path());
+    if (result.exit_code != 0) throw std::runtime_error("golden script failed: " + result.err);
+    torch::jit::Module holder = torch::jit::load(dir.file("golden.pt"));
+    input = holder.attr("input").toTensor();
+    expected = holder.attr("expected").toTensor();
+    normalized_expected = holder.attr("normalized_expected").toTensor();
+  }
+};
+
+const Golden& golden() {
+  static const Golden instance;
+  return instance;
+}
+
+TEST(InferTorchScript, ScriptedAndTracedModelsMatchPyTorch) {
+  for (const char* name : {"scripted.pt", "traced.pt"}) {
+    LoadOptions options;
+    options.input_shape = {1, 28, 28};
+    const InferenceModelPtr model = load_inference_model(golden().dir.file(name), options);
+    EXPECT_EQ(model->format, "torchscript");
+    EXPECT_EQ(model->variant, "fp32");
+    const torch::Tensor output = model->forward(golden().input);
+    EXPECT_LT((output - golden().expected).abs().max().item<double>(), 1e-5) << name;
+
+    options.variant = "jit";  // frozen + optimize_for_inference
+    const torch::Tensor frozen =
+        load_inference_model(golden().dir.file(name), options)->forward(golden().input);
+    EXPECT_LT((frozen - golden().expected).abs().max().item<double>(), 1e-4) << name;
+  }
+}
+
+TEST(InferTorchScript, MeanAndStdPreprocessTheInput) {
+  LoadOptions options;
+  options.input_shape = {1, 28, 28};
+  options.mean = {0.25f};
+  options.std = {0.5f};
+  const torch::Tensor output =
+      load_inference_model(golden().dir.file("scripted.pt"), options)->forward(golden().input);
+  EXPECT_LT((output - golden().normalized_expected).abs().max().item<double>(), 1e-5);
+}
+
+TEST(InferVariants, JitBf16AndInt8AgreeWithFp32OnACheckpoint) {
+  const std::string checkpoint = testing::trained_checkpoint("cnn");
+  LoadOptions options;
+  const InferenceModelPtr fp32 = load_inference_model(checkpoint, options);
+  EXPECT_EQ(fp32->format, "ipj-checkpoint");
+  EXPECT_EQ(fp32->sample_shape, (std::vector<std::int64_t>{1, 28, 28}));
+  torch::manual_seed(5);
+  const torch::Tensor pixels = torch::rand({16, 1, 28, 28});
+  const torch::Tensor reference = fp32->forward(pixels);
+  const double range = (reference.max() - reference.min()).item<double>();
+  for (const char* variant : {"jit", "bf16", "int8-dynamic", "int8-static"}) {
+    options.variant = variant;
+    const InferenceModelPtr model = load_inference_model(checkpoint, options);
+    EXPECT_EQ(model->variant, variant);
+    const double tolerance = std::string(variant) == "jit" ? 1e-4 : 0.1 * range;
+    EXPECT_LT((model->forward(pixels) - reference).abs().max().item<double>(), tolerance) << variant;
+  }
+}
+
+TEST(InferErrors, BadFilesAndVariantsGetClearErrors) {
+  testing::TempDir dir;
+  std::ofstream(dir.file("junk.pt")) << "definitely not a zip archive";
+  EXPECT_EQ(category_of([&] { load_inference_model(dir.file("junk.pt")); }), ErrorCategory::invalid_input);
+  EXPECT_EQ(category_of([&] { load_inference_model(dir.file("missing.pt")); }), ErrorCategory::io);
+  LoadOptions options;
+  options.variant = "int9";
+  EXPECT_EQ(category_of([&] { load_inference_model(testing::trained_checkpoint("mlp"), options); }),
+            ErrorCategory::usage);
+  options.variant = "int8-dynamic";
+  EXPECT_EQ(category_of([&] { load_inference_model(golden().dir.file("scripted.pt"), options); }),
+            ErrorCategory::unsupported);
+  EXPECT_EQ(category_of([] { parse_shape("1,x,28", "--input-shape"); }), ErrorCategory::usage);
+  EXPECT_EQ(parse_shape("3,32,32", "--input-shape"), (std::vector<std::int64_t>{3, 32, 32}));
+}
+
+TEST(InferBench, QuantilesInterpolateBetweenOrderStatistics) {
+  EXPECT_DOUBLE_EQ(quantile({4.0, 1.0, 3.0, 2.0, 5.0}, 0.5), 3.0);
+  EXPECT_DOUBLE_EQ(quantile({1.0, 2.0}, 0.5), 1.5);
+  EXPECT_DOUBLE_EQ(quantile({1.0, 2.0, 3.0, 4.0, 5.0}, 0.99), 4.96);
+  EXPECT_DOUBLE_EQ(quantile({}, 0.5), 0.0);
+}
+
+TEST(InferBench, WindowsLatenciesThroughputAndEnergyAreConsistent) {
+  const InferenceModelPtr model = load_inference_model(testing::trained_checkpoint("mlp"));
+  energy::EnergyMonitor monitor(energy::discover_meters());
+  BenchOptions options;
+  options.warmup_s = 0.05;
+  options.window_s = 0.1;
+  options.tolerance = 1.0;  // any three windows count as stable: this test checks the arithmetic, not the VM
+  const BenchRow row = run_latency_bench(*model, 8, options, &monitor);
+  EXPECT_EQ(row.windows, 3);
+  EXPECT_TRUE(row.stable);
+  EXPECT_GT(row.calls, 0);
+  EXPECT_LE(row.p50_ms, row.p90_ms);
+  EXPECT_LE(row.p90_ms, row.p99_ms);
+  // throughput = samples / time spent in the calls of the three windows (within the loop's own overhead)
+  EXPECT_NEAR(row.throughput_per_s, 8.0 * 1000.0 / row.mean_ms, 0.05 * row.throughput_per_s);
+  EXPECT_GT(row.j_per_1000, 0.0);
+  EXPECT_FALSE(row.energy_source.empty());
+  EXPECT_NE(row.energy_source, "none");
+
+  InferenceModel* unknown = nullptr;
+  LoadOptions no_shape;
+  const InferenceModelPtr script = load_inference_model(golden().dir.file("scripted.pt"), no_shape);
+  EXPECT_EQ(category_of([&] { run_latency_bench(*script, 1, options, nullptr); }), ErrorCategory::usage);
+  (void)unknown;
+}
+
+testing::ProcessResult ipj(const std::string& arguments) {
+  return testing::run_process(testing::ipj_binary() + " " + arguments);
+}
+
+TEST(InferCli, QuantizeAndBenchJsonContracts) {
+  testing::TempDir dir;
+  const std::string checkpoint = testing::trained_checkpoint("mlp");
+  const auto quantized = ipj("quantize --model " + checkpoint +
+                             " --mode dynamic --test-limit 1000 --json --out " + dir.file("mlp-int8.pt"));
+  ASSERT_EQ(quantized.exit_code, 0) << quantized.err;
+  const json report = json::parse(quantized.out);
+  for (const char* key : {"fp32_acc", "int8_acc", "acc_drop_pt", "fp32_bytes", "int8_bytes"})
+    EXPECT_TRUE(report.contains(key)) << key;
+  EXPECT_NEAR(report["acc_drop_pt"].get<double>(),
+              (report["fp32_acc"].get<double>() - report["int8_acc"].get<double>()) * 100.0, 1e-9);
+  EXPECT_LT(report["int8_bytes"].get<double>() * 3.5, report["fp32_bytes"].get<double>());
+  ASSERT_TRUE(std::filesystem::exists(dir.file("mlp-int8.pt")));
+
+  const auto bench = ipj("bench --model " + checkpoint +
+                         " --variants fp32,int8-dynamic --batch 1,64 --window-s 0.05 --warmup-s 0.02 "
+                         "--test-limit 500 --json");
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  const json rows = json::parse(bench.out)["rows"];
+  ASSERT_EQ(rows.size(), 4u);  // variant x batch
+  for (const auto& row : rows) {
+    for (const char* key :
+         {"variant", "batch", "p50_ms", "p99_ms", "throughput_per_s", "j_per_1000", "energy_source"})
+      EXPECT_TRUE(row.contains(key)) << key;
+    EXPECT_GT(row["throughput_per_s"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(rows[0]["variant"], "fp32");
+  EXPECT_EQ(rows[1]["batch"], 64);
+  EXPECT_EQ(rows[2]["variant"], "int8-dynamic");
+
+  // the int8 file written by quantize is accepted by bench as it is
+  const auto file_bench = ipj("bench --model " + dir.file("mlp-int8.pt") +
+                              " --batch 4 --window-s 0.05 --warmup-s 0.02 --no-accuracy --json");
+  ASSERT_EQ(file_bench.exit_code, 0) << file_bench.err;
+  EXPECT_EQ(json::parse(file_bench.out)["rows"][0]["variant"], "int8-dynamic");
+}
+
+TEST(InferCli, GuardFailureExitsSixAndWritesNothing) {
+  testing::TempDir dir;
+  const auto result =
+      ipj("quantize --model " + testing::trained_checkpoint("mlp") +
+          " --mode static --observer percentile --percentile 50.5 --calib 200 --test-limit 1000 "
+          "--json --out " +
+          dir.file("bad.pt"));
+  EXPECT_EQ(result.exit_code, 6) << result.err;
+  EXPECT_NE(result.err.find("not written"), std::string::npos) << result.err;
+  EXPECT_FALSE(json::parse(result.out)["accepted"].get<bool>());
+  EXPECT_FALSE(std::filesystem::exists(dir.file("bad.pt")));
+}
+
+}  // namespace
+}  // namespace ipj::infer

@@ -1,0 +1,37 @@
+// Trains the shared test models lazily (one per name per process).
+#include "support/inference_fixture.hpp"
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "ipj/train/checkpoint.hpp"
+#include "ipj/train/trainer.hpp"
+
+namespace ipj::testing {
+
+const data::Dataset& fashion_subset() {
+  static const data::Dataset dataset = data::load_dataset(data::kDefaultDataDirectory, 6000, 2000);
+  return dataset;
+}
+
+std::string trained_checkpoint(const std::string& model) {
+  static std::mutex mutex;
+  static TempDir folder;
+  static std::map<std::string, std::string> trained;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto found = trained.find(model); found != trained.end()) return found->second;
+  train::TrainConfig config;
+  config.model = model;
+  config.epochs = model == "mlp" ? 2 : 1;
+  config.batch_size = 64;
+  config.seed = 7;
+  config.measure_energy = false;
+  config.out_dir = folder.file(model);
+  train::TrainHooks hooks;
+  hooks.show_progress = false;
+  train::run_training(config, fashion_subset(), hooks);
+  return trained[model] = folder.file(model + "/" + train::kCheckpointFileName);
+}
+
+}  // namespace ipj::testing
