@@ -11,9 +11,13 @@ packages=(
   # the real data
   dataset-fashion-mnist
   # libraries
-  zlib1g-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcpuinfo-dev
+  zlib1g-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcpuinfo-dev pkg-config
+  # HTTP for `ipj serve` / `ipj load`
+  libcpp-httplib-dev
   # tests and benchmarks: GoogleTest, Google Benchmark, PyTorch reference (golden files, side-by-side loops)
   libgtest-dev libgmock-dev libbenchmark-dev python3-torch python3-numpy
+  # serving benchmark peers: the seeds' FastAPI server and wrk
+  python3-fastapi python3-uvicorn wrk
 )
 
 missing=()

@@ -1,0 +1,88 @@
+// One loaded model version behind the server: the InferenceModel, its dynamic batcher, the executor that
+// turns a batch of requests into one forward pass, and the statistics (/stats, /metrics) including energy per
+// request.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "ipj/core/json_io.hpp"
+#include "ipj/infer/inference_model.hpp"
+#include "ipj/serve/dynamic_batcher.hpp"
+#include "ipj/serve/model_repository.hpp"
+
+namespace ipj::serve {
+
+// Energy attribution without double counting: after each batch the joules the meters counted since the
+// previous attribution (any model) are charged to that batch and split over its requests by rows. Idle energy
+// between batches is charged to the next batch, so the per-model totals add up to what the meters saw.
+class EnergyLedger {
+ public:
+  struct Reading {
+    double total_j = 0.0;
+    std::string source = "none";
+  };
+  // `read_total` returns the cumulative energy since start; null = no energy measurement.
+  explicit EnergyLedger(std::function<Reading()> read_total) : read_total_(std::move(read_total)) {}
+  // Joules since the last call, and their source.
+  Reading take();
+
+ private:
+  std::function<Reading()> read_total_;
+  std::mutex mutex_;
+  double last_total_j_ = 0.0;
+};
+
+struct ModelStatistics {
+  std::int64_t request_success = 0;
+  std::map<std::string, std::int64_t>
+      request_failure;               // by reason: bad_input, queue_full, timeout, internal, ...
+  std::int64_t inference_count = 0;  // rows
+  std::int64_t execution_count = 0;  // batches
+  double queue_us = 0.0, compute_us = 0.0, request_us = 0.0;
+  double energy_j = 0.0;
+  std::string energy_source = "none";
+  std::map<std::int64_t, std::pair<std::int64_t, double>> batch_sizes;  // rows -> (executions, compute us)
+  std::int64_t last_inference_ms = 0;                                   // Unix epoch milliseconds
+};
+
+class ServedModel {
+ public:
+  // Loads the latest version, builds the batcher and runs a warm-up batch that also checks the output shape
+  // against the config. Throws ipj::Error naming the model when anything does not fit.
+  ServedModel(ModelConfig config, EnergyLedger& ledger);
+  ~ServedModel();
+
+  const ModelConfig& config() const { return config_; }
+  const std::string& version() const { return version_; }
+  const infer::InferenceModel& model() const { return *model_; }
+  DynamicBatcher& batcher() { return *batcher_; }
+
+  void record_success(double request_us);
+  void record_failure(const std::string& reason);
+  ModelStatistics statistics() const;
+  // Triton's /v2/models/{m}/stats entry and /config object.
+  Json triton_stats() const;
+  Json triton_config() const;
+  Json metadata() const;  // KServe v2 model metadata
+
+ private:
+  void execute(std::vector<RequestPtr>& batch);
+
+  ModelConfig config_;
+  std::string version_;
+  infer::InferenceModelPtr model_;
+  EnergyLedger& ledger_;
+  mutable std::mutex stats_mutex_;
+  ModelStatistics stats_;
+  std::unique_ptr<DynamicBatcher> batcher_;  // last: its workers use everything above
+};
+
+// Prometheus text for all models (+ cost per 1000 inferences when usd_per_kwh >= 0).
+std::string prometheus_metrics(const std::vector<std::unique_ptr<ServedModel>>& models, double usd_per_kwh);
+
+}  // namespace ipj::serve

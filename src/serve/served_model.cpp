@@ -1,0 +1,275 @@
+// Batch execution, statistics and their Triton / Prometheus renderings.
+#include "ipj/serve/served_model.hpp"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstring>
+#include <sstream>
+
+#include "ipj/core/error.hpp"
+
+namespace ipj::serve {
+namespace {
+
+double microseconds_between(Clock::time_point start, Clock::time_point end) {
+  return std::chrono::duration<double, std::micro>(end - start).count();
+}
+
+std::int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+EnergyLedger::Reading EnergyLedger::take() {
+  if (!read_total_) return {};
+  std::lock_guard<std::mutex> lock(mutex_);
+  Reading reading = read_total_();
+  const double delta = std::max(0.0, reading.total_j - last_total_j_);
+  last_total_j_ = reading.total_j;
+  reading.total_j = delta;
+  return reading;
+}
+
+ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger)
+    : config_(std::move(config)), ledger_(ledger) {
+  version_ = config_.latest_version();
+  infer::LoadOptions options;
+  options.variant = config_.variant;
+  options.input_shape = config_.sample_shape();
+  for (auto& dim : options.input_shape)
+    if (dim == -1) dim = 1;
+  options.mean = config_.mean;
+  options.std = config_.std;
+  const std::string path = config_.model_path(version_);
+  try {
+    model_ = infer::load_inference_model(path, options);
+  } catch (const Error& error) {
+    fail(error.category(), "model '" + config_.name + "': " + error.what());
+  }
+  // Warm-up: one batch of one sample; checks that the output fits the config.
+  std::vector<std::int64_t> shape{1};
+  for (std::int64_t dim : config_.sample_shape())
+    shape.push_back(dim == -1 ? 1 : dim);
+  if (config_.batching.max_batch_size == 0) shape.erase(shape.begin());
+  torch::Tensor output;
+  try {
+    output = model_->forward(torch::zeros(shape));
+  } catch (const c10::Error& error) {
+    fail(ErrorCategory::invalid_input,
+         "model '" + config_.name +
+             "' fails on an input of the configured shape: " + error.what_without_backtrace());
+  }
+  const auto& expected = config_.output.shape;
+  bool fits = output.dim() == static_cast<std::int64_t>(expected.size());
+  for (std::size_t dim = 0; fits && dim < expected.size(); ++dim)
+    fits = expected[dim] == -1 || expected[dim] == output.size(static_cast<std::int64_t>(dim));
+  if (!fits) {
+    std::ostringstream got;
+    got << output.sizes();
+    fail(ErrorCategory::invalid_input, "model '" + config_.name + "' returns shape " + got.str() +
+                                           ", which does not fit output '" + config_.output.name +
+                                           "' of config.json");
+  }
+  batcher_ = std::make_unique<DynamicBatcher>(config_.batching,
+                                              [this](std::vector<RequestPtr>& batch) { execute(batch); });
+}
+
+ServedModel::~ServedModel() {
+  if (batcher_) batcher_->stop();
+}
+
+void ServedModel::execute(std::vector<RequestPtr>& batch) {
+  const Clock::time_point formed = Clock::now();
+  std::int64_t rows = 0;
+  for (const RequestPtr& request : batch)
+    rows += request->rows();
+  const bool batched = config_.batching.max_batch_size > 0;
+  std::vector<std::int64_t> shape = batch.front()->shape;
+  if (batched) shape[0] = rows;
+  torch::Tensor input = torch::empty(shape);  // [rows, ...sample]
+  float* destination = input.data_ptr<float>();
+  for (const RequestPtr& request : batch) {
+    std::memcpy(destination, request->data.data(), request->data.size() * sizeof(float));
+    destination += request->data.size();
+  }
+  const torch::Tensor output = model_->forward(input).contiguous();  // [rows, ...]
+  const Clock::time_point done = Clock::now();
+  const double compute_us = microseconds_between(formed, done);
+  const EnergyLedger::Reading energy = ledger_.take();
+  if (batched && (output.dim() == 0 || output.size(0) != rows))
+    throw std::runtime_error("model returned " + std::to_string(output.dim() ? output.size(0) : 0) +
+                             " rows for " + std::to_string(rows));
+  const std::int64_t values_per_row = batched ? output.numel() / rows : output.numel();
+  const float* values = output.data_ptr<float>();
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    stats_.inference_count += rows;
+    stats_.execution_count += 1;
+    stats_.compute_us += compute_us;
+    stats_.energy_j += energy.total_j;
+    stats_.energy_source = energy.source;
+    auto& bucket = stats_.batch_sizes[rows];
+    bucket.first += 1;
+    bucket.second += compute_us;
+    stats_.last_inference_ms = unix_ms();
+    for (const RequestPtr& request : batch)
+      stats_.queue_us += microseconds_between(request->enqueued, formed);
+  }
+  for (const RequestPtr& request : batch) {
+    Outcome outcome;
+    outcome.queue_us = microseconds_between(request->enqueued, formed);
+    outcome.compute_us = compute_us;
+    outcome.batch_rows = rows;
+    outcome.energy_j = energy.total_j * static_cast<double>(request->rows()) / static_cast<double>(rows);
+    outcome.output_shape.assign(output.sizes().begin(), output.sizes().end());
+    if (batched) outcome.output_shape[0] = request->rows();
+    const std::int64_t count = batched ? values_per_row * request->rows() : values_per_row;
+    outcome.output.assign(values, values + count);
+    values += count;
+    request->promise.set_value(std::move(outcome));
+  }
+}
+
+void ServedModel::record_success(double request_us) {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  stats_.request_success += 1;
+  stats_.request_us += request_us;
+}
+
+void ServedModel::record_failure(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  stats_.request_failure[reason] += 1;
+}
+
+ModelStatistics ServedModel::statistics() const {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  return stats_;
+}
+
+Json ServedModel::metadata() const {
+  auto tensor = [](const TensorSpec& spec) {
+    return Json{{"name", spec.name}, {"datatype", spec.datatype}, {"shape", spec.shape}};
+  };
+  return {{"name", config_.name},
+          {"versions", config_.versions},
+          {"platform", model_->format == "torchscript" ? "pytorch_libtorch"
+                       : model_->format == "ipj-int8"  ? "ipj_int8"
+                                                       : "ipj_checkpoint"},
+          {"inputs", Json::array({tensor(config_.input)})},
+          {"outputs", Json::array({tensor(config_.output)})}};
+}
+
+Json ServedModel::triton_config() const {
+  const bool batched = config_.batching.max_batch_size > 0;
+  auto tensor = [batched](const TensorSpec& spec) {
+    std::vector<std::int64_t> dims = spec.shape;
+    if (batched) dims.erase(dims.begin());  // Triton's dims exclude the batch dimension
+    return Json{{"name", spec.name}, {"data_type", "TYPE_" + spec.datatype}, {"dims", dims}};
+  };
+  Json config = {
+      {"name", config_.name},
+      {"platform", "pytorch_libtorch"},
+      {"backend", "ipj"},
+      {"max_batch_size", config_.batching.max_batch_size},
+      {"input", Json::array({tensor(config_.input)})},
+      {"output", Json::array({tensor(config_.output)})},
+      {"instance_group", Json::array({{{"count", config_.batching.instances}, {"kind", "KIND_CPU"}}})},
+      {"parameters", {{"variant", {{"string_value", model_->variant}}}}}};
+  if (config_.batching.max_queue_delay_us > 0 || !config_.batching.preferred_batch_sizes.empty())
+    config["dynamic_batching"] = {{"preferred_batch_size", config_.batching.preferred_batch_sizes},
+                                  {"max_queue_delay_microseconds", config_.batching.max_queue_delay_us}};
+  return config;
+}
+
+Json ServedModel::triton_stats() const {
+  const ModelStatistics stats = statistics();
+  auto duration = [](std::int64_t count, double us) {
+    return Json{{"count", count}, {"ns", static_cast<std::int64_t>(us * 1000.0)}};
+  };
+  std::int64_t failures = 0;
+  for (const auto& [reason, count] : stats.request_failure)
+    failures += count;
+  Json batches = Json::array();
+  for (const auto& [rows, bucket] : stats.batch_sizes)
+    batches.push_back({{"batch_size", rows}, {"compute_infer", duration(bucket.first, bucket.second)}});
+  return {{"name", config_.name},
+          {"version", version_},
+          {"last_inference", stats.last_inference_ms},
+          {"inference_count", stats.inference_count},
+          {"execution_count", stats.execution_count},
+          {"inference_stats",
+           {{"success", duration(stats.request_success, stats.request_us)},
+            {"fail", duration(failures, 0.0)},
+            {"queue", duration(stats.request_success, stats.queue_us)},
+            {"compute_infer", duration(stats.execution_count, stats.compute_us)}}},
+          {"batch_stats", batches},
+          {"energy", {{"joules", stats.energy_j}, {"source", stats.energy_source}}}};
+}
+
+std::string prometheus_metrics(const std::vector<std::unique_ptr<ServedModel>>& models, double usd_per_kwh) {
+  std::ostringstream out;
+  out.precision(15);
+  auto header = [&](const char* name, const char* type, const char* help) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+  };
+  std::vector<std::pair<const ServedModel*, ModelStatistics>> all;
+  for (const auto& model : models)
+    all.emplace_back(model.get(), model->statistics());
+  auto labels = [](const ServedModel& model) {
+    return "model=\"" + model.config().name + "\",version=\"" + model.version() + "\"";
+  };
+  header("ipj_request_success_total", "counter", "Successful inference requests");
+  for (const auto& [model, stats] : all)
+    out << "ipj_request_success_total{" << labels(*model) << "} " << stats.request_success << "\n";
+  header("ipj_request_failure_total", "counter", "Failed inference requests by reason");
+  for (const auto& [model, stats] : all)
+    for (const auto& [reason, count] : stats.request_failure)
+      out << "ipj_request_failure_total{" << labels(*model) << ",reason=\"" << reason << "\"} " << count
+          << "\n";
+  header("ipj_inference_count_total", "counter", "Inferences (batch rows) executed");
+  for (const auto& [model, stats] : all)
+    out << "ipj_inference_count_total{" << labels(*model) << "} " << stats.inference_count << "\n";
+  header("ipj_execution_count_total", "counter",
+         "Model executions (batches); inference/execution = average batch");
+  for (const auto& [model, stats] : all)
+    out << "ipj_execution_count_total{" << labels(*model) << "} " << stats.execution_count << "\n";
+  header("ipj_queue_duration_us_total", "counter", "Microseconds requests waited in the batcher queue");
+  for (const auto& [model, stats] : all)
+    out << "ipj_queue_duration_us_total{" << labels(*model) << "} " << stats.queue_us << "\n";
+  header("ipj_compute_duration_us_total", "counter", "Microseconds spent executing batches");
+  for (const auto& [model, stats] : all)
+    out << "ipj_compute_duration_us_total{" << labels(*model) << "} " << stats.compute_us << "\n";
+  header("ipj_request_duration_us_total", "counter",
+         "Microseconds from request arrival to reply (successes)");
+  for (const auto& [model, stats] : all)
+    out << "ipj_request_duration_us_total{" << labels(*model) << "} " << stats.request_us << "\n";
+  header("ipj_pending_requests", "gauge", "Requests waiting in the batcher queue");
+  for (const auto& model : models)
+    out << "ipj_pending_requests{" << labels(*model) << "} "
+        << const_cast<ServedModel&>(*model).batcher().pending() << "\n";
+  header("ipj_energy_joules_total", "counter",
+         "Joules attributed to the model's batches (source: counter|integrated|estimated)");
+  for (const auto& [model, stats] : all)
+    out << "ipj_energy_joules_total{" << labels(*model) << ",source=\"" << stats.energy_source << "\"} "
+        << stats.energy_j << "\n";
+  header("ipj_energy_per_inference_joules", "gauge", "Joules per inference so far");
+  for (const auto& [model, stats] : all)
+    out << "ipj_energy_per_inference_joules{" << labels(*model) << ",source=\"" << stats.energy_source
+        << "\"} " << (stats.inference_count ? stats.energy_j / stats.inference_count : 0.0) << "\n";
+  if (usd_per_kwh >= 0) {
+    header("ipj_cost_per_1000_inferences_usd", "gauge",
+           "Electricity cost per 1000 inferences at --usd-per-kwh");
+    for (const auto& [model, stats] : all)
+      out << "ipj_cost_per_1000_inferences_usd{" << labels(*model) << "} "
+          << (stats.inference_count ? stats.energy_j / stats.inference_count * 1000.0 / 3.6e6 * usd_per_kwh
+                                    : 0.0)
+          << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace ipj::serve

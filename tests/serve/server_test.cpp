@@ -1,0 +1,427 @@
+// `ipj serve` over real HTTP on loopback: every KServe v2 / Triton endpoint, JSON and binary tensors, nested
+// data, id echo, 4xx for bad input (with a fuzz of thousands of malformed bodies), 503 on overload, batching
+// under concurrent load, energy in /metrics, and SIGTERM drain of a real `ipj serve` process.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "inference_fixture.hpp"
+#include "ipj/core/atomic_file.hpp"
+#include "ipj/core/error.hpp"
+#include "ipj/core/json_io.hpp"
+#include "ipj/infer/inference_model.hpp"
+#include "ipj/serve/inference_server.hpp"
+
+namespace ipj::serve {
+namespace {
+
+const char* kContractConfig =
+    R"({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [-1, 1, 28, 28]}],
+  "outputs": [{"name": "output__0", "datatype": "FP32", "shape": [-1, 10]}], "max_batch_size": 64,
+  "dynamic_batching": {"preferred_batch_sizes": [16, 32, 64], "max_queue_delay_us": 2000, "max_queue_size": 1024}})";
+
+void write_repository(const std::string& root, const std::string& config) {
+  std::filesystem::create_directories(root + "/mlp/1");
+  std::filesystem::copy_file(testing::trained_checkpoint("mlp"), root + "/mlp/1/model.pt");
+  std::ofstream(root + "/mlp/config.json") << config;
+}
+
+struct RunningServer {
+  testing::TempDir repo;
+  std::unique_ptr<InferenceServer> server;
+  std::thread thread;
+  int port = 0;
+  explicit RunningServer(const std::string& config = kContractConfig, ServeOptions options = {}) {
+    write_repository(repo.path(), config);
+    options.model_repository = repo.path();
+    options.port = 0;
+    server = std::make_unique<InferenceServer>(options);
+    port = server->bind();
+    thread = std::thread([this] { server->serve(); });
+    httplib::Client probe("127.0.0.1", port);
+    for (int attempt = 0; attempt < 500; ++attempt) {
+      auto ready = probe.Get("/v2/health/ready");
+      if (ready && ready->status == 200) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    throw std::runtime_error("server never became ready");
+  }
+  ~RunningServer() {
+    server->drain();
+    thread.join();
+  }
+  httplib::Client client() const { return httplib::Client("127.0.0.1", port); }
+};
+
+Json request_body(const torch::Tensor& input, bool nested) {
+  const torch::Tensor values = input.contiguous();
+  Json data;
+  if (nested) {
+    data = Json::array();
+    for (std::int64_t row = 0; row < values.size(0); ++row) {
+      Json image = Json::array({Json::array()});
+      for (std::int64_t y = 0; y < 28; ++y) {
+        Json line = Json::array();
+        for (std::int64_t x = 0; x < 28; ++x)
+          line.push_back(values[row][0][y][x].item<float>());
+        image[0].push_back(line);
+      }
+      data.push_back(image);
+    }
+  } else {
+    data = std::vector<float>(values.data_ptr<float>(), values.data_ptr<float>() + values.numel());
+  }
+  return {
+      {"id", "req-42"},
+      {"inputs",
+       Json::array(
+           {{{"name", "input__0"}, {"datatype", "FP32"}, {"shape", values.sizes().vec()}, {"data", data}}})}};
+}
+
+torch::Tensor reference_output(const torch::Tensor& input) {
+  return infer::load_inference_model(testing::trained_checkpoint("mlp"))->forward(input);
+}
+
+TEST(Serve, HealthMetadataConfigAndStatsEndpoints) {
+  RunningServer running;
+  auto client = running.client();
+  auto root = client.Get("/v2");
+  ASSERT_TRUE(root);
+  EXPECT_EQ(root->status, 200);
+  EXPECT_EQ(Json::parse(root->body)["name"], "ipj");
+  EXPECT_EQ(client.Get("/v2/health/live")->status, 200);
+  EXPECT_EQ(client.Get("/v2/health/ready")->status, 200);
+  const Json metadata = Json::parse(client.Get("/v2/models/mlp")->body);
+  EXPECT_EQ(metadata["inputs"][0]["name"], "input__0");
+  EXPECT_EQ(metadata["inputs"][0]["shape"], Json::parse("[-1, 1, 28, 28]"));
+  EXPECT_EQ(metadata["versions"], Json::parse(R"(["1"])"));
+  EXPECT_EQ(client.Get("/v2/models/mlp/versions/1")->status, 200);
+  EXPECT_EQ(client.Get("/v2/models/mlp/ready")->status, 200);
+  EXPECT_EQ(client.Get("/v2/models/mlp/versions/1/ready")->status, 200);
+  auto missing_version = client.Get("/v2/models/mlp/versions/7");
+  EXPECT_EQ(missing_version->status, 404);
+  EXPECT_TRUE(Json::parse(missing_version->body).contains("error"));
+  EXPECT_EQ(client.Get("/v2/models/nope")->status, 404);
+  const Json config = Json::parse(client.Get("/v2/models/mlp/config")->body);
+  EXPECT_EQ(config["max_batch_size"], 64);
+  EXPECT_EQ(config["input"][0]["dims"], Json::parse("[1, 28, 28]"));  // Triton: without the batch dim
+  EXPECT_EQ(config["dynamic_batching"]["max_queue_delay_microseconds"], 2000);
+  const Json stats = Json::parse(client.Get("/v2/models/mlp/stats")->body);
+  EXPECT_EQ(stats["model_stats"][0]["name"], "mlp");
+  EXPECT_EQ(Json::parse(client.Get("/v2/models/stats")->body)["model_stats"].size(), 1u);
+  auto unknown = client.Get("/v3/whatever");
+  EXPECT_EQ(unknown->status, 404);
+  EXPECT_TRUE(Json::parse(unknown->body).contains("error"));
+}
+
+TEST(Serve, JsonInferenceFlatAndNestedMatchTheModelAndEchoTheId) {
+  RunningServer running;
+  auto client = running.client();
+  torch::manual_seed(1);
+  const torch::Tensor input = torch::rand({3, 1, 28, 28});
+  const torch::Tensor expected = reference_output(input);  // [3, 10]
+  for (bool nested : {false, true}) {
+    auto reply = client.Post("/v2/models/mlp/infer", request_body(input, nested).dump(), "application/json");
+    ASSERT_TRUE(reply);
+    ASSERT_EQ(reply->status, 200) << reply->body;
+    const Json response = Json::parse(reply->body);
+    EXPECT_EQ(response["id"], "req-42");
+    EXPECT_EQ(response["model_name"], "mlp");
+    EXPECT_EQ(response["model_version"], "1");
+    const Json& output = response["outputs"][0];
+    EXPECT_EQ(output["name"], "output__0");
+    EXPECT_EQ(output["datatype"], "FP32");
+    EXPECT_EQ(output["shape"], Json::parse("[3, 10]"));
+    const auto values = output["data"].get<std::vector<float>>();
+    ASSERT_EQ(values.size(), 30u);
+    for (std::size_t index = 0; index < values.size(); ++index)
+      EXPECT_NEAR(values[index], expected.flatten()[static_cast<std::int64_t>(index)].item<float>(), 1e-5);
+  }
+  // versioned path and an explicit outputs list
+  Json body = request_body(input, false);
+  body["outputs"] = Json::parse(R"([{"name": "output__0"}])");
+  EXPECT_EQ(client.Post("/v2/models/mlp/versions/1/infer", body.dump(), "application/json")->status, 200);
+}
+
+TEST(Serve, BinaryTensorExtensionBothWays) {
+  RunningServer running;
+  auto client = running.client();
+  torch::manual_seed(2);
+  const torch::Tensor input = torch::rand({2, 1, 28, 28});
+  const torch::Tensor expected = reference_output(input);
+  const Json header = {
+      {"inputs", Json::array({{{"name", "input__0"},
+                               {"datatype", "FP32"},
+                               {"shape", {2, 1, 28, 28}},
+                               {"parameters", {{"binary_data_size", 2 * 784 * 4}}}}})},
+      {"outputs", Json::array({{{"name", "output__0"}, {"parameters", {{"binary_data", true}}}}})}};
+  std::string body = header.dump();
+  const std::size_t header_length = body.size();
+  body.append(reinterpret_cast<const char*>(input.data_ptr<float>()), 2 * 784 * 4);
+  httplib::Headers headers{{"Inference-Header-Content-Length", std::to_string(header_length)}};
+  auto reply = client.Post("/v2/models/mlp/infer", headers, body, "application/octet-stream");
+  ASSERT_TRUE(reply);
+  ASSERT_EQ(reply->status, 200) << reply->body;
+  const std::size_t json_length = std::stoul(reply->get_header_value("Inference-Header-Content-Length"));
+  const Json response = Json::parse(reply->body.substr(0, json_length));
+  EXPECT_EQ(response["outputs"][0]["parameters"]["binary_data_size"], 80);
+  ASSERT_EQ(reply->body.size() - json_length, 80u);
+  const float* values = reinterpret_cast<const float*>(reply->body.data() + json_length);
+  for (int index = 0; index < 20; ++index)
+    EXPECT_NEAR(values[index], expected.flatten()[index].item<float>(), 1e-5);
+}
+
+TEST(Serve, BadRequestsGet4xxWithJsonErrorsAndTheServerKeepsServing) {
+  ServeOptions options;
+  options.max_body_bytes = 1 << 20;
+  RunningServer running(kContractConfig, options);
+  auto client = running.client();
+  const Json good = request_body(torch::rand({1, 1, 28, 28}), false);
+  auto with = [&](const std::function<void(Json&)>& change) {
+    Json body = good;
+    change(body);
+    return body.dump();
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"not json", "{\"inputs\": [1, 2"},
+      {"wrong dtype", with([](Json& b) { b["inputs"][0]["datatype"] = "INT64"; })},
+      {"wrong shape", with([](Json& b) {
+         b["inputs"][0]["shape"] = {1, 1, 27, 28};
+       })},
+      {"too few values", with([](Json& b) {
+         b["inputs"][0]["data"] = {1.0, 2.0};
+       })},
+      {"string data", with([](Json& b) { b["inputs"][0]["data"][5] = "x"; })},
+      {"unknown input", with([](Json& b) { b["inputs"][0]["name"] = "pixels"; })},
+      {"unknown output", with([](Json& b) { b["outputs"] = Json::parse(R"([{"name": "logits"}])"); })},
+      {"batch over max", with([](Json& b) {
+         b["inputs"][0]["shape"] = {65, 1, 28, 28};
+       })},
+      {"name not a string", with([](Json& b) { b["inputs"][0]["name"] = 5; })},
+      {"inputs missing", with([](Json& b) { b.erase("inputs"); })},
+  };
+  for (const auto& [name, body] : cases) {
+    auto reply = client.Post("/v2/models/mlp/infer", body, "application/json");
+    ASSERT_TRUE(reply) << name;
+    EXPECT_EQ(reply->status, 400) << name << ": " << reply->body;
+    EXPECT_TRUE(Json::parse(reply->body).contains("error")) << name;
+  }
+  httplib::Headers lying{{"Inference-Header-Content-Length", "999999"}};
+  EXPECT_EQ(client.Post("/v2/models/mlp/infer", lying, good.dump(), "application/json")->status, 400);
+  auto huge = client.Post("/v2/models/mlp/infer", std::string(2 << 20, ' '), "application/json");
+  ASSERT_TRUE(huge);
+  EXPECT_EQ(huge->status, 413);
+  EXPECT_EQ(client.Post("/v2/models/other/infer", good.dump(), "application/json")->status, 404);
+  EXPECT_EQ(client.Post("/v2/models/mlp/infer", good.dump(), "application/json")->status, 200);
+  const std::string metrics = client.Get("/metrics")->body;
+  EXPECT_NE(metrics.find("ipj_request_failure_total{model=\"mlp\",version=\"1\",reason=\"bad_input\"} 11"),
+            std::string::npos)
+      << metrics;
+}
+
+TEST(Serve, FuzzedMalformedBodiesNeverCrashOrGet5xx) {
+  RunningServer running;
+  auto client = running.client();
+  const std::string good = request_body(torch::rand({1, 1, 28, 28}), false).dump();
+  std::mt19937 random(1234);
+  const std::string alphabet = "{}[]\",:0123456789.-eE truefalsnul\\\x01\xff";
+  int answered = 0;
+  for (int iteration = 0; iteration < 3000; ++iteration) {
+    std::string body = good;
+    switch (iteration % 4) {
+      case 0:
+        body.resize(random() % body.size());
+        break;  // truncated
+      case 1:
+        for (int edit = 0; edit < 5; ++edit)
+          body[random() % body.size()] = alphabet[random() % alphabet.size()];
+        break;
+      case 2:
+        body.insert(random() % body.size(),
+                    std::string(1 + random() % 8, alphabet[random() % alphabet.size()]));
+        break;
+      case 3:
+        body = body.substr(random() % 64, 40 + random() % 200);
+        break;  // a random slice
+    }
+    httplib::Headers headers;
+    if (iteration % 7 == 0)
+      headers.emplace("Inference-Header-Content-Length", std::to_string(random() % 2000));
+    auto reply = client.Post("/v2/models/mlp/infer", headers, body, "application/json");
+    ASSERT_TRUE(reply) << "connection failed at iteration " << iteration;
+    ASSERT_LT(reply->status, 500) << body.substr(0, 200) << " -> " << reply->body;
+    if (reply->status == 200) continue;  // a mutation may keep the body valid (e.g. a digit changed)
+    ASSERT_GE(reply->status, 400);
+    ++answered;
+  }
+  EXPECT_GT(answered, 2500);
+  EXPECT_EQ(client.Post("/v2/models/mlp/infer", good, "application/json")->status, 200);
+}
+
+TEST(Serve, ConcurrentLoadFormsBatchesAndOverloadAnswers503) {
+  {
+    RunningServer running(R"({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [-1, 1, 28, 28]}],
+      "outputs": [{"name": "output__0", "datatype": "FP32", "shape": [-1, 10]}], "max_batch_size": 32,
+      "dynamic_batching": {"preferred_batch_sizes": [32], "max_queue_delay_us": 20000}})");
+    const std::string body = request_body(torch::rand({1, 1, 28, 28}), false).dump();
+    std::atomic<int> ok{0};
+    std::vector<std::thread> clients;
+    for (int thread = 0; thread < 24; ++thread)
+      clients.emplace_back([&] {
+        auto client = running.client();
+        for (int index = 0; index < 10; ++index) {
+          auto reply = client.Post("/v2/models/mlp/infer", body, "application/json");
+          if (reply && reply->status == 200)
+            ++ok;
+          else
+            ADD_FAILURE() << (reply ? reply->body : httplib::to_string(reply.error()));
+        }
+      });
+    for (auto& client : clients)
+      client.join();
+    EXPECT_EQ(ok.load(), 240);
+    const Json stats = Json::parse(running.client().Get("/v2/models/mlp/stats")->body)["model_stats"][0];
+    EXPECT_EQ(stats["inference_count"], 240);
+    EXPECT_LT(stats["execution_count"].get<int>(), 240 / 3);  // average batch above 3 requests
+    const std::string metrics = running.client().Get("/metrics")->body;
+    EXPECT_NE(metrics.find("ipj_energy_joules_total{model=\"mlp\",version=\"1\",source=\"estimated\"}"),
+              std::string::npos)
+        << metrics;
+    EXPECT_NE(metrics.find("ipj_energy_per_inference_joules"), std::string::npos);
+  }
+  // A queue of 2 and a long delay: 16 simultaneous requests must overflow it. Overload answers 503 +
+  // Retry-After.
+  RunningServer small(R"({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [-1, 1, 28, 28]}],
+    "outputs": [{"name": "output__0", "datatype": "FP32", "shape": [-1, 10]}], "max_batch_size": 64,
+    "dynamic_batching": {"preferred_batch_sizes": [64], "max_queue_delay_us": 300000, "max_queue_size": 2}})");
+  const std::string body = request_body(torch::rand({1, 1, 28, 28}), false).dump();
+  std::atomic<int> ok{0}, overloaded{0}, other{0};
+  std::vector<std::thread> clients;
+  for (int thread = 0; thread < 16; ++thread)
+    clients.emplace_back([&] {
+      auto client = small.client();
+      auto reply = client.Post("/v2/models/mlp/infer", body, "application/json");
+      if (reply && reply->status == 200)
+        ++ok;
+      else if (reply && reply->status == 503 && reply->has_header("Retry-After"))
+        ++overloaded;
+      else {
+        ++other;
+        ADD_FAILURE() << (reply ? std::to_string(reply->status) + reply->body
+                                : httplib::to_string(reply.error()));
+      }
+    });
+  for (auto& client : clients)
+    client.join();
+  EXPECT_GE(ok.load(), 1);
+  EXPECT_GE(overloaded.load(), 1);
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(small.client().Post("/v2/models/mlp/infer", body, "application/json")->status, 200);
+}
+
+TEST(Serve, BadRepositoriesFailAtStartNamingTheProblem) {
+  testing::TempDir repo;
+  write_repository(repo.path(), R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 1, 28, 28]}],
+    "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 11]}], "max_batch_size": 8})");
+  ServeOptions options;
+  options.model_repository = repo.path();
+  try {
+    InferenceServer server(options);
+    FAIL() << "an output shape that does not fit the model was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::invalid_input);
+    EXPECT_NE(std::string(error.what()).find("output"), std::string::npos) << error.what();
+  }
+  std::ofstream(repo.file("mlp/config.json")) << "{\"inputs\": ";
+  EXPECT_THROW(InferenceServer{options}, Error);
+  options.model_repository = repo.file("absent");
+  EXPECT_THROW(InferenceServer{options}, Error);
+}
+
+TEST(ServeProcess, SigtermDrainsInFlightRequestsAndExitsZero) {
+  testing::TempDir work;
+  // A long queue delay keeps one request in flight while the signal arrives.
+  write_repository(work.file("repo"),
+                   R"({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [-1, 1, 28, 28]}],
+    "outputs": [{"name": "output__0", "datatype": "FP32", "shape": [-1, 10]}], "max_batch_size": 64,
+    "dynamic_batching": {"preferred_batch_sizes": [64], "max_queue_delay_us": 700000}})");
+  const std::string command = "(" + testing::ipj_binary() + " serve --model-repo " + work.file("repo") +
+                              " --port 0 --drain-s 5 > " + work.file("out") + " 2>" + work.file("err") +
+                              " & echo $! > " + work.file("pid") + "; wait $!; echo $? > " + work.file("rc") +
+                              ") &";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  int port = 0;
+  for (int attempt = 0; attempt < 600 && port == 0; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::ifstream out(work.file("out"));
+    std::string word, address;
+    if (out >> word >> word >> address) port = std::stoi(address.substr(address.rfind(':') + 1));
+  }
+  ASSERT_GT(port, 0) << "server did not start: " << read_file(work.file("err"));
+  int pid = 0;
+  std::ifstream(work.file("pid")) >> pid;
+  ASSERT_GT(pid, 0);
+  httplib::Client client("127.0.0.1", port);
+  ASSERT_EQ(client.Get("/v2/health/ready")->status, 200);
+  const std::string body = request_body(torch::rand({1, 1, 28, 28}), false).dump();
+  std::atomic<int> in_flight_status{-1};
+  std::thread request([&] {
+    httplib::Client own("127.0.0.1", port);
+    auto reply = own.Post("/v2/models/mlp/infer", body, "application/json");
+    in_flight_status = reply ? reply->status : 0;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the request now waits in the batcher
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto ready = client.Get("/v2/health/ready");
+  if (ready) {
+    EXPECT_EQ(ready->status, 503);  // draining: not ready any more
+  }
+  request.join();
+  EXPECT_EQ(in_flight_status.load(), 200);
+  std::string rc;
+  for (int attempt = 0; attempt < 200 && rc.empty(); ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::ifstream(work.file("rc")) >> rc;
+  }
+  EXPECT_EQ(rc, "0") << read_file(work.file("err"));
+}
+
+}  // namespace
+}  // namespace ipj::serve
+
+namespace ipj::serve {
+namespace {
+
+TEST(ServeLoad, LoadCommandDrivesTheServerAtEachConcurrency) {
+  RunningServer running;
+  const auto result = testing::run_process(
+      testing::ipj_binary() + " load --url http://127.0.0.1:" + std::to_string(running.port) +
+      " --model mlp --concurrency 1,4 --duration 0.6 --max-windows 3 --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const Json report = Json::parse(result.out);
+  ASSERT_EQ(report["levels"].size(), 2u);
+  for (const Json& level : report["levels"]) {
+    EXPECT_GT(level["requests"].get<int>(), 0);
+    EXPECT_EQ(level["errors"], 0);
+    EXPECT_GT(level["requests_per_s"].get<double>(), 0.0);
+    EXPECT_LE(level["p50_ms"].get<double>(), level["p99_ms"].get<double>());
+  }
+  EXPECT_EQ(report["levels"][1]["concurrency"], 4);
+  const auto unknown = testing::run_process(testing::ipj_binary() + " load --url http://127.0.0.1:" +
+                                            std::to_string(running.port) + " --model nope --duration 0.3");
+  EXPECT_EQ(unknown.exit_code, 3) << unknown.err;
+  const auto unreachable = testing::run_process(testing::ipj_binary() +
+                                                " load --url http://127.0.0.1:1 --model mlp --duration 0.3");
+  EXPECT_EQ(unreachable.exit_code, 4) << unreachable.err;
+}
+
+}  // namespace
+}  // namespace ipj::serve
