@@ -35,6 +35,8 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_quantize_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner);
+CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner);
+CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_load_command(CLI::App& app, CommandRunner& runner);
 
 }  // namespace ipj::cli

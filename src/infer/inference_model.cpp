@@ -11,6 +11,7 @@
 #include "ipj/core/error.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/infer/script_program.hpp"
+#include "ipj/quant/program_file.hpp"
 #include "ipj/quant/quantize.hpp"
 #include "ipj/train/checkpoint.hpp"
 #include "ipj/train/precision.hpp"
@@ -94,7 +95,7 @@ std::int64_t tensor_bytes(const torch::jit::Module& module) {
   return bytes;
 }
 
-enum class FileFormat { checkpoint, int8, torchscript };
+enum class FileFormat { checkpoint, int8, program, torchscript };
 
 FileFormat detect_format(const std::string& path) {
   if (!std::filesystem::exists(path)) fail(ErrorCategory::io, "no model file at '" + path + "'");
@@ -113,6 +114,7 @@ FileFormat detect_format(const std::string& path) {
   }
   c10::IValue marker;
   if (archive.try_read("ipj_int8_format", marker)) return FileFormat::int8;
+  if (archive.try_read("ipj_program_format", marker)) return FileFormat::program;
   if (archive.try_read("ipj_checkpoint_format", marker)) return FileFormat::checkpoint;
   return FileFormat::torchscript;
 }
@@ -125,6 +127,37 @@ void check_variant(const std::string& variant) {
   for (const auto& name : variant_names())
     list += ", " + name;
   fail(ErrorCategory::usage, "unknown variant '" + variant + "': use " + list);
+}
+
+// jit / int8 variants of a float LayerProgram (from a checkpoint or a program file).
+std::shared_ptr<InferenceModel> program_variant(quant::LayerProgram program, const std::string& variant,
+                                                const std::string& data_dir, const LoadOptions& options) {
+  if (variant == "fp32" || variant == "jit") {
+    // fp32 of a program file runs the program through TorchScript too (frozen and optimised for "jit")
+    auto result =
+        std::make_shared<ScriptModel>(script_program(program, variant == "jit"), std::vector<float>{},
+                                      std::vector<float>{}, "fp32", std::vector<std::int64_t>{});
+    result->parameter_bytes = quant::float_parameter_bytes(program);
+    return result;
+  }
+  std::vector<quant::QuantParams> params;
+  quant::QuantMode mode = quant::QuantMode::dynamic;
+  if (variant == "int8-static") {
+    mode = quant::QuantMode::static_ptq;
+    const std::string calibration_dir =
+        options.calibration_data.empty() ? data_dir : options.calibration_data;
+    const data::Dataset calibration = data::load_dataset(calibration_dir, options.calibration_samples, 1);
+    params = quant::calibrate(program, calibration.train, options.calibration_samples, 256,
+                              quant::ObserverKind::minmax, 100.0);
+  } else if (variant != "int8-dynamic") {
+    fail(ErrorCategory::unsupported,
+         "variant '" + variant +
+             "' is not available here (int8-qat: bench the file `ipj quantize --mode qat` writes)");
+  }
+  auto int8 =
+      std::make_shared<Int8Model>(quant::QuantizedProgram::convert(program, mode, params, options.engine));
+  int8->parameter_bytes = int8->program().parameter_bytes();
+  return int8;
 }
 
 InferenceModelPtr from_checkpoint(const std::string& path, const LoadOptions& options) {
@@ -144,36 +177,32 @@ InferenceModelPtr from_checkpoint(const std::string& path, const LoadOptions& op
       bytes += buffer.numel() * buffer.element_size();
     result->parameter_bytes = bytes;
   } else {
-    quant::LayerProgram program = quant::extract_program(*trained.model, info);
-    if (variant == "jit") {
-      result = std::make_shared<ScriptModel>(script_program(program), std::vector<float>{},
-                                             std::vector<float>{}, "fp32", std::vector<std::int64_t>{});
-      result->parameter_bytes = quant::float_parameter_bytes(program);
-    } else {
-      std::vector<quant::QuantParams> params;
-      quant::QuantMode mode = quant::QuantMode::dynamic;
-      if (variant == "int8-static") {
-        mode = quant::QuantMode::static_ptq;
-        const std::string calibration_dir =
-            options.calibration_data.empty() ? data_dir : options.calibration_data;
-        const data::Dataset calibration = data::load_dataset(calibration_dir, options.calibration_samples, 1);
-        params = quant::calibrate(program, calibration.train, options.calibration_samples, 256,
-                                  quant::ObserverKind::minmax, 100.0);
-      } else if (variant != "int8-dynamic") {
-        fail(ErrorCategory::unsupported,
-             "variant '" + variant + "' is made by `ipj quantize --mode qat`; bench the file it writes");
-      }
-      auto int8 = std::make_shared<Int8Model>(
-          quant::QuantizedProgram::convert(program, mode, params, options.engine));
-      int8->parameter_bytes = int8->program().parameter_bytes();
-      result = int8;
-    }
+    result = program_variant(quant::extract_program(*trained.model, info), variant, data_dir, options);
   }
   result->variant = variant;
   result->format = "ipj-checkpoint";
   result->path = trained.path;
   result->model_name = info.at("name").get<std::string>();
   result->sample_shape = info.at("input_shape").get<std::vector<std::int64_t>>();
+  result->data_dir = data_dir;
+  return result;
+}
+
+InferenceModelPtr from_program(const std::string& path, const LoadOptions& options) {
+  quant::ProgramFile file = quant::load_program(path);
+  const std::string variant = options.variant == "file" ? "fp32" : options.variant;
+  if (variant == "bf16")
+    fail(ErrorCategory::unsupported,
+         "variant bf16 needs an ipj checkpoint; program files run fp32, jit or int8");
+  const std::string data_dir = file.extra.value("data_dir", std::string(data::kDefaultDataDirectory));
+  const auto sample_shape = file.program.input_shape;
+  const std::string model_name = file.program.model_name;
+  auto result = program_variant(std::move(file.program), variant, data_dir, options);
+  result->variant = variant;
+  result->format = "ipj-program";
+  result->path = path;
+  result->model_name = model_name;
+  result->sample_shape = sample_shape;
   result->data_dir = data_dir;
   return result;
 }
@@ -261,6 +290,8 @@ InferenceModelPtr load_inference_model(const std::string& path, const LoadOption
       return from_checkpoint(path, options);
     case FileFormat::int8:
       return from_int8(path, options);
+    case FileFormat::program:
+      return from_program(path, options);
     case FileFormat::torchscript:
       return from_torchscript(path, options);
   }

@@ -8,7 +8,7 @@
 
 #include "ipj/core/error.hpp"
 #include "ipj/core/log.hpp"
-#include "ipj/train/checkpoint.hpp"
+#include "ipj/quant/prune.hpp"
 #include "ipj/train/evaluate.hpp"
 
 namespace ipj::quant {
@@ -18,12 +18,9 @@ QuantizeResult run_quantize(const QuantizeOptions& options) {
   if (options.calib_samples <= 0) fail(ErrorCategory::usage, "--calib must be a positive number of samples");
   if (options.out_path.empty()) fail(ErrorCategory::usage, "--out FILE is required");
   const auto start = std::chrono::steady_clock::now();
-  const train::TrainedModel trained = train::load_trained_model(options.model_path);
-  LayerProgram program = extract_program(*trained.model, trained.state.model_info);
-
-  std::string data_dir = options.data_dir;
-  if (data_dir.empty())
-    data_dir = trained.state.config.value("data", std::string(data::kDefaultDataDirectory));
+  SourceProgram source = load_source_program(options.model_path);
+  LayerProgram& program = source.program;
+  const std::string data_dir = options.data_dir.empty() ? source.data_dir : options.data_dir;
   const bool needs_training_set = options.mode == QuantMode::qat;
   const data::Dataset dataset =
       data::load_dataset(data_dir, needs_training_set ? 0 : options.calib_samples, options.test_limit);
@@ -60,7 +57,7 @@ QuantizeResult run_quantize(const QuantizeOptions& options) {
 
   Json extra = {{"fp32_acc", result.fp32_acc},
                 {"int8_acc", result.int8_acc},
-                {"source_checkpoint", trained.path},
+                {"source_checkpoint", source.path},
                 {"data_dir", data_dir},
                 {"calib_samples", options.calib_samples},
                 {"observer", options.observer == ObserverKind::minmax ? "minmax" : "percentile"}};
@@ -72,7 +69,7 @@ QuantizeResult run_quantize(const QuantizeOptions& options) {
   Json& report = result.report;
   report["schema_version"] = kResultsSchemaVersion;
   report["kind"] = "quantize";
-  report["model"] = trained.path;
+  report["model"] = source.path;
   report["model_name"] = program.model_name;
   report["mode"] = quant_mode_name(options.mode);
   report["engine"] = result.engine;

@@ -19,7 +19,7 @@ class InferenceModel {
   virtual torch::Tensor forward(const torch::Tensor& input) const = 0;
 
   std::string variant;                     // fp32 | bf16 | jit | int8-dynamic | int8-static | int8-qat
-  std::string format;                      // ipj-checkpoint | ipj-int8 | torchscript
+  std::string format;                      // ipj-checkpoint | ipj-int8 | ipj-program | torchscript
   std::string path;                        // the file loaded
   std::vector<std::int64_t> sample_shape;  // e.g. [1, 28, 28]; empty when unknown
   std::int64_t parameter_bytes = 0;        // weights as stored for this variant

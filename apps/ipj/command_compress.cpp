@@ -1,0 +1,129 @@
+// `ipj prune` (magnitude / structured pruning + fine-tuning) and `ipj distill` (knowledge distillation).
+#include <cstdio>
+#include <iostream>
+
+#include "cli_support.hpp"
+#include "ipj/core/text_table.hpp"
+#include "ipj/data/dataset.hpp"
+#include "ipj/infer/inference_model.hpp"
+#include "ipj/quant/prune.hpp"
+#include "ipj/train/distill.hpp"
+
+namespace ipj::cli {
+namespace {
+
+std::string number(const char* pattern, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, pattern, value);
+  return buffer;
+}
+
+}  // namespace
+
+CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner) {
+  auto* command = app.add_subcommand(
+      "prune",
+      "Prune a trained mlp/cnn: --structured removes whole units/channels (fewer parameters and FLOPs),\n"
+      "otherwise the smallest weights are zeroed; then fine-tunes. Writes a model bench/serve/quantize "
+      "accept\n"
+      "Example: ipj prune --model runs/cnn --sparsity 0.5 --structured --epochs 1 --out cnn-pruned.pt");
+  static CommonOutputFlags flags;
+  static quant::PruneOptions options;
+  add_output_flags(*command, flags);
+  command->add_option("--model", options.model_path, "ipj checkpoint / run folder or ipj program file")
+      ->required();
+  command->add_option("--out", options.out_path, "Where to write the pruned model")->required();
+  command->add_option("--sparsity", options.sparsity, "Fraction of units (structured) or weights to remove")
+      ->check(CLI::Range(0.0, 0.99))
+      ->capture_default_str();
+  command->add_flag("--structured", options.structured, "Remove whole hidden units / channels");
+  command->add_option("--epochs", options.epochs, "Fine-tuning epochs (0 = none)")->capture_default_str();
+  command->add_option("--lr", options.learning_rate, "Fine-tuning learning rate (SGD, momentum 0.9)")
+      ->capture_default_str();
+  command->add_option("--data", options.data_dir, "Data set folder (default: the model's)");
+  command->add_option("--limit", options.train_limit, "Fine-tune on the first N training samples only");
+  command->add_option("--test-limit", options.test_limit, "Evaluate on the first N test samples only");
+  command->callback([&runner] {
+    runner = [] {
+      options.show_progress = !flags.quiet && !flags.json;
+      const Json report = quant::run_prune(options);
+      if (flags.json) {
+        print_json(report);
+        return 0;
+      }
+      TextTable table({"", "original", "pruned"});
+      table.add_row({"test accuracy", number("%.4f", report["original_acc"].get<double>()),
+                     number("%.4f", report["pruned_acc"].get<double>())});
+      table.add_row({"parameters", std::to_string(report["original_params"].get<std::int64_t>()),
+                     std::to_string(report["pruned_params"].get<std::int64_t>())});
+      table.add_row({"MACs / sample", std::to_string(report["original_macs"].get<std::int64_t>()),
+                     std::to_string(report["pruned_macs"].get<std::int64_t>())});
+      table.add_row({"zero weights", "-", number("%.1f%%", report["weight_sparsity"].get<double>() * 100.0)});
+      std::cout << table.render();
+      std::printf("%s pruning, accuracy drop %.2f pt; wrote %s\n",
+                  report["method"].get<std::string>().c_str(), report["acc_drop_pt"].get<double>(),
+                  options.out_path.c_str());
+      return 0;
+    };
+  });
+  return command;
+}
+
+CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner) {
+  auto* command = app.add_subcommand(
+      "distill",
+      "Knowledge distillation: train a student model on a teacher's softened outputs plus the labels\n"
+      "Example: ipj distill --teacher runs/cnn --student mlp --epochs 3 --temperature 4 --alpha 0.7 --out "
+      "runs/kd");
+  static CommonOutputFlags flags;
+  static train::DistillOptions options;
+  static std::string teacher_path, data_dir = data::kDefaultDataDirectory;
+  static std::int64_t limit = 0, test_limit = 0;
+  add_output_flags(*command, flags);
+  command
+      ->add_option("--teacher", teacher_path,
+                   "Teacher: ipj checkpoint/run folder, int8/program file, TorchScript")
+      ->required();
+  command->add_option("--student", options.student, "Student model name (see ipj models)")
+      ->capture_default_str();
+  command->add_option("--epochs", options.epochs, "Training epochs")->capture_default_str();
+  command->add_option("--lr", options.learning_rate, "Learning rate (SGD, momentum 0.9)")
+      ->capture_default_str();
+  command->add_option("--batch", options.batch_size, "Mini-batch size")->capture_default_str();
+  command->add_option("--temperature", options.temperature, "Softmax temperature T")->capture_default_str();
+  command->add_option("--alpha", options.alpha, "Weight of the distillation term (0 = labels only)")
+      ->capture_default_str();
+  command->add_option("--seed", options.seed, "Seed for initialisation and shuffling")->capture_default_str();
+  command->add_option(
+      "--labeled", options.labeled_limit,
+      "Keep labels for the first N training samples only; the rest is learnt from the teacher");
+  command->add_option("--data", data_dir, "Data set folder")->capture_default_str();
+  command->add_option("--limit", limit, "Use only the first N training samples");
+  command->add_option("--test-limit", test_limit, "Use only the first N test samples");
+  command->add_option("--out", options.out_dir,
+                      "Run folder for the student's checkpoint.pt and results.json");
+  command->callback([&runner] {
+    runner = [] {
+      options.show_progress = !flags.quiet && !flags.json;
+      options.data_dir = data_dir;
+      const infer::InferenceModelPtr teacher = infer::load_inference_model(teacher_path);
+      const data::Dataset dataset = data::load_dataset(data_dir, limit, test_limit);
+      Json report = train::run_distillation(
+          options, dataset, [&](const torch::Tensor& pixels) { return teacher->forward(pixels); });
+      report["teacher"] = teacher_path;
+      if (flags.json) {
+        print_json(report);
+        return 0;
+      }
+      std::printf("student %s: test accuracy %.4f (teacher %.4f, gap %.2f pt), %lld parameters\n",
+                  options.student.c_str(), report["student_acc"].get<double>(),
+                  report["teacher_acc"].get<double>(), report["acc_gap_pt"].get<double>(),
+                  static_cast<long long>(report["student_params"].get<std::int64_t>()));
+      if (!options.out_dir.empty()) std::printf("wrote %s/checkpoint.pt\n", options.out_dir.c_str());
+      return 0;
+    };
+  });
+  return command;
+}
+
+}  // namespace ipj::cli

@@ -1,0 +1,56 @@
+// `ipj prune`: magnitude pruning (zeroes the smallest weights of each layer; same FLOPs on dense kernels, the
+// sparsity is recorded) and structured pruning (removes whole hidden units / channels by L1 norm, so the
+// model really gets smaller and cheaper), each followed by fine-tuning on the training set.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ipj/core/json_io.hpp"
+#include "ipj/data/dataset.hpp"
+#include "ipj/quant/layer_program.hpp"
+
+namespace ipj::quant {
+
+// Removes `fraction` of the outputs of every weighted layer but the last (at least one kept), and the
+// matching inputs of the next weighted layer (through pool/flatten).
+LayerProgram prune_structured(const LayerProgram& program, double fraction);
+// Zeroes the `sparsity` fraction of smallest-magnitude weights per layer; returns one 0/1 mask per layer
+// index (undefined for layers without weights).
+std::vector<torch::Tensor> prune_magnitude(LayerProgram& program, double sparsity);
+// Fraction of zero weights over all weighted layers.
+double weight_sparsity(const LayerProgram& program);
+
+// SGD (momentum 0.9) fine-tuning of the program's weights with cross-entropy; masks (if any) stay applied.
+void fine_tune(LayerProgram& program, const data::ImageSet& images, int epochs, double learning_rate,
+               std::int64_t batch_size, std::uint64_t seed, bool show_progress,
+               const std::vector<torch::Tensor>& masks = {});
+
+struct PruneOptions {
+  std::string model_path;  // ipj checkpoint, run folder or ipj program file
+  std::string out_path;
+  double sparsity = 0.5;
+  bool structured = false;
+  int epochs = 1;  // fine-tuning (0 = none)
+  double learning_rate = 0.01;
+  std::int64_t batch_size = 128;
+  std::string data_dir;  // default: the model's data set
+  std::int64_t train_limit = 0;
+  std::int64_t test_limit = 0;
+  std::uint64_t seed = 0;
+  bool show_progress = true;
+};
+
+// Writes the pruned program to out_path and returns the report (accuracy, parameters and MACs before/after).
+Json run_prune(const PruneOptions& options);
+
+// A LayerProgram from an ipj checkpoint/run folder or an ipj program file, with the data folder it came from.
+struct SourceProgram {
+  LayerProgram program;
+  std::string data_dir;
+  std::string path;
+};
+SourceProgram load_source_program(const std::string& path);
+
+}  // namespace ipj::quant

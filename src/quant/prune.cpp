@@ -1,0 +1,209 @@
+// Structured and magnitude pruning of LayerPrograms, fine-tuning, and the `ipj prune` workflow.
+#include "ipj/quant/prune.hpp"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "ipj/core/error.hpp"
+#include "ipj/core/progress.hpp"
+#include "ipj/data/batch_loader.hpp"
+#include "ipj/quant/program_file.hpp"
+#include "ipj/train/checkpoint.hpp"
+#include "ipj/train/evaluate.hpp"
+
+namespace ipj::quant {
+namespace {
+
+bool weighted(const Layer& layer) {
+  return layer.kind == LayerKind::linear || layer.kind == LayerKind::conv2d;
+}
+
+std::int64_t parameter_count(const LayerProgram& program) {
+  std::int64_t count = 0;
+  for (const Layer& layer : program.layers)
+    if (weighted(layer)) count += layer.weight.numel() + layer.bias.numel();
+  return count;
+}
+
+}  // namespace
+
+LayerProgram prune_structured(const LayerProgram& program, double fraction) {
+  if (!(fraction >= 0.0 && fraction < 1.0)) fail(ErrorCategory::usage, "--sparsity must be in [0, 1)");
+  torch::NoGradGuard no_grad;
+  LayerProgram pruned = program;
+  std::vector<std::size_t> weighted_layers;
+  for (std::size_t index = 0; index < pruned.layers.size(); ++index)
+    if (weighted(pruned.layers[index])) weighted_layers.push_back(index);
+  for (std::size_t position = 0; position + 1 < weighted_layers.size(); ++position) {
+    Layer& layer = pruned.layers[weighted_layers[position]];
+    Layer& next = pruned.layers[weighted_layers[position + 1]];
+    const std::int64_t outputs = layer.weight.size(0);
+    const auto keep_count =
+        std::max<std::int64_t>(1, static_cast<std::int64_t>(std::lround(outputs * (1.0 - fraction))));
+    // L1 norm of each output unit / channel: w [out, ...] -> [out]
+    const torch::Tensor norms = layer.weight.abs().reshape({outputs, -1}).sum(1);
+    const torch::Tensor keep = std::get<0>(std::get<1>(norms.topk(keep_count)).sort());  // ascending indices
+    layer.weight = layer.weight.index_select(0, keep).contiguous();
+    layer.bias = layer.bias.index_select(0, keep).contiguous();
+    if (next.kind == LayerKind::conv2d || next.weight.size(1) == outputs) {
+      next.weight =
+          next.weight.index_select(1, keep).contiguous();  // conv [out, in, kh, kw] or linear [out, in]
+    } else {
+      // conv -> (pool) -> flatten -> linear: the linear layer's inputs are grouped per channel (C x H x W)
+      const std::int64_t per_channel = next.weight.size(1) / outputs;
+      const torch::Tensor columns =
+          (keep.view({-1, 1}) * per_channel + torch::arange(per_channel, torch::kLong).view({1, -1}))
+              .reshape({-1});
+      next.weight = next.weight.index_select(1, columns).contiguous();
+    }
+  }
+  pruned.model_name = program.model_name + "-pruned";
+  return pruned;
+}
+
+std::vector<torch::Tensor> prune_magnitude(LayerProgram& program, double sparsity) {
+  if (!(sparsity >= 0.0 && sparsity < 1.0)) fail(ErrorCategory::usage, "--sparsity must be in [0, 1)");
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> masks(program.layers.size());
+  for (std::size_t index = 0; index < program.layers.size(); ++index) {
+    Layer& layer = program.layers[index];
+    if (!weighted(layer)) continue;
+    const std::int64_t count = layer.weight.numel();
+    const auto pruned_count = static_cast<std::int64_t>(std::floor(count * sparsity));
+    torch::Tensor mask = torch::ones_like(layer.weight);
+    if (pruned_count > 0) {
+      const torch::Tensor order = layer.weight.abs().reshape({-1}).argsort();
+      mask.view({-1}).index_fill_(0, order.slice(0, 0, pruned_count), 0.0);
+    }
+    layer.weight = layer.weight * mask;
+    masks[index] = mask;
+  }
+  return masks;
+}
+
+double weight_sparsity(const LayerProgram& program) {
+  std::int64_t zeros = 0, total = 0;
+  for (const Layer& layer : program.layers) {
+    if (!weighted(layer)) continue;
+    zeros += layer.weight.eq(0).sum().item<std::int64_t>();
+    total += layer.weight.numel();
+  }
+  return total ? static_cast<double>(zeros) / static_cast<double>(total) : 0.0;
+}
+
+void fine_tune(LayerProgram& program, const data::ImageSet& images, int epochs, double learning_rate,
+               std::int64_t batch_size, std::uint64_t seed, bool show_progress,
+               const std::vector<torch::Tensor>& masks) {
+  std::vector<torch::Tensor> parameters;
+  for (Layer& layer : program.layers) {
+    if (!weighted(layer)) continue;
+    layer.weight = layer.weight.detach().clone().set_requires_grad(true);
+    layer.bias = layer.bias.detach().clone().set_requires_grad(true);
+    parameters.push_back(layer.weight);
+    parameters.push_back(layer.bias);
+  }
+  torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(learning_rate).momentum(0.9));
+  const data::Normalization identity{std::vector<float>(images.channels, 0.0f),
+                                     std::vector<float>(images.channels, 1.0f)};
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    data::LoaderOptions options;
+    options.batch_size = batch_size;
+    options.seed = seed;
+    options.epoch = static_cast<std::uint64_t>(epoch);
+    data::BatchLoader loader(images, identity, options);
+    ProgressBar progress("fine-tune " + std::to_string(epoch + 1) + "/" + std::to_string(epochs),
+                         loader.batch_count(), show_progress);
+    std::int64_t done = 0;
+    while (auto batch = loader.next()) {
+      const torch::Tensor loss =
+          torch::nn::functional::cross_entropy(run_float(program, batch->images), batch->labels);
+      optimizer.zero_grad();
+      loss.backward();
+      optimizer.step();
+      if (!masks.empty()) {
+        torch::NoGradGuard no_grad;
+        for (std::size_t index = 0; index < program.layers.size(); ++index)
+          if (masks[index].defined()) program.layers[index].weight.mul_(masks[index]);
+      }
+      progress.update(++done);
+    }
+    progress.finish();
+  }
+  for (Layer& layer : program.layers) {
+    if (!weighted(layer)) continue;
+    layer.weight = layer.weight.detach();
+    layer.bias = layer.bias.detach();
+  }
+}
+
+SourceProgram load_source_program(const std::string& path) {
+  SourceProgram source;
+  if (!std::filesystem::is_directory(path) && is_program_file(path)) {
+    ProgramFile file = load_program(path);
+    source.program = std::move(file.program);
+    source.data_dir = file.extra.value("data_dir", std::string(data::kDefaultDataDirectory));
+    source.path = path;
+    return source;
+  }
+  const train::TrainedModel trained = train::load_trained_model(path);
+  source.program = extract_program(*trained.model, trained.state.model_info);
+  source.data_dir = trained.state.config.value("data", std::string(data::kDefaultDataDirectory));
+  source.path = trained.path;
+  return source;
+}
+
+Json run_prune(const PruneOptions& options) {
+  if (options.out_path.empty()) fail(ErrorCategory::usage, "--out FILE is required");
+  if (options.epochs < 0) fail(ErrorCategory::usage, "--epochs must be >= 0");
+  SourceProgram source = load_source_program(options.model_path);
+  const std::string data_dir = options.data_dir.empty() ? source.data_dir : options.data_dir;
+  const data::Dataset dataset = data::load_dataset(data_dir, options.train_limit, options.test_limit);
+  auto accuracy = [&](const LayerProgram& program) {
+    torch::NoGradGuard no_grad;
+    return train::pixel_accuracy([&](const torch::Tensor& x) { return run_float(program, x); }, dataset.test,
+                                 256);
+  };
+  const LayerProgram& original = source.program;
+  const double original_acc = accuracy(original);
+  LayerProgram pruned;
+  std::vector<torch::Tensor> masks;
+  if (options.structured) {
+    pruned = prune_structured(original, options.sparsity);
+  } else {
+    pruned = original;
+    masks = prune_magnitude(pruned, options.sparsity);
+    pruned.model_name = original.model_name + "-sparse";
+  }
+  const double pruned_acc_before_tuning = accuracy(pruned);
+  if (options.epochs > 0)
+    fine_tune(pruned, dataset.train, options.epochs, options.learning_rate, options.batch_size, options.seed,
+              options.show_progress, masks);
+  const double pruned_acc = accuracy(pruned);
+  Json extra = {{"data_dir", data_dir},
+                {"source", source.path},
+                {"structured", options.structured},
+                {"sparsity", options.sparsity},
+                {"test_acc", pruned_acc}};
+  save_program(options.out_path, pruned, extra);
+  return {{"schema_version", kResultsSchemaVersion},
+          {"kind", "prune"},
+          {"model", source.path},
+          {"method", options.structured ? "structured" : "magnitude"},
+          {"sparsity", options.sparsity},
+          {"fine_tune_epochs", options.epochs},
+          {"original_acc", original_acc},
+          {"pruned_acc_before_fine_tune", pruned_acc_before_tuning},
+          {"pruned_acc", pruned_acc},
+          {"acc_drop_pt", (original_acc - pruned_acc) * 100.0},
+          {"original_params", parameter_count(original)},
+          {"pruned_params", parameter_count(pruned)},
+          {"original_macs", multiply_accumulates(original)},
+          {"pruned_macs", multiply_accumulates(pruned)},
+          {"weight_sparsity", weight_sparsity(pruned)},
+          {"out", options.out_path}};
+}
+
+}  // namespace ipj::quant
