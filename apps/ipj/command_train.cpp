@@ -5,6 +5,7 @@
 #include "ipj/core/progress.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/device/device_report.hpp"
+#include "ipj/infer/compiled_evaluation.hpp"
 #include "ipj/train/precision.hpp"
 #include "ipj/train/repeat.hpp"
 #include "ipj/train/trainer.hpp"
@@ -63,6 +64,11 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
       ->add_option("--accum", config.accumulation_steps,
                    "Gradient accumulation: micro-batches per optimizer step")
       ->capture_default_str();
+  command
+      ->add_option(
+          "--compile", config.compile,
+          "none | jit (evaluate through frozen TorchScript: mlp, cnn) | graphs (CUDA graphs, GPU builds)")
+      ->capture_default_str();
   command->add_option("--target-acc", config.target_acc,
                       "Stop once test accuracy reaches this fraction (0 = off)");
   command->add_flag(
@@ -86,6 +92,7 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
       if (!no_save && config.out_dir.empty()) config.out_dir = default_run_folder(config.model);
       config.tune_threads = thread_plan == "tuned";
       train::validate(config);
+      if (config.compile == "jit") infer::require_compilable(config.model);
       train::resolve_precision_here(config.precision,
                                     config.device);  // fail before loading data (e.g. fp16 on a CPU)
       const data::Dataset dataset = data::load_dataset(config.data_dir, config.limit, config.test_limit);
@@ -94,6 +101,12 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
       train::TrainHooks hooks;
       hooks.show_progress = !flags.quiet;
       hooks.environment = device::device_report();
+      if (config.compile == "jit") {
+        hooks.compiled_evaluate = [](models::Classifier& model, const data::Dataset& data,
+                                     std::int64_t batch) {
+          return infer::evaluate_compiled(model, config.model, data, batch);
+        };
+      }
       hooks.on_epoch_end = [](const train::EpochMetrics& metrics) {
         if (flags.json) return;
         std::printf("epoch %d  loss %.4f  train acc %.4f  test acc %.4f  %s samples/s  %s  %.1f J (%s)\n",

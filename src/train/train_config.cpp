@@ -48,6 +48,12 @@ void validate(const TrainConfig& config) {
   require(config.loss_scale == "none" || config.loss_scale == "dynamic" || config.loss_scale == "auto",
           "--loss-scale must be none, dynamic or auto, got '" + config.loss_scale + "'");
   require(config.accumulation_steps >= 1 && config.accumulation_steps <= 4096, "--accum must be in 1..4096");
+  require(config.compile == "none" || config.compile == "jit" || config.compile == "graphs",
+          "--compile must be none, jit or graphs, got '" + config.compile + "'");
+  if (config.compile == "graphs")
+    fail(ErrorCategory::unsupported,
+         "--compile graphs captures the training step with CUDA graphs, which needs --device cuda on an "
+         "IPJ_WITH_CUDA build with a GPU; this build/run has none (use --compile jit or none on CPU)");
   require(config.target_acc >= 0.0 && config.target_acc <= 1.0,
           "--target-acc must be a fraction in 0..1 (0 = none)");
   require(!config.resume || !config.out_dir.empty(), "--resume needs --out DIR (the run folder to continue)");
@@ -77,6 +83,7 @@ Json to_json(const TrainConfig& config) {
               {"precision", config.precision},
               {"loss_scale", config.loss_scale},
               {"accum", config.accumulation_steps},
+              {"compile", config.compile},
               {"target_acc", config.target_acc},
               {"measure_energy", config.measure_energy},
               {"energy_interval_ms", config.energy_interval_ms},
@@ -112,6 +119,7 @@ TrainConfig config_from_json(const Json& json) {
   read("precision", config.precision);
   read("loss_scale", config.loss_scale);
   read("accum", config.accumulation_steps);
+  read("compile", config.compile);
   read("target_acc", config.target_acc);
   read("measure_energy", config.measure_energy);
   read("energy_interval_ms", config.energy_interval_ms);

@@ -26,6 +26,10 @@
 namespace ipj::train {
 namespace {
 
+bool jit_evaluation_supported(const TrainConfig& config) {
+  return config.device == "cpu";
+}
+
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
@@ -125,6 +129,10 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
                           : device::python_default_thread_plan(config.threads);
   device::apply_thread_plan(thread_plan);
 
+  if (config.compile == "jit" && !hooks.compiled_evaluate)
+    fail(ErrorCategory::internal, "--compile jit needs TrainHooks::compiled_evaluate");
+  if (config.compile == "jit" && !jit_evaluation_supported(config))
+    fail(ErrorCategory::unsupported, "--compile jit evaluates on the CPU; use it with --device cpu");
   torch::manual_seed(config.seed);
   const models::InputShape shape{dataset.train.channels, dataset.train.height, dataset.train.width};
   TrainResult result;
@@ -270,8 +278,10 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
     metrics.train_acc = samples > 0 ? static_cast<double>(correct.item<std::int64_t>()) / samples : 0.0;
     metrics.samples_per_s = samples / std::max(1e-9, metrics.train_wall_s);
     metrics.learning_rate = learning_rate;
-    const EvalResult test = evaluate(model, dataset.test, dataset.normalization, config.eval_batch_size,
-                                     precision.precision, config.device);
+    const EvalResult test = config.compile == "jit"
+                                ? hooks.compiled_evaluate(model, dataset, config.eval_batch_size)
+                                : evaluate(model, dataset.test, dataset.normalization, config.eval_batch_size,
+                                           precision.precision, config.device);
     metrics.test_acc = test.accuracy;
     metrics.test_loss = test.loss;
     metrics.eval_wall_s = test.wall_s;

@@ -200,3 +200,35 @@ TEST(InferCli, GuardFailureExitsSixAndWritesNothing) {
 
 }  // namespace
 }  // namespace ipj::infer
+
+#include "ipj/infer/compiled_evaluation.hpp"
+#include "ipj/train/trainer.hpp"
+
+namespace ipj::infer {
+namespace {
+
+TEST(CompileJit, FrozenEvaluationMatchesEagerEvaluation) {
+  data::Dataset small = testing::fashion_subset();
+  small.train.truncate(1000);
+  small.test.truncate(1000);
+  train::TrainConfig config;
+  config.model = "cnn";
+  config.epochs = 1;
+  config.seed = 2;
+  config.measure_energy = false;
+  train::TrainHooks hooks;
+  hooks.show_progress = false;
+  const train::TrainResult eager = train::run_training(config, small, hooks);
+  config.compile = "jit";
+  hooks.compiled_evaluate = [](models::Classifier& model, const data::Dataset& data, std::int64_t batch) {
+    return evaluate_compiled(model, "cnn", data, batch);
+  };
+  const train::TrainResult compiled = train::run_training(config, small, hooks);
+  EXPECT_NEAR(compiled.test_acc, eager.test_acc, 0.002);  // same weights; folding changes rounding only
+  EXPECT_NEAR(compiled.epochs[0].test_loss, eager.epochs[0].test_loss, 1e-3);
+  EXPECT_EQ(compiled.report["config"]["compile"], "jit");
+  EXPECT_EQ(category_of([] { require_compilable("resnet18"); }), ErrorCategory::unsupported);
+}
+
+}  // namespace
+}  // namespace ipj::infer

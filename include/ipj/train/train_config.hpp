@@ -34,6 +34,7 @@ struct TrainConfig {
   std::string precision = "fp32";   // fp32 | bf16 | fp16 | auto
   std::string loss_scale = "auto";  // none | dynamic | auto (dynamic for fp16, none otherwise)
   int accumulation_steps = 1;       // micro-batches per optimizer step (--accum)
+  std::string compile = "none";     // none | jit (frozen TorchScript evaluation) | graphs (CUDA graphs)
   double target_acc = 0.0;          // stop once test accuracy reaches it (0 = train all epochs)
   bool measure_energy = true;       // false: no meters (for overhead comparisons); energy_source "none"
   int energy_interval_ms = 100;     // energy meter sampling period

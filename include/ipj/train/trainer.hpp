@@ -10,6 +10,7 @@
 #include "ipj/core/json_io.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/models/classifier.hpp"
+#include "ipj/train/evaluate.hpp"
 #include "ipj/train/train_config.hpp"
 
 namespace ipj::train {
@@ -51,6 +52,10 @@ struct TrainHooks {
   bool show_progress = true;                              // progress bar / lines on stderr
   std::function<void(const EpochMetrics&)> on_epoch_end;  // after evaluation and checkpoint
   Json environment;                                       // `ipj devices` report to embed in results
+  // --compile jit: evaluates with a compiled copy of the model (frozen TorchScript, built by the infer module
+  // from the model and its normalisation). Required when config.compile == "jit".
+  std::function<EvalResult(models::Classifier&, const data::Dataset&, std::int64_t batch_size)>
+      compiled_evaluate;
 };
 
 // Runs training on an already loaded data set. Writes <out>/checkpoint.pt and <out>/results.json after every

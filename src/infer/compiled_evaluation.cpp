@@ -1,0 +1,59 @@
+// Folding, scripting and the evaluation loop over raw pixels.
+#include "ipj/infer/compiled_evaluation.hpp"
+
+#include <torch/torch.h>
+
+#include <chrono>
+
+#include "ipj/core/error.hpp"
+#include "ipj/data/batch_loader.hpp"
+#include "ipj/infer/script_program.hpp"
+#include "ipj/quant/layer_program.hpp"
+
+namespace ipj::infer {
+
+void require_compilable(const std::string& model_name) {
+  if (model_name != "mlp" && model_name != "cnn")
+    fail(ErrorCategory::unsupported, "--compile jit compiles mlp and cnn; '" + model_name +
+                                         "' is not a straight line of layers (use --compile none)");
+}
+
+train::EvalResult evaluate_compiled(models::Classifier& model, const std::string& model_name,
+                                    const data::Dataset& dataset, std::int64_t batch_size) {
+  const auto start = std::chrono::steady_clock::now();
+  const bool was_training = model.is_training();
+  model.eval();
+  const Json info = {{"name", model_name},
+                     {"input_shape", {dataset.test.channels, dataset.test.height, dataset.test.width}},
+                     {"num_classes", dataset.num_classes},
+                     {"mean", dataset.normalization.mean},
+                     {"std", dataset.normalization.std}};
+  torch::jit::Module module = script_program(quant::extract_program(model, info));
+  if (was_training) model.train();
+  torch::NoGradGuard no_grad;
+  const data::Normalization identity{std::vector<float>(dataset.test.channels, 0.0f),
+                                     std::vector<float>(dataset.test.channels, 1.0f)};
+  data::LoaderOptions options;
+  options.batch_size = batch_size;
+  options.shuffle = false;
+  options.prefetch_batches = 0;
+  data::BatchLoader loader(dataset.test, identity, options);
+  std::int64_t correct = 0;
+  double loss_sum = 0.0;
+  while (auto batch = loader.next()) {
+    const torch::Tensor logits = module.forward({batch->images}).toTensor();  // [B, classes]
+    correct += logits.argmax(1).eq(batch->labels).sum().item<std::int64_t>();
+    loss_sum +=
+        torch::nn::functional::cross_entropy(
+            logits, batch->labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+            .item<double>();
+  }
+  train::EvalResult result;
+  result.samples = dataset.test.count;
+  result.accuracy = result.samples ? static_cast<double>(correct) / static_cast<double>(result.samples) : 0.0;
+  result.loss = result.samples ? loss_sum / static_cast<double>(result.samples) : 0.0;
+  result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace ipj::infer
