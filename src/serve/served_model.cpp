@@ -251,14 +251,14 @@ std::string prometheus_metrics(const std::vector<std::unique_ptr<ServedModel>>& 
   for (const auto& model : models)
     out << "ipj_pending_requests{" << labels(*model) << "} "
         << const_cast<ServedModel&>(*model).batcher().pending() << "\n";
-  header("ipj_energy_joules_total", "counter",
+  header("ipj_model_energy_joules_total", "counter",
          "Joules attributed to the model's batches (source: counter|integrated|estimated)");
   for (const auto& [model, stats] : all)
-    out << "ipj_energy_joules_total{" << labels(*model) << ",source=\"" << stats.energy_source << "\"} "
+    out << "ipj_model_energy_joules_total{" << labels(*model) << ",source=\"" << stats.energy_source << "\"} "
         << stats.energy_j << "\n";
-  header("ipj_energy_per_inference_joules", "gauge", "Joules per inference so far");
+  header("ipj_model_energy_per_inference_joules", "gauge", "Joules per inference so far");
   for (const auto& [model, stats] : all)
-    out << "ipj_energy_per_inference_joules{" << labels(*model) << ",source=\"" << stats.energy_source
+    out << "ipj_model_energy_per_inference_joules{" << labels(*model) << ",source=\"" << stats.energy_source
         << "\"} " << (stats.inference_count ? stats.energy_j / stats.inference_count : 0.0) << "\n";
   if (usd_per_kwh >= 0) {
     header("ipj_cost_per_1000_inferences_usd", "gauge",

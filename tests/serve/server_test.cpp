@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "inference_fixture.hpp"
@@ -291,10 +293,18 @@ TEST(Serve, ConcurrentLoadFormsBatchesAndOverloadAnswers503) {
     EXPECT_EQ(stats["inference_count"], 240);
     EXPECT_LT(stats["execution_count"].get<int>(), 240 / 3);  // average batch above 3 requests
     const std::string metrics = running.client().Get("/metrics")->body;
-    EXPECT_NE(metrics.find("ipj_energy_joules_total{model=\"mlp\",version=\"1\",source=\"estimated\"}"),
+    EXPECT_NE(metrics.find("ipj_model_energy_joules_total{model=\"mlp\",version=\"1\",source=\"estimated\"}"),
               std::string::npos)
         << metrics;
-    EXPECT_NE(metrics.find("ipj_energy_per_inference_joules"), std::string::npos);
+    EXPECT_NE(metrics.find("ipj_model_energy_per_inference_joules"), std::string::npos);
+    // Prometheus text format: each metric family is declared once
+    std::set<std::string> families;
+    std::istringstream lines(metrics);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("# TYPE ", 0) != 0) continue;
+      const std::string family = line.substr(7, line.find(' ', 7) - 7);
+      EXPECT_TRUE(families.insert(family).second) << "declared twice: " << family;
+    }
   }
   // A queue of 2 and a long delay: 16 simultaneous requests must overflow it. Overload answers 503 +
   // Retry-After.
