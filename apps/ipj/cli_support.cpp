@@ -1,6 +1,8 @@
 // Output helpers shared by subcommands.
 #include "cli_support.hpp"
 
+#include <cstdio>
+
 #include <ctime>
 #include <iostream>
 
@@ -20,6 +22,12 @@ std::string default_run_folder(const std::string& name) {
 
 void print_json(const Json& value) {
   std::cout << value.dump() << std::endl;
+}
+
+std::string format_number(const char* pattern, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, pattern, value);
+  return buffer;
 }
 
 }  // namespace ipj::cli

@@ -24,6 +24,8 @@ void add_output_flags(CLI::App& command, CommonOutputFlags& flags);
 // "runs/<name>-YYYYmmdd-HHMMSS": the default run folder of commands that write results.
 std::string default_run_folder(const std::string& name);
 
+// printf-style formatting of one number for tables, e.g. format_number("%.3f", 0.5) == "0.500".
+std::string format_number(const char* pattern, double value);
 // Prints `value` as one compact JSON line on stdout.
 void print_json(const Json& value);
 

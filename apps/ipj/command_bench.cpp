@@ -38,12 +38,6 @@ std::vector<float> parse_floats(const std::string& text, const std::string& flag
   return values;
 }
 
-std::string format(const char* pattern, double value) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, pattern, value);
-  return buffer;
-}
-
 }  // namespace
 
 CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
@@ -157,12 +151,12 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
       TextTable table({"variant", "batch", "p50 ms", "p90 ms", "p99 ms", "inferences/s", "J/1000", "source",
                        "test acc", "weights", "stable"});
       for (const auto& row : table_rows) {
-        table.add_row({row.variant, std::to_string(row.batch), format("%.3f", row.p50_ms),
-                       format("%.3f", row.p90_ms), format("%.3f", row.p99_ms),
-                       format("%.0f", row.throughput_per_s),
-                       row.energy_source == "none" ? "-" : format("%.3f", row.j_per_1000), row.energy_source,
-                       row.test_acc ? format("%.4f", *row.test_acc) : "-",
-                       format("%.0f KiB", row.parameter_bytes / 1024.0), row.stable ? "yes" : "no"});
+        table.add_row({row.variant, std::to_string(row.batch), format_number("%.3f", row.p50_ms),
+                       format_number("%.3f", row.p90_ms), format_number("%.3f", row.p99_ms),
+                       format_number("%.0f", row.throughput_per_s),
+                       row.energy_source == "none" ? "-" : format_number("%.3f", row.j_per_1000),
+                       row.energy_source, row.test_acc ? format_number("%.4f", *row.test_acc) : "-",
+                       format_number("%.0f KiB", row.parameter_bytes / 1024.0), row.stable ? "yes" : "no"});
       }
       std::cout << table.render();
       return 0;

@@ -10,16 +10,6 @@
 #include "ipj/train/distill.hpp"
 
 namespace ipj::cli {
-namespace {
-
-std::string number(const char* pattern, double value) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, pattern, value);
-  return buffer;
-}
-
-}  // namespace
-
 CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner) {
   auto* command = app.add_subcommand(
       "prune",
@@ -52,13 +42,14 @@ CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner) {
         return 0;
       }
       TextTable table({"", "original", "pruned"});
-      table.add_row({"test accuracy", number("%.4f", report["original_acc"].get<double>()),
-                     number("%.4f", report["pruned_acc"].get<double>())});
+      table.add_row({"test accuracy", format_number("%.4f", report["original_acc"].get<double>()),
+                     format_number("%.4f", report["pruned_acc"].get<double>())});
       table.add_row({"parameters", std::to_string(report["original_params"].get<std::int64_t>()),
                      std::to_string(report["pruned_params"].get<std::int64_t>())});
       table.add_row({"MACs / sample", std::to_string(report["original_macs"].get<std::int64_t>()),
                      std::to_string(report["pruned_macs"].get<std::int64_t>())});
-      table.add_row({"zero weights", "-", number("%.1f%%", report["weight_sparsity"].get<double>() * 100.0)});
+      table.add_row(
+          {"zero weights", "-", format_number("%.1f%%", report["weight_sparsity"].get<double>() * 100.0)});
       std::cout << table.render();
       std::printf("%s pruning, accuracy drop %.2f pt; wrote %s\n",
                   report["method"].get<std::string>().c_str(), report["acc_drop_pt"].get<double>(),
