@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Training efficiency, side by side in one run: the seeds' Python loop (Debian python3-torch, fp32, batch 128)
 # against ipj with each optimisation switched on in turn (samples/s), then `ipj compare` (seed recipe vs optimized
-# recipe, time and energy to the target accuracy) over 3 seeds, median and spread.
+# recipe, time and energy to the target accuracy) over 3 seeds, median and spread; evaluation with and without
+# --compile jit.
 # Usage: bench/training.sh [compare_seeds=3]   (needs build/bin/ipj: bash scripts/build.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +30,16 @@ ipj + tuned threads|--batch 128 --prefetch 4
 ipj + bf16|--batch 128 --prefetch 4 --precision bf16
 ipj + bf16 + batch 256 (optimized recipe)|--batch 256 --prefetch 4 --precision bf16
 VARIANTS
+done
+
+echo
+echo "graph optimisation for evaluation (--compile none vs jit; test-set pass of 10,000 images, same accuracy):"
+for model in mlp cnn; do
+  for compile in none jit; do
+    line=$("$ipj" train --model "$model" --limit 2000 --epochs 1 --compile "$compile" --no-save --json --quiet |
+           "$python" -c "import json,sys; r=json.load(sys.stdin)['epochs'][0]; print(f\"{r['eval_wall_s']:.3f} s, test acc {r['test_acc']:.4f}\")")
+    printf '%-5s --compile %-4s eval %s\n' "$model" "$compile" "$line"
+  done
 done
 
 echo
