@@ -108,6 +108,15 @@ Measurement EnergyMonitor::total() {
   return measure("total", whole, end);
 }
 
+Measurement EnergyMonitor::latest() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Window whole;
+  whole.start = origin_;
+  whole.peak_total_w = peak_total_w_;
+  whole.peak_w.assign(channels_.size(), 0.0);
+  return measure("latest", whole, last_.joules.size() == origin_.joules.size() ? last_ : origin_);
+}
+
 Measurement EnergyMonitor::measure(const std::string& name, const Window& window, const Snapshot& end) const {
   Measurement measurement;
   measurement.name = name;

@@ -61,7 +61,7 @@ InferenceServer::InferenceServer(ServeOptions options) : options_(std::move(opti
   energy::EnergyMonitor* monitor = monitor_.get();
   const bool measure = options_.measure_energy;
   ledger_ = std::make_unique<EnergyLedger>(measure ? std::function<EnergyLedger::Reading()>([monitor] {
-    const energy::Measurement total = monitor->total();
+    const energy::Measurement total = monitor->latest();  // no meter read per batch
     return EnergyLedger::Reading{total.energy_j,
                                  total.devices.empty() ? "none" : energy::source_name(total.source)};
   })

@@ -103,6 +103,12 @@ TEST(Rapl, TwoPackagesSumAndPsysContainsThem) {
   const Measurement measurement = monitor.end_window("both");
   EXPECT_DOUBLE_EQ(measurement.energy_j, 7.0);
   EXPECT_EQ(measurement.source, EnergySource::counter);
+  // latest() reads no meter: it reports up to the last sample taken (here the window's end), not the new
+  // counter
+  set_counter(dir.path(), "intel-rapl:0", 10e6);
+  EXPECT_DOUBLE_EQ(monitor.latest().energy_j, 7.0);
+  EXPECT_DOUBLE_EQ(monitor.total().energy_j, 14.0);
+  EXPECT_DOUBLE_EQ(monitor.latest().energy_j, 14.0);
 
   testing::TempDir platform;
   make_zone(platform.path(), "intel-rapl:0", "package-0", 0, 1e9);

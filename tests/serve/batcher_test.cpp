@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "ipj/serve/dynamic_batcher.hpp"
+#include "ipj/serve/served_model.hpp"
 
 namespace ipj::serve {
 namespace {
@@ -193,6 +194,20 @@ TEST(DynamicBatcher, ConcurrentProducersFormLargeBatchesAndEveryRequestIsAnswere
   EXPECT_EQ(rows, 320);
   // 16 closed-loop producers and a 20 ms window: batches average well above one request
   EXPECT_GT(320.0 / static_cast<double>(recorder.batch_rows.size()), 4.0);
+}
+
+TEST(EnergyLedger, ChargesEachBatchTheJoulesSinceThePreviousOneExactly) {
+  std::vector<double> totals{10.0, 15.0, 15.0, 22.5,
+                             22.0};  // cumulative readings; the last one glitches back
+  std::size_t next = 0;
+  EnergyLedger ledger([&] { return EnergyLedger::Reading{totals[next++], "counter"}; });
+  std::vector<double> charged;
+  for (int batch = 0; batch < 5; ++batch)
+    charged.push_back(ledger.take().total_j);
+  EXPECT_EQ(charged,
+            (std::vector<double>{10.0, 5.0, 0.0, 7.5, 0.0}));  // never negative, sums to what was seen
+  EnergyLedger none(nullptr);
+  EXPECT_EQ(none.take().source, "none");
 }
 
 }  // namespace

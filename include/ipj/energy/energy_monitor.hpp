@@ -36,6 +36,10 @@ class EnergyMonitor {
   Measurement end_window(const std::string& name);
   // Energy since the monitor started, without ending anything.
   Measurement total();
+  // Energy since the monitor started up to the most recent sample (the sampler's, or any window edge's):
+  // reads no meter, so per-request paths (the server's energy attribution) can call it without paying for
+  // file reads.
+  Measurement latest();
 
   const std::vector<MeterStatus>& meter_status() const { return status_; }
   const std::vector<Channel>& channels() const { return channels_; }

@@ -19,7 +19,9 @@ namespace ipj::serve {
 
 // Energy attribution without double counting: after each batch the joules the meters counted since the
 // previous attribution (any model) are charged to that batch and split over its requests by rows. Idle energy
-// between batches is charged to the next batch, so the per-model totals add up to what the meters saw.
+// between batches is charged to the next batch, so the per-model totals add up to what the meters saw. The
+// server reads the monitor's latest sample (taken every 100 ms) instead of the meters, keeping file reads off
+// the request path: exact in total, per batch with the sampler's granularity.
 class EnergyLedger {
  public:
   struct Reading {
