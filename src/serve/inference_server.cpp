@@ -183,68 +183,7 @@ void InferenceServer::install_routes() {
                          "text/plain; version=0.0.4");
   });
   http.Post(model_path + "/infer", [this](const httplib::Request& request, httplib::Response& response) {
-    const auto arrived = Clock::now();
-    std::string error;
-    ServedModel* model = find_model(match(request, 1), match(request, 2), error);
-    if (!model) return reply_error(response, 404, error);
-    if (!ready_) {
-      model->record_failure("not_ready");
-      return reply_error(response, 503, "server is shutting down or not ready");
-    }
-    in_flight_ += 1;
-    struct Leave {
-      std::atomic<int>& count;
-      ~Leave() { count -= 1; }
-    } leave{in_flight_};
-    InferRequest parsed;
-    try {
-      std::optional<std::size_t> header_length;
-      if (request.has_header("Inference-Header-Content-Length")) {
-        const std::string value = request.get_header_value("Inference-Header-Content-Length");
-        try {
-          std::size_t used = 0;
-          header_length = std::stoull(value, &used);
-          if (used != value.size()) throw std::invalid_argument(value);
-        } catch (const std::exception&) {
-          fail(ErrorCategory::invalid_input,
-               "Inference-Header-Content-Length '" + value + "' is not a number");
-        }
-      }
-      parsed = parse_infer_request(request.body, header_length, model->config());
-    } catch (const Error& bad) {
-      model->record_failure("bad_input");
-      return reply_error(response, 400, bad.what());
-    } catch (const Json::exception& bad) {
-      model->record_failure("bad_input");
-      return reply_error(response, 400, std::string("malformed request: ") + bad.what());
-    }
-    auto pending = std::make_shared<PendingRequest>();
-    pending->shape = parsed.shape;
-    pending->data = std::move(parsed.data);
-    if (parsed.timeout_us) pending->deadline = arrived + std::chrono::microseconds(*parsed.timeout_us);
-    std::future<Outcome> future = pending->promise.get_future();
-    switch (model->batcher().submit(pending)) {
-      case DynamicBatcher::Admission::accepted:
-        break;
-      case DynamicBatcher::Admission::queue_full:
-        model->record_failure("queue_full");
-        return reply_error(response, 503,
-                           "queue of model '" + model->config().name + "' is full; retry later");
-      case DynamicBatcher::Admission::stopped:
-        model->record_failure("not_ready");
-        return reply_error(response, 503, "model '" + model->config().name + "' is shutting down");
-    }
-    const Outcome outcome = future.get();
-    if (outcome.status != 200) {
-      model->record_failure(outcome.status == 503 ? "timeout" : "internal");
-      return reply_error(response, outcome.status, outcome.error);
-    }
-    const EncodedResponse encoded = encode_infer_response(model->config(), model->version(), parsed,
-                                                          outcome.output_shape, outcome.output);
-    if (encoded.header_length)
-      response.set_header("Inference-Header-Content-Length", std::to_string(*encoded.header_length));
-    response.set_content(encoded.body, encoded.content_type.c_str());
-    model->record_success(std::chrono::duration<double, std::micro>(Clock::now() - arrived).count());
+    handle_infer(request, response, match(request, 1), match(request, 2));
   });
   http.set_error_handler([](const httplib::Request&, httplib::Response& response) {
     if (!response.body.empty()) return;
@@ -265,6 +204,70 @@ void InferenceServer::install_routes() {
         }
         reply_error(response, 500, message);
       });
+}
+
+void InferenceServer::handle_infer(const httplib::Request& request, httplib::Response& response,
+                                   const std::string& model_name, const std::string& version) {
+  const auto arrived = Clock::now();
+  std::string error;
+  ServedModel* model = find_model(model_name, version, error);
+  if (!model) return reply_error(response, 404, error);
+  if (!ready_) {
+    model->record_failure("not_ready");
+    return reply_error(response, 503, "server is shutting down or not ready");
+  }
+  in_flight_ += 1;
+  struct Leave {
+    std::atomic<int>& count;
+    ~Leave() { count -= 1; }
+  } leave{in_flight_};
+  InferRequest parsed;
+  try {
+    std::optional<std::size_t> header_length;
+    if (request.has_header("Inference-Header-Content-Length")) {
+      const std::string value = request.get_header_value("Inference-Header-Content-Length");
+      try {
+        std::size_t used = 0;
+        header_length = std::stoull(value, &used);
+        if (used != value.size()) throw std::invalid_argument(value);
+      } catch (const std::exception&) {
+        fail(ErrorCategory::invalid_input, "Inference-Header-Content-Length '" + value + "' is not a number");
+      }
+    }
+    parsed = parse_infer_request(request.body, header_length, model->config());
+  } catch (const Error& bad) {
+    model->record_failure("bad_input");
+    return reply_error(response, 400, bad.what());
+  } catch (const Json::exception& bad) {
+    model->record_failure("bad_input");
+    return reply_error(response, 400, std::string("malformed request: ") + bad.what());
+  }
+  auto pending = std::make_shared<PendingRequest>();
+  pending->shape = parsed.shape;
+  pending->data = std::move(parsed.data);
+  if (parsed.timeout_us) pending->deadline = arrived + std::chrono::microseconds(*parsed.timeout_us);
+  std::future<Outcome> future = pending->promise.get_future();
+  switch (model->batcher().submit(pending)) {
+    case DynamicBatcher::Admission::accepted:
+      break;
+    case DynamicBatcher::Admission::queue_full:
+      model->record_failure("queue_full");
+      return reply_error(response, 503, "queue of model '" + model->config().name + "' is full; retry later");
+    case DynamicBatcher::Admission::stopped:
+      model->record_failure("not_ready");
+      return reply_error(response, 503, "model '" + model->config().name + "' is shutting down");
+  }
+  const Outcome outcome = future.get();
+  if (outcome.status != 200) {
+    model->record_failure(outcome.status == 503 ? "timeout" : "internal");
+    return reply_error(response, outcome.status, outcome.error);
+  }
+  const EncodedResponse encoded =
+      encode_infer_response(model->config(), model->version(), parsed, outcome.output_shape, outcome.output);
+  if (encoded.header_length)
+    response.set_header("Inference-Header-Content-Length", std::to_string(*encoded.header_length));
+  response.set_content(encoded.body, encoded.content_type.c_str());
+  model->record_success(std::chrono::duration<double, std::micro>(Clock::now() - arrived).count());
 }
 
 }  // namespace ipj::serve

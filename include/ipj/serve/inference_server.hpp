@@ -14,7 +14,9 @@
 
 namespace httplib {
 class Server;
-}
+struct Request;
+struct Response;
+}  // namespace httplib
 
 namespace ipj::serve {
 
@@ -50,6 +52,8 @@ class InferenceServer {
 
  private:
   void install_routes();
+  void handle_infer(const httplib::Request& request, httplib::Response& response,
+                    const std::string& model_name, const std::string& version);
   ServedModel* find_model(const std::string& name, const std::string& version, std::string& error) const;
 
   ServeOptions options_;
