@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
+#include <torch/script.h>
 #include <torch/torch.h>
 
 #include <atomic>
@@ -431,6 +432,59 @@ TEST(ServeLoad, LoadCommandDrivesTheServerAtEachConcurrency) {
   const auto unreachable = testing::run_process(testing::ipj_binary() +
                                                 " load --url http://127.0.0.1:1 --model mlp --duration 0.3");
   EXPECT_EQ(unreachable.exit_code, 4) << unreachable.err;
+}
+
+}  // namespace
+}  // namespace ipj::serve
+
+namespace ipj::serve {
+namespace {
+
+TEST(ServeTorchScript, AUserTorchScriptModelServesPyTorchsOwnOutputs) {
+  testing::TempDir work;
+  const auto made = testing::run_process(std::string(IPJ_PYTHON) + " " + IPJ_TEST_SOURCE_DIR +
+                                         "/infer/make_torchscript_golden.py " + work.path());
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  std::filesystem::create_directories(work.file("repo/small/3"));
+  std::filesystem::copy_file(work.file("scripted.pt"), work.file("repo/small/3/model.pt"));
+  std::ofstream(work.file("repo/small/config.json"))
+      << R"({"inputs": [{"name": "images", "datatype": "FP32", "shape": [-1, 1, 28, 28]}],
+            "outputs": [{"name": "logits", "datatype": "FP32", "shape": [-1, 10]}], "max_batch_size": 8,
+            "dynamic_batching": {"max_queue_delay_us": 500}})";
+  ServeOptions options;
+  options.model_repository = work.file("repo");
+  options.port = 0;
+  InferenceServer server(options);
+  const int port = server.bind();
+  std::thread thread([&] { server.serve(); });
+  torch::jit::Module holder = torch::jit::load(work.file("golden.pt"));
+  const torch::Tensor input = holder.attr("input").toTensor();        // [5, 1, 28, 28]
+  const torch::Tensor expected = holder.attr("expected").toTensor();  // [5, 10], computed by PyTorch
+  httplib::Client client("127.0.0.1", port);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    auto ready = client.Get("/v2/health/ready");
+    if (ready && ready->status == 200) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const Json metadata = Json::parse(client.Get("/v2/models/small")->body);
+  EXPECT_EQ(metadata["platform"], "pytorch_libtorch");
+  EXPECT_EQ(metadata["versions"], Json::parse(R"(["3"])"));
+  const torch::Tensor values = input.contiguous();
+  Json body = {
+      {"inputs", Json::array({{{"name", "images"},
+                               {"datatype", "FP32"},
+                               {"shape", {5, 1, 28, 28}},
+                               {"data", std::vector<float>(values.data_ptr<float>(),
+                                                           values.data_ptr<float>() + values.numel())}}})}};
+  auto reply = client.Post("/v2/models/small/versions/3/infer", body.dump(), "application/json");
+  ASSERT_TRUE(reply);
+  ASSERT_EQ(reply->status, 200) << reply->body;
+  const auto output = Json::parse(reply->body)["outputs"][0]["data"].get<std::vector<float>>();
+  ASSERT_EQ(output.size(), 50u);
+  for (std::size_t index = 0; index < output.size(); ++index)
+    EXPECT_NEAR(output[index], expected.flatten()[static_cast<std::int64_t>(index)].item<float>(), 1e-5);
+  server.drain();
+  thread.join();
 }
 
 }  // namespace
