@@ -1,9 +1,9 @@
 // Calibration of activation ranges and quantization-aware training on the float LayerProgram.
 #include <torch/torch.h>
 
-#include "ipj/core/progress.hpp"
 #include "ipj/data/batch_loader.hpp"
 #include "ipj/quant/quantize.hpp"
+#include "program_training.hpp"
 
 namespace ipj::quant {
 namespace {
@@ -56,69 +56,49 @@ std::vector<QuantParams> quantization_aware_training(LayerProgram& program, cons
     range_low[index] = -start[index].scale * static_cast<double>(start[index].zero_point);
     range_high[index] = range_low[index] + 255.0 * start[index].scale;
   }
-  std::vector<torch::Tensor> parameters;
-  for (Layer& layer : program.layers) {
-    if (!weighted(layer)) continue;
-    layer.weight = layer.weight.detach().clone().set_requires_grad(true);
-    layer.bias = layer.bias.detach().clone().set_requires_grad(true);
-    parameters.push_back(layer.weight);
-    parameters.push_back(layer.bias);
-  }
+  std::vector<torch::Tensor> parameters = make_trainable(program);
   torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(learning_rate).momentum(0.9));
-  const data::Normalization identity = identity_normalization(images.channels);
   const double momentum = 0.01;  // EMA of activation ranges, as PyTorch's MovingAverageMinMaxObserver
-  for (int epoch = 0; epoch < epochs; ++epoch) {
-    data::LoaderOptions options;
-    options.batch_size = batch_size;
-    options.seed = seed;
-    options.epoch = static_cast<std::uint64_t>(epoch);
-    data::BatchLoader loader(images, identity, options);
-    ProgressBar progress("qat epoch " + std::to_string(epoch + 1) + "/" + std::to_string(epochs),
-                         loader.batch_count(), show_progress);
-    std::int64_t done = 0;
-    while (auto batch = loader.next()) {
-      torch::Tensor x = pad_input(program, batch->images);
-      x = torch::fake_quantize_per_tensor_affine(x, 1.0 / 255.0, 0, 0, 255);
-      for (std::size_t index = 0; index < program.layers.size(); ++index) {
-        const Layer& layer = program.layers[index];
-        if (weighted(layer)) {
-          const torch::Tensor scales = weight_scales(layer.weight).to(torch::kFloat);  // [out]
-          const torch::Tensor zeros = torch::zeros({scales.size(0)}, torch::kInt);
-          const torch::Tensor weight =
-              torch::fake_quantize_per_channel_affine(layer.weight, scales, zeros, 0, -128, 127);
-          x = layer.kind == LayerKind::linear
-                  ? torch::linear(x, weight, layer.bias)
-                  : torch::conv2d(x, weight, layer.bias, layer.stride, layer.padding);
-          if (layer.relu) x = torch::relu(x);
-          {
-            torch::NoGradGuard no_grad;
-            const torch::Tensor detached = x.detach();
-            range_low[index] = (1 - momentum) * range_low[index] + momentum * detached.min().item<double>();
-            range_high[index] = (1 - momentum) * range_high[index] + momentum * detached.max().item<double>();
+  for_each_pixel_batch(
+      images, epochs, batch_size, seed, "qat epoch", show_progress, [&](const data::Batch& batch) {
+        torch::Tensor x = pad_input(program, batch.images);
+        x = torch::fake_quantize_per_tensor_affine(x, 1.0 / 255.0, 0, 0, 255);
+        for (std::size_t index = 0; index < program.layers.size(); ++index) {
+          const Layer& layer = program.layers[index];
+          if (weighted(layer)) {
+            const torch::Tensor scales = weight_scales(layer.weight).to(torch::kFloat);  // [out]
+            const torch::Tensor zeros = torch::zeros({scales.size(0)}, torch::kInt);
+            const torch::Tensor weight =
+                torch::fake_quantize_per_channel_affine(layer.weight, scales, zeros, 0, -128, 127);
+            x = layer.kind == LayerKind::linear
+                    ? torch::linear(x, weight, layer.bias)
+                    : torch::conv2d(x, weight, layer.bias, layer.stride, layer.padding);
+            if (layer.relu) x = torch::relu(x);
+            {
+              torch::NoGradGuard no_grad;
+              const torch::Tensor detached = x.detach();
+              range_low[index] = (1 - momentum) * range_low[index] + momentum * detached.min().item<double>();
+              range_high[index] =
+                  (1 - momentum) * range_high[index] + momentum * detached.max().item<double>();
+            }
+            const QuantParams params = affine_params(range_low[index], range_high[index]);
+            x = torch::fake_quantize_per_tensor_affine(x, params.scale, params.zero_point, 0, 255);
+          } else if (layer.kind == LayerKind::max_pool2d) {
+            x = torch::max_pool2d(x, {layer.pool, layer.pool}, {layer.pool, layer.pool}, {0, 0}, {1, 1});
+          } else {
+            x = x.flatten(1);
           }
-          const QuantParams params = affine_params(range_low[index], range_high[index]);
-          x = torch::fake_quantize_per_tensor_affine(x, params.scale, params.zero_point, 0, 255);
-        } else if (layer.kind == LayerKind::max_pool2d) {
-          x = torch::max_pool2d(x, {layer.pool, layer.pool}, {layer.pool, layer.pool}, {0, 0}, {1, 1});
-        } else {
-          x = x.flatten(1);
         }
-      }
-      const torch::Tensor loss = torch::nn::functional::cross_entropy(x, batch->labels);
-      optimizer.zero_grad();
-      loss.backward();
-      optimizer.step();
-      progress.update(++done);
-    }
-    progress.finish();
-  }
+        const torch::Tensor loss = torch::nn::functional::cross_entropy(x, batch.labels);
+        optimizer.zero_grad();
+        loss.backward();
+        optimizer.step();
+      });
+  freeze(program);
   std::vector<QuantParams> params(program.layers.size());
   for (std::size_t index = 0; index < program.layers.size(); ++index) {
-    Layer& layer = program.layers[index];
-    if (!weighted(layer)) continue;
-    layer.weight = layer.weight.detach();
-    layer.bias = layer.bias.detach();
-    params[index] = affine_params(range_low[index], range_high[index]);
+    const Layer& layer = program.layers[index];
+    if (weighted(layer)) params[index] = affine_params(range_low[index], range_high[index]);
   }
   return params;
 }

@@ -13,6 +13,7 @@
 #include "ipj/quant/program_file.hpp"
 #include "ipj/train/checkpoint.hpp"
 #include "ipj/train/evaluate.hpp"
+#include "program_training.hpp"
 
 namespace ipj::quant {
 namespace {
@@ -97,46 +98,22 @@ double weight_sparsity(const LayerProgram& program) {
 void fine_tune(LayerProgram& program, const data::ImageSet& images, int epochs, double learning_rate,
                std::int64_t batch_size, std::uint64_t seed, bool show_progress,
                const std::vector<torch::Tensor>& masks) {
-  std::vector<torch::Tensor> parameters;
-  for (Layer& layer : program.layers) {
-    if (!weighted(layer)) continue;
-    layer.weight = layer.weight.detach().clone().set_requires_grad(true);
-    layer.bias = layer.bias.detach().clone().set_requires_grad(true);
-    parameters.push_back(layer.weight);
-    parameters.push_back(layer.bias);
-  }
+  std::vector<torch::Tensor> parameters = make_trainable(program);
   torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(learning_rate).momentum(0.9));
-  const data::Normalization identity{std::vector<float>(images.channels, 0.0f),
-                                     std::vector<float>(images.channels, 1.0f)};
-  for (int epoch = 0; epoch < epochs; ++epoch) {
-    data::LoaderOptions options;
-    options.batch_size = batch_size;
-    options.seed = seed;
-    options.epoch = static_cast<std::uint64_t>(epoch);
-    data::BatchLoader loader(images, identity, options);
-    ProgressBar progress("fine-tune " + std::to_string(epoch + 1) + "/" + std::to_string(epochs),
-                         loader.batch_count(), show_progress);
-    std::int64_t done = 0;
-    while (auto batch = loader.next()) {
-      const torch::Tensor loss =
-          torch::nn::functional::cross_entropy(run_float(program, batch->images), batch->labels);
-      optimizer.zero_grad();
-      loss.backward();
-      optimizer.step();
-      if (!masks.empty()) {
-        torch::NoGradGuard no_grad;
-        for (std::size_t index = 0; index < program.layers.size(); ++index)
-          if (masks[index].defined()) program.layers[index].weight.mul_(masks[index]);
-      }
-      progress.update(++done);
-    }
-    progress.finish();
-  }
-  for (Layer& layer : program.layers) {
-    if (!weighted(layer)) continue;
-    layer.weight = layer.weight.detach();
-    layer.bias = layer.bias.detach();
-  }
+  for_each_pixel_batch(
+      images, epochs, batch_size, seed, "fine-tune", show_progress, [&](const data::Batch& batch) {
+        const torch::Tensor loss =
+            torch::nn::functional::cross_entropy(run_float(program, batch.images), batch.labels);
+        optimizer.zero_grad();
+        loss.backward();
+        optimizer.step();
+        if (!masks.empty()) {
+          torch::NoGradGuard no_grad;
+          for (std::size_t index = 0; index < program.layers.size(); ++index)
+            if (masks[index].defined()) program.layers[index].weight.mul_(masks[index]);
+        }
+      });
+  freeze(program);
 }
 
 SourceProgram load_source_program(const std::string& path) {
