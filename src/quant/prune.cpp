@@ -8,7 +8,6 @@
 #include <filesystem>
 
 #include "ipj/core/error.hpp"
-#include "ipj/core/progress.hpp"
 #include "ipj/data/batch_loader.hpp"
 #include "ipj/quant/program_file.hpp"
 #include "ipj/train/checkpoint.hpp"
