@@ -100,17 +100,32 @@ int InferenceServer::bind() {
 }
 
 void InferenceServer::serve() {
-  ready_ = true;
+  {
+    std::lock_guard<std::mutex> lock(lifecycle_mutex_);
+    if (draining_) return;  // a signal arrived while loading: do not start serving at all
+    serving_ = true;
+    ready_ = true;
+  }
   http_->listen_after_bind();
 }
 
 void InferenceServer::drain() {
-  ready_ = false;
+  bool serving = false;
+  {
+    std::lock_guard<std::mutex> lock(lifecycle_mutex_);
+    draining_ = true;
+    ready_ = false;
+    serving = serving_;
+  }
+  if (!serving) return;  // serve() will see draining_ and return
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.drain_s);
   while (in_flight_ > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   if (in_flight_ > 0)
     spdlog::warn("drain: {} request(s) still running after {} s", in_flight_.load(), options_.drain_s);
+  // serve() may not have reached listen yet: stop() before that would leave listen running
+  for (int wait = 0; wait < 2000 && !http_->is_running(); ++wait)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   http_->stop();
 }
 

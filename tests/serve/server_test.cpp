@@ -489,3 +489,24 @@ TEST(ServeTorchScript, AUserTorchScriptModelServesPyTorchsOwnOutputs) {
 
 }  // namespace
 }  // namespace ipj::serve
+
+namespace ipj::serve {
+namespace {
+
+TEST(ServeLifecycle, ASignalDuringLoadingMeansServeReturnsAtOnce) {
+  testing::TempDir repo;
+  write_repository(repo.path(), kContractConfig);
+  ServeOptions options;
+  options.model_repository = repo.path();
+  options.port = 0;
+  InferenceServer server(options);
+  server.bind();
+  server.drain();  // what the signal thread does when SIGTERM arrives before serve()
+  const auto start = std::chrono::steady_clock::now();
+  server.serve();  // must not block
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+  EXPECT_FALSE(server.ready());
+}
+
+}  // namespace
+}  // namespace ipj::serve

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,9 @@ class InferenceServer {
   std::vector<std::unique_ptr<ServedModel>> models_;
   std::unique_ptr<httplib::Server> http_;
   std::atomic<bool> ready_{false};
+  std::mutex lifecycle_mutex_;  // orders serve() against drain()
+  bool serving_ = false;
+  bool draining_ = false;
   std::atomic<int> in_flight_{0};
   int port_ = 0;
 };
