@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -176,7 +177,8 @@ TEST(Serve, BinaryTensorExtensionBothWays) {
   const Json response = Json::parse(reply->body.substr(0, json_length));
   EXPECT_EQ(response["outputs"][0]["parameters"]["binary_data_size"], 80);
   ASSERT_EQ(reply->body.size() - json_length, 80u);
-  const float* values = reinterpret_cast<const float*>(reply->body.data() + json_length);
+  std::vector<float> values(20);  // the bytes follow the JSON at any offset: copy, do not cast (alignment)
+  std::memcpy(values.data(), reply->body.data() + json_length, 80);
   for (int index = 0; index < 20; ++index)
     EXPECT_NEAR(values[index], expected.flatten()[index].item<float>(), 1e-5);
 }
