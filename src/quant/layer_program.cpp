@@ -177,26 +177,14 @@ std::int64_t float_parameter_bytes(const LayerProgram& program) {
 std::int64_t multiply_accumulates(const LayerProgram& program) {
   torch::NoGradGuard no_grad;
   std::int64_t total = 0;
-  torch::Tensor x = torch::zeros({1, program.input_shape[0], program.input_shape[1], program.input_shape[2]});
-  x = pad_input(program, x);
-  for (const Layer& layer : program.layers) {
-    switch (layer.kind) {
-      case LayerKind::linear:
-        total += layer.weight.numel();
-        x = torch::linear(x, layer.weight, layer.bias);
-        break;
-      case LayerKind::conv2d:
-        x = torch::conv2d(x, layer.weight, layer.bias, layer.stride, layer.padding);
-        total += layer.weight.numel() * x.size(2) * x.size(3);  // per output pixel: out*in*kh*kw
-        break;
-      case LayerKind::max_pool2d:
-        x = torch::max_pool2d(x, {layer.pool, layer.pool}, {layer.pool, layer.pool}, {0, 0}, {1, 1});
-        break;
-      case LayerKind::flatten:
-        x = x.flatten(1);
-        break;
-    }
-  }
+  const torch::Tensor sample =
+      torch::zeros({1, program.input_shape[0], program.input_shape[1], program.input_shape[2]});
+  run_float(program, sample, [&](std::size_t index, const torch::Tensor& output) {
+    const Layer& layer = program.layers[index];
+    // linear: out*in; conv: out*in*kh*kw per output pixel
+    total += layer.kind == LayerKind::conv2d ? layer.weight.numel() * output.size(2) * output.size(3)
+                                             : layer.weight.numel();
+  });
   return total;
 }
 

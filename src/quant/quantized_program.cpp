@@ -11,6 +11,7 @@
 
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/error.hpp"
+#include "ipj/quant/program_file.hpp"
 
 namespace ipj::quant {
 namespace {
@@ -233,13 +234,10 @@ void QuantizedProgram::save(const std::string& path, const Json& extra) const {
   meta["layers"] = Json::array();
   for (std::size_t index = 0; index < program_.layers.size(); ++index) {
     const Layer& layer = program_.layers[index];
-    meta["layers"].push_back({{"kind", layer_kind_name(layer.kind)},
-                              {"relu", layer.relu},
-                              {"stride", layer.stride},
-                              {"padding", layer.padding},
-                              {"pool", layer.pool},
-                              {"output_scale", output_params_[index].scale},
-                              {"output_zero_point", output_params_[index].zero_point}});
+    Json entry = layer_metadata(layer);
+    entry["output_scale"] = output_params_[index].scale;
+    entry["output_zero_point"] = output_params_[index].zero_point;
+    meta["layers"].push_back(entry);
   }
   meta["extra"] = extra;
   torch::serialize::OutputArchive archive;
@@ -307,16 +305,7 @@ QuantizedProgram QuantizedProgram::load(const std::string& path) {
     result.weight_scale_.resize(layers.size());
     for (std::size_t index = 0; index < layers.size(); ++index) {
       const Json& entry = layers[index];
-      Layer layer;
-      const std::string kind = entry.at("kind").get<std::string>();
-      layer.kind = kind == "linear"    ? LayerKind::linear
-                   : kind == "conv2d"  ? LayerKind::conv2d
-                   : kind == "flatten" ? LayerKind::flatten
-                                       : LayerKind::max_pool2d;
-      layer.relu = entry.at("relu").get<bool>();
-      layer.stride = entry.at("stride").get<std::int64_t>();
-      layer.padding = entry.at("padding").get<std::int64_t>();
-      layer.pool = entry.at("pool").get<std::int64_t>();
+      Layer layer = layer_from_metadata(entry);
       result.output_params_.push_back(
           {entry.at("output_scale").get<double>(), entry.at("output_zero_point").get<std::int64_t>()});
       const std::string prefix = "layer" + std::to_string(index) + ".";
