@@ -31,8 +31,7 @@ train::EvalResult evaluate_compiled(models::Classifier& model, const std::string
   torch::jit::Module module = script_program(quant::extract_program(model, info));
   if (was_training) model.train();
   torch::NoGradGuard no_grad;
-  const data::Normalization identity{std::vector<float>(dataset.test.channels, 0.0f),
-                                     std::vector<float>(dataset.test.channels, 1.0f)};
+  const data::Normalization identity = data::identity_normalization(dataset.test.channels);
   data::LoaderOptions options;
   options.batch_size = batch_size;
   options.shuffle = false;

@@ -8,10 +8,6 @@
 namespace ipj::quant {
 namespace {
 
-data::Normalization identity_normalization(int channels) {
-  return {std::vector<float>(channels, 0.0f), std::vector<float>(channels, 1.0f)};
-}
-
 bool weighted(const Layer& layer) {
   return layer.kind == LayerKind::linear || layer.kind == LayerKind::conv2d;
 }
@@ -23,7 +19,7 @@ std::vector<QuantParams> calibrate(const LayerProgram& program, const data::Imag
                                    double percentile) {
   torch::NoGradGuard no_grad;
   std::vector<ActivationObserver> observers(program.layers.size(), ActivationObserver(observer, percentile));
-  const data::Normalization identity = identity_normalization(images.channels);
+  const data::Normalization identity = data::identity_normalization(images.channels);
   data::LoaderOptions options;
   options.batch_size = batch_size;
   options.shuffle = false;

@@ -8,8 +8,7 @@ namespace ipj::quant {
 void for_each_pixel_batch(const data::ImageSet& images, int epochs, std::int64_t batch_size,
                           std::uint64_t seed, const std::string& label, bool show_progress,
                           const std::function<void(const data::Batch&)>& step) {
-  const data::Normalization identity{std::vector<float>(images.channels, 0.0f),
-                                     std::vector<float>(images.channels, 1.0f)};
+  const data::Normalization identity = data::identity_normalization(images.channels);
   for (int epoch = 0; epoch < epochs; ++epoch) {
     data::LoaderOptions options;
     options.batch_size = batch_size;

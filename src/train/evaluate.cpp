@@ -52,8 +52,7 @@ EvalResult evaluate(models::Classifier& model, const data::ImageSet& images,
 double pixel_accuracy(const PixelForward& forward, const data::ImageSet& images, std::int64_t batch_size,
                       std::int64_t limit) {
   torch::NoGradGuard no_grad;
-  const data::Normalization identity{std::vector<float>(images.channels, 0.0f),
-                                     std::vector<float>(images.channels, 1.0f)};
+  const data::Normalization identity = data::identity_normalization(images.channels);
   data::LoaderOptions options;
   options.batch_size = batch_size;
   options.shuffle = false;

@@ -28,6 +28,12 @@ struct Normalization {
   std::vector<float> std;
 };
 
+// Mean 0, std 1 per channel: batches of raw pixels in [0, 1], for models that carry their own normalisation.
+inline Normalization identity_normalization(int channels) {
+  return {std::vector<float>(static_cast<std::size_t>(channels), 0.0f),
+          std::vector<float>(static_cast<std::size_t>(channels), 1.0f)};
+}
+
 struct Dataset {
   std::string name;    // "fashion-mnist", "mnist-format", "cifar10"
   std::string format;  // "idx" or "cifar10-binary"
