@@ -148,4 +148,22 @@ std::optional<Batch> BatchLoader::next() {
   return batch;
 }
 
+void for_each_pixel_batch_in_order(const ImageSet& images, std::int64_t batch_size, std::int64_t limit,
+                                   const PixelBatchVisitor& visit) {
+  const Normalization identity = identity_normalization(images.channels);
+  LoaderOptions options;
+  options.batch_size = batch_size;
+  options.shuffle = false;
+  options.prefetch_batches = 0;
+  BatchLoader loader(images, identity, options);
+  const std::int64_t wanted = limit > 0 ? std::min(limit, images.count) : images.count;
+  for (std::int64_t seen = 0; seen < wanted;) {
+    auto batch = loader.next();
+    if (!batch) break;
+    const std::int64_t take = std::min<std::int64_t>(batch->labels.size(0), wanted - seen);
+    visit(batch->images.slice(0, 0, take), batch->labels.slice(0, 0, take));
+    seen += take;
+  }
+}
+
 }  // namespace ipj::data

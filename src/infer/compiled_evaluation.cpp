@@ -31,22 +31,17 @@ train::EvalResult evaluate_compiled(models::Classifier& model, const std::string
   torch::jit::Module module = script_program(quant::extract_program(model, info));
   if (was_training) model.train();
   torch::NoGradGuard no_grad;
-  const data::Normalization identity = data::identity_normalization(dataset.test.channels);
-  data::LoaderOptions options;
-  options.batch_size = batch_size;
-  options.shuffle = false;
-  options.prefetch_batches = 0;
-  data::BatchLoader loader(dataset.test, identity, options);
   std::int64_t correct = 0;
   double loss_sum = 0.0;
-  while (auto batch = loader.next()) {
-    const torch::Tensor logits = module.forward({batch->images}).toTensor();  // [B, classes]
-    correct += logits.argmax(1).eq(batch->labels).sum().item<std::int64_t>();
-    loss_sum +=
-        torch::nn::functional::cross_entropy(
-            logits, batch->labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-            .item<double>();
-  }
+  data::for_each_pixel_batch_in_order(
+      dataset.test, batch_size, 0, [&](const torch::Tensor& pixels, const torch::Tensor& labels) {
+        const torch::Tensor logits = module.forward({pixels}).toTensor();  // [B, classes]
+        correct += logits.argmax(1).eq(labels).sum().item<std::int64_t>();
+        loss_sum +=
+            torch::nn::functional::cross_entropy(
+                logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                .item<double>();
+      });
   train::EvalResult result;
   result.samples = dataset.test.count;
   result.accuracy = result.samples ? static_cast<double>(correct) / static_cast<double>(result.samples) : 0.0;

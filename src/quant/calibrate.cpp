@@ -19,22 +19,11 @@ std::vector<QuantParams> calibrate(const LayerProgram& program, const data::Imag
                                    double percentile) {
   torch::NoGradGuard no_grad;
   std::vector<ActivationObserver> observers(program.layers.size(), ActivationObserver(observer, percentile));
-  const data::Normalization identity = data::identity_normalization(images.channels);
-  data::LoaderOptions options;
-  options.batch_size = batch_size;
-  options.shuffle = false;
-  options.prefetch_batches = 0;
-  data::BatchLoader loader(images, identity, options);
-  std::int64_t seen = 0;
-  const std::int64_t wanted = samples > 0 ? std::min(samples, images.count) : images.count;
-  while (seen < wanted) {
-    auto batch = loader.next();
-    if (!batch) break;
-    const std::int64_t take = std::min<std::int64_t>(batch->labels.size(0), wanted - seen);
-    run_float(program, batch->images.slice(0, 0, take),
-              [&](std::size_t index, const torch::Tensor& output) { observers[index].observe(output); });
-    seen += take;
-  }
+  data::for_each_pixel_batch_in_order(
+      images, batch_size, samples, [&](const torch::Tensor& pixels, const torch::Tensor&) {
+        run_float(program, pixels,
+                  [&](std::size_t index, const torch::Tensor& output) { observers[index].observe(output); });
+      });
   std::vector<QuantParams> params(program.layers.size());
   for (std::size_t index = 0; index < program.layers.size(); ++index)
     if (weighted(program.layers[index])) params[index] = observers[index].quant_params();

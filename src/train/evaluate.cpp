@@ -52,23 +52,14 @@ EvalResult evaluate(models::Classifier& model, const data::ImageSet& images,
 double pixel_accuracy(const PixelForward& forward, const data::ImageSet& images, std::int64_t batch_size,
                       std::int64_t limit) {
   torch::NoGradGuard no_grad;
-  const data::Normalization identity = data::identity_normalization(images.channels);
-  data::LoaderOptions options;
-  options.batch_size = batch_size;
-  options.shuffle = false;
-  options.prefetch_batches = 0;
-  data::BatchLoader loader(images, identity, options);
-  const std::int64_t wanted = limit > 0 ? std::min(limit, images.count) : images.count;
   std::int64_t correct = 0;
   std::int64_t seen = 0;
-  while (seen < wanted) {
-    auto batch = loader.next();
-    if (!batch) break;
-    const std::int64_t take = std::min<std::int64_t>(batch->labels.size(0), wanted - seen);
-    const torch::Tensor logits = forward(batch->images.slice(0, 0, take));  // [take, classes]
-    correct += logits.argmax(1).eq(batch->labels.slice(0, 0, take)).sum().item<std::int64_t>();
-    seen += take;
-  }
+  data::for_each_pixel_batch_in_order(images, batch_size, limit,
+                                      [&](const torch::Tensor& pixels, const torch::Tensor& labels) {
+                                        const torch::Tensor logits = forward(pixels);  // [B, classes]
+                                        correct += logits.argmax(1).eq(labels).sum().item<std::int64_t>();
+                                        seen += labels.size(0);
+                                      });
   return seen == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(seen);
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -68,5 +69,12 @@ class BatchLoader {
   std::exception_ptr producer_error_;
   std::thread producer_;
 };
+
+// Visits the first `limit` samples (0 = all) in order, on the calling thread, as raw pixels [B, C, H, W] in
+// [0, 1] with their labels [B]; the last batch is cut at the limit. For evaluation and calibration of models
+// that carry their own normalisation.
+using PixelBatchVisitor = std::function<void(const torch::Tensor& pixels, const torch::Tensor& labels)>;
+void for_each_pixel_batch_in_order(const ImageSet& images, std::int64_t batch_size, std::int64_t limit,
+                                   const PixelBatchVisitor& visit);
 
 }  // namespace ipj::data
