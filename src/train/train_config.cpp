@@ -50,10 +50,27 @@ void validate(const TrainConfig& config) {
   require(config.accumulation_steps >= 1 && config.accumulation_steps <= 4096, "--accum must be in 1..4096");
   require(config.compile == "none" || config.compile == "jit" || config.compile == "graphs",
           "--compile must be none, jit or graphs, got '" + config.compile + "'");
+#ifdef IPJ_WITH_CUDA
+  if (config.compile == "graphs") {
+    if (config.device.rfind("cuda", 0) != 0)
+      fail(ErrorCategory::unsupported,
+           "--compile graphs records the training step as a CUDA graph: use it with --device cuda (on the "
+           "CPU use --compile jit or none)");
+    require(config.optimizer == "sgd", "--compile graphs supports --optimizer sgd only, got '" +
+                                           config.optimizer + "' (use --compile none for adamw)");
+    require(config.accumulation_steps == 1,
+            "--compile graphs records one optimizer step per batch: it cannot be combined with --accum " +
+                std::to_string(config.accumulation_steps) + " (raise --batch instead)");
+    require(config.loss_scale != "dynamic",
+            "--compile graphs runs without loss scaling: use --precision bf16 or fp32 instead of "
+            "--loss-scale dynamic");
+  }
+#else
   if (config.compile == "graphs")
     fail(ErrorCategory::unsupported,
          "--compile graphs captures the training step with CUDA graphs, which needs --device cuda on an "
          "IPJ_WITH_CUDA build with a GPU; this build/run has none (use --compile jit or none on CPU)");
+#endif
   require(config.target_acc >= 0.0 && config.target_acc <= 1.0,
           "--target-acc must be a fraction in 0..1 (0 = none)");
   require(!config.resume || !config.out_dir.empty(), "--resume needs --out DIR (the run folder to continue)");

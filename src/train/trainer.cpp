@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "cuda_graph_step.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/core/log.hpp"
 #include "ipj/core/progress.hpp"
@@ -17,6 +18,7 @@
 #include "ipj/energy/energy_report.hpp"
 #include "ipj/models/flop_counter.hpp"
 #include "ipj/models/registry.hpp"
+#include "ipj/train/capturable_sgd.hpp"
 #include "ipj/train/checkpoint.hpp"
 #include "ipj/train/evaluate.hpp"
 #include "ipj/train/grad_scaler.hpp"
@@ -141,6 +143,10 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
   models::Classifier& model = *result.model;
   auto optimizer = make_optimizer(config, model);
   GradScaler scaler;
+  if (config.compile == "graphs" && use_scaler)
+    fail(ErrorCategory::unsupported,
+         "--compile graphs records the step without loss scaling; use --precision bf16 or fp32, or "
+         "--compile none for fp16 with --loss-scale dynamic");
 
   const std::string checkpoint_path =
       config.out_dir.empty() ? "" : (std::filesystem::path(config.out_dir) / kCheckpointFileName).string();
@@ -161,6 +167,16 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
                    start_epoch);
     }
   }
+
+#ifdef IPJ_WITH_CUDA
+  // --compile graphs: the SGD update reads its rate from a device tensor; created after a resume has loaded
+  // the optimizer's momentum so that it shares those buffers. The step is recorded on the first batch.
+  std::unique_ptr<CapturableSgd> capturable_optimizer;
+  std::unique_ptr<CudaGraphTrainingStep> graph_step;
+  if (config.compile == "graphs")
+    capturable_optimizer = std::make_unique<CapturableSgd>(static_cast<torch::optim::SGD&>(*optimizer));
+#endif
+  std::int64_t dropped_batches = 0;  // short last batches that a recorded graph cannot take
 
   const std::int64_t batches_per_epoch = (dataset.train.count + config.batch_size - 1) / config.batch_size;
   const std::int64_t accumulation = config.accumulation_steps;
@@ -231,28 +247,47 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
       const std::int64_t position_in_group = batch->index % accumulation;
       const bool last_in_group =
           position_in_group == accumulation - 1 || batch->index + 1 == batches_per_epoch;
-      if (position_in_group == 0) {
-        learning_rate = learning_rate_at(schedule, epoch, batch->index / accumulation);
-        if (config.schedule != "none") set_learning_rate(*optimizer, learning_rate);
-        optimizer->zero_grad();
-      }
       const torch::Tensor images = batch->images.to(device, /*non_blocking=*/true);  // [B, C, H, W]
       const torch::Tensor labels = batch->labels.to(device, /*non_blocking=*/true);  // [B]
       torch::Tensor logits;                                                          // [B, classes]
-      {
-        AutocastRegion autocast(precision.precision, on_cuda);
-        logits = model.forward(images);
+      torch::Tensor loss;                                                            // []
+#ifdef IPJ_WITH_CUDA
+      if (capturable_optimizer) {
+        if (batch->labels.size(0) != config.batch_size) {  // a recorded graph replays one shape only
+          ++dropped_batches;
+          continue;
+        }
+        learning_rate = learning_rate_at(schedule, epoch, batch->index);
+        if (config.schedule != "none") capturable_optimizer->set_learning_rate(learning_rate);
+        if (!graph_step)
+          graph_step = std::make_unique<CudaGraphTrainingStep>(model, *capturable_optimizer,
+                                                               precision.precision, images, labels);
+        graph_step->run(images, labels);
+        logits = graph_step->logits();
+        loss = graph_step->loss();
       }
-      const torch::Tensor loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), labels);
-      const double group_share = static_cast<double>(batch->labels.size(0)) / group_samples(batch->index);
-      const torch::Tensor weighted_loss = accumulation == 1 ? loss : loss * group_share;
-      (use_scaler ? scaler.scale(weighted_loss) : weighted_loss).backward();
-      if (last_in_group) {
-        if (use_scaler) {
-          scaler.step(*optimizer);
-          scaler.update();
-        } else {
-          optimizer->step();
+#endif
+      if (!loss.defined()) {
+        if (position_in_group == 0) {
+          learning_rate = learning_rate_at(schedule, epoch, batch->index / accumulation);
+          if (config.schedule != "none") set_learning_rate(*optimizer, learning_rate);
+          optimizer->zero_grad();
+        }
+        {
+          AutocastRegion autocast(precision.precision, on_cuda);
+          logits = model.forward(images);
+        }
+        loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), labels);
+        const double group_share = static_cast<double>(batch->labels.size(0)) / group_samples(batch->index);
+        const torch::Tensor weighted_loss = accumulation == 1 ? loss : loss * group_share;
+        (use_scaler ? scaler.scale(weighted_loss) : weighted_loss).backward();
+        if (last_in_group) {
+          if (use_scaler) {
+            scaler.step(*optimizer);
+            scaler.update();
+          } else {
+            optimizer->step();
+          }
         }
       }
 
@@ -362,6 +397,7 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
                      {"time_to_target_s", time_to_target},
                      {"energy_to_target_j", energy_to_target},
                      {"skipped_steps", scaler.skipped_steps()},
+                     {"dropped_batches", dropped_batches},
                      {"loss_scale", use_scaler ? Json(scaler.current_scale()) : Json(nullptr)}};
   Json energy_json = energy::to_json(run_energy);
   Json meters = Json::array();

@@ -5,7 +5,10 @@
 #include <ATen/autocast_mode.h>
 #include <torch/version.h>
 
+#include <sstream>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 namespace ipj::compat {
 
@@ -59,6 +62,21 @@ inline bool cuda_autocast_enabled() {
 // exits).
 inline void clear_autocast_cache() {
   at::autocast::clear_cache();
+}
+
+// The key torch::optim keeps a parameter's state under: a string of the TensorImpl address in 1.13, the
+// address itself in 2.x. Deduced from the optimizer's own map type, so both spellings compile.
+template <typename Optimizer, typename TensorType>
+auto optimizer_state_key(Optimizer& optimizer, const TensorType& parameter) {
+  using Key = typename std::decay_t<decltype(optimizer.state())>::key_type;
+  void* address = parameter.unsafeGetTensorImpl();
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream text;  // what c10::guts::to_string(TensorImpl*) writes
+    text << address;
+    return text.str();
+  } else {
+    return static_cast<Key>(address);
+  }
 }
 
 }  // namespace ipj::compat
