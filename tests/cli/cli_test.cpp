@@ -92,6 +92,7 @@ TEST(Cli, CudaDeviceOnACpuOnlyBuildIsUnsupported) {
     GTEST_SKIP() << "CUDA build: covered by the GPU check script";
   expect_failure(ipj("train --device cuda --no-save"), 5, "IPJ_WITH_CUDA");
   expect_failure(ipj("train --precision fp16 --no-save"), 5, "bf16");
+  expect_failure(ipj("train --compile graphs --no-save"), 5, "CUDA graphs");
 }
 
 TEST(Cli, BadDataExitsNamingTheFile) {
