@@ -43,6 +43,11 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
                    "tuned (per precision and model) | python (Python torch's default)")
       ->check(CLI::IsMember({"tuned", "python"}))
       ->capture_default_str();
+  command
+      ->add_option("--allocator", config.allocator,
+                   "tuned (reuse large freed blocks: no page faults per batch) | system (glibc defaults)")
+      ->check(CLI::IsMember({"tuned", "system"}))
+      ->capture_default_str();
   command->add_option("--limit", config.limit, "Use only the first N training samples (0 = all)");
   command->add_option("--test-limit", config.test_limit, "Use only the first N test samples (0 = all)");
   command->add_flag("--augment", config.augment, "Random crop (pad 4) + horizontal flip");

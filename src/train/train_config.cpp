@@ -30,6 +30,8 @@ void validate(const TrainConfig& config) {
           "--schedule must be none, step or cosine, got '" + config.schedule + "'");
   require(config.step_size >= 0, "--step-size must be >= 0");
   require(config.step_gamma > 0.0 && config.step_gamma <= 1.0, "--step-gamma must be in (0, 1]");
+  require(config.allocator == "tuned" || config.allocator == "system",
+          "--allocator must be tuned or system, got '" + config.allocator + "'");
   require(config.threads >= 0, "--threads must be >= 0 (0 = all cores)");
   require(config.limit >= 0, "--limit must be >= 0 (0 = all training samples)");
   require(config.test_limit >= 0, "--test-limit must be >= 0 (0 = all test samples)");
@@ -91,6 +93,7 @@ Json to_json(const TrainConfig& config) {
               {"seed", config.seed},
               {"threads", config.threads},
               {"tune_threads", config.tune_threads},
+              {"allocator", config.allocator},
               {"limit", config.limit},
               {"test_limit", config.test_limit},
               {"augment", config.augment},
@@ -127,6 +130,7 @@ TrainConfig config_from_json(const Json& json) {
   read("seed", config.seed);
   read("threads", config.threads);
   read("tune_threads", config.tune_threads);
+  read("allocator", config.allocator);
   read("limit", config.limit);
   read("test_limit", config.test_limit);
   read("augment", config.augment);

@@ -13,6 +13,7 @@
 #include "ipj/core/log.hpp"
 #include "ipj/core/progress.hpp"
 #include "ipj/data/batch_loader.hpp"
+#include "ipj/device/allocator.hpp"
 #include "ipj/device/threading.hpp"
 #include "ipj/energy/energy_monitor.hpp"
 #include "ipj/energy/energy_report.hpp"
@@ -130,6 +131,8 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
                                                  models::model_entry(config.model).convolutional)
                           : device::python_default_thread_plan(config.threads);
   device::apply_thread_plan(thread_plan);
+  const device::AllocatorPlan allocator_plan =
+      config.allocator == "tuned" ? device::tune_allocator() : device::system_allocator();
 
   if (config.compile == "jit" && !hooks.compiled_evaluate)
     fail(ErrorCategory::internal, "--compile jit needs TrainHooks::compiled_evaluate");
@@ -204,6 +207,8 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
   report["threads"] = {{"torch", thread_plan.torch_threads},
                        {"blas", thread_plan.blas_threads},
                        {"reason", thread_plan.reason}};
+  report["allocator"] = {
+      {"plan", config.allocator}, {"applied", allocator_plan.applied}, {"reason", allocator_plan.reason}};
   report["dataset"] = {{"name", dataset.name},
                        {"format", dataset.format},
                        {"directory", dataset.directory},

@@ -23,10 +23,11 @@ struct TrainConfig {
   int step_size = 0;              // step schedule: epochs per decay (0 = max(1, epochs/3))
   double step_gamma = 0.1;
   std::uint64_t seed = 0;
-  int threads = 0;              // cores to use (0 = all)
-  bool tune_threads = true;     // false: Python torch's default thread settings (the seed recipe)
-  std::int64_t limit = 0;       // first N training samples (0 = all)
-  std::int64_t test_limit = 0;  // first N test samples (0 = all)
+  int threads = 0;                  // cores to use (0 = all)
+  bool tune_threads = true;         // false: Python torch's default thread settings (the seed recipe)
+  std::string allocator = "tuned";  // tuned | system: glibc malloc settings (device/allocator.hpp)
+  std::int64_t limit = 0;           // first N training samples (0 = all)
+  std::int64_t test_limit = 0;      // first N test samples (0 = all)
   bool augment = false;
   int prefetch_batches = 4;  // background loader depth (0 = load on the training thread)
   std::int64_t eval_batch_size = 1000;
