@@ -29,6 +29,7 @@ ipj + prefetch|--batch 128 --prefetch 4 --thread-plan python --allocator system
 ipj + tuned allocator|--batch 128 --prefetch 4 --thread-plan python
 ipj + tuned threads|--batch 128 --prefetch 4
 ipj + bf16|--batch 128 --prefetch 4 --precision bf16
+ipj + bf16 + channels-last|--batch 128 --prefetch 4 --precision bf16 --memory-format channels_last
 ipj + bf16 + batch 256 (optimized recipe)|--batch 256 --prefetch 4 --precision bf16
 VARIANTS
 done

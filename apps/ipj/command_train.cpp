@@ -70,6 +70,11 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
                    "Gradient accumulation: micro-batches per optimizer step")
       ->capture_default_str();
   command
+      ->add_option("--memory-format", config.memory_format,
+                   "contiguous | channels_last (NHWC weights and batches: faster convolutions and pooling)")
+      ->check(CLI::IsMember({"contiguous", "channels_last"}))
+      ->capture_default_str();
+  command
       ->add_option(
           "--compile", config.compile,
           "none | jit (evaluate through frozen TorchScript: mlp, cnn) | graphs (CUDA graphs, GPU builds)")

@@ -50,6 +50,8 @@ void validate(const TrainConfig& config) {
   require(config.loss_scale == "none" || config.loss_scale == "dynamic" || config.loss_scale == "auto",
           "--loss-scale must be none, dynamic or auto, got '" + config.loss_scale + "'");
   require(config.accumulation_steps >= 1 && config.accumulation_steps <= 4096, "--accum must be in 1..4096");
+  require(config.memory_format == "contiguous" || config.memory_format == "channels_last",
+          "--memory-format must be contiguous or channels_last, got '" + config.memory_format + "'");
   require(config.compile == "none" || config.compile == "jit" || config.compile == "graphs",
           "--compile must be none, jit or graphs, got '" + config.compile + "'");
 #ifdef IPJ_WITH_CUDA
@@ -103,6 +105,7 @@ Json to_json(const TrainConfig& config) {
               {"precision", config.precision},
               {"loss_scale", config.loss_scale},
               {"accum", config.accumulation_steps},
+              {"memory_format", config.memory_format},
               {"compile", config.compile},
               {"target_acc", config.target_acc},
               {"measure_energy", config.measure_energy},
@@ -140,6 +143,7 @@ TrainConfig config_from_json(const Json& json) {
   read("precision", config.precision);
   read("loss_scale", config.loss_scale);
   read("accum", config.accumulation_steps);
+  read("memory_format", config.memory_format);
   read("compile", config.compile);
   read("target_acc", config.target_acc);
   read("measure_energy", config.measure_energy);

@@ -181,6 +181,15 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
 #endif
   std::int64_t dropped_batches = 0;  // short last batches that a recorded graph cannot take
 
+  // --memory-format channels_last: 4-D weights re-laid out in place (set_data keeps the optimizer's
+  // references and state keys); after a resume, so that loaded weights get the layout too.
+  const bool channels_last = config.memory_format == "channels_last";
+  if (channels_last) {
+    torch::NoGradGuard no_grad;
+    for (auto& parameter : model.parameters())
+      if (parameter.dim() == 4) parameter.set_data(parameter.contiguous(torch::MemoryFormat::ChannelsLast));
+  }
+
   const std::int64_t batches_per_epoch = (dataset.train.count + config.batch_size - 1) / config.batch_size;
   const std::int64_t accumulation = config.accumulation_steps;
   const std::int64_t steps_per_epoch =
@@ -252,7 +261,8 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
       const std::int64_t position_in_group = batch->index % accumulation;
       const bool last_in_group =
           position_in_group == accumulation - 1 || batch->index + 1 == batches_per_epoch;
-      const torch::Tensor images = batch->images.to(device, /*non_blocking=*/true);  // [B, C, H, W]
+      torch::Tensor images = batch->images.to(device, /*non_blocking=*/true);  // [B, C, H, W]
+      if (channels_last) images = images.contiguous(torch::MemoryFormat::ChannelsLast);
       const torch::Tensor labels = batch->labels.to(device, /*non_blocking=*/true);  // [B]
       torch::Tensor logits;                                                          // [B, classes]
       torch::Tensor loss;                                                            // []

@@ -73,6 +73,30 @@ TEST(Trainer, CnnWithBatchNormAndAugmentationLearns) {
   EXPECT_GT(result.test_acc, 0.60);
 }
 
+TEST(Trainer, ChannelsLastTrainsTheSameModelAsContiguous) {
+  // NHWC changes the kernels' summation order only: after one epoch on 1024 samples the weights agree to
+  // float rounding, and the 4-D weights really are channels-last (the layout is what buys speed).
+  TrainConfig config = small_config();
+  config.model = "cnn";
+  config.epochs = 1;
+  data::Dataset dataset = fashion_subset();
+  dataset.train.truncate(1024);
+  dataset.test.truncate(500);
+  const TrainResult contiguous = run_training(config, dataset, quiet());
+  config.memory_format = "channels_last";
+  const TrainResult channels_last = run_training(config, dataset, quiet());
+  EXPECT_EQ(channels_last.report["config"]["memory_format"], "channels_last");
+  const auto reference = contiguous.model->named_parameters();
+  for (const auto& item : channels_last.model->named_parameters()) {
+    if (item.value().dim() == 4) {
+      EXPECT_TRUE(item.value().is_contiguous(torch::MemoryFormat::ChannelsLast)) << item.key();
+    }
+    EXPECT_LT((item.value() - reference[item.key()]).abs().max().item<double>(), 1e-3) << item.key();
+  }
+  EXPECT_NEAR(channels_last.test_acc, contiguous.test_acc, 0.01);
+  EXPECT_NEAR(channels_last.epochs[0].loss, contiguous.epochs[0].loss, 1e-3);
+}
+
 TEST(Trainer, SameSeedSameWeightsDifferentSeedDifferent) {
   TrainConfig config = small_config();
   config.epochs = 1;

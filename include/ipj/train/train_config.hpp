@@ -35,12 +35,15 @@ struct TrainConfig {
   std::string precision = "fp32";   // fp32 | bf16 | fp16 | auto
   std::string loss_scale = "auto";  // none | dynamic | auto (dynamic for fp16, none otherwise)
   int accumulation_steps = 1;       // micro-batches per optimizer step (--accum)
-  std::string compile = "none";     // none | jit (frozen TorchScript evaluation) | graphs (CUDA graphs)
-  double target_acc = 0.0;          // stop once test accuracy reaches it (0 = train all epochs)
-  bool measure_energy = true;       // false: no meters (for overhead comparisons); energy_source "none"
-  int energy_interval_ms = 100;     // energy meter sampling period
-  double cpu_tdp_w = 0.0;           // CPU power for the energy estimate where no sensor exists (0 = default)
-  std::string out_dir;              // checkpoint + results.json; empty = write nothing
+  // contiguous | channels_last: 4-D weights and input batches in NHWC, oneDNN's fast layout for convolutions
+  // and pooling on the CPU (no effect on models without 4-D weights).
+  std::string memory_format = "contiguous";
+  std::string compile = "none";  // none | jit (frozen TorchScript evaluation) | graphs (CUDA graphs)
+  double target_acc = 0.0;       // stop once test accuracy reaches it (0 = train all epochs)
+  bool measure_energy = true;    // false: no meters (for overhead comparisons); energy_source "none"
+  int energy_interval_ms = 100;  // energy meter sampling period
+  double cpu_tdp_w = 0.0;        // CPU power for the energy estimate where no sensor exists (0 = default)
+  std::string out_dir;           // checkpoint + results.json; empty = write nothing
   bool resume = false;
 };
 
