@@ -4,7 +4,6 @@
 
 #include "cli_support.hpp"
 #include "ipj/device/device_report.hpp"
-#include "ipj/infer/compiled_evaluation.hpp"
 #include "ipj/train/compare.hpp"
 
 namespace ipj::cli {
@@ -37,10 +36,6 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
       train::TrainHooks hooks;
       hooks.show_progress = !flags.quiet;
       hooks.environment = device::device_report();
-      hooks.compiled_evaluate = [](models::Classifier& model, const data::Dataset& data, std::int64_t batch) {
-        return infer::evaluate_compiled(model, config.model, data, batch);
-      };
-      config.allow_compile = true;
       const train::CompareResult result = train::run_compare(config, dataset, hooks);
       if (flags.json) {
         print_json(result.report);

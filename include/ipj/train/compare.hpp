@@ -25,8 +25,6 @@ struct CompareConfig {
   std::int64_t test_limit = 0;
   int threads = 0;
   std::string out_dir;  // baseline/ and optimized/ run folders + compare.json; empty = write nothing
-  bool allow_compile =
-      false;  // the optimized recipe may use --compile jit (set when a compiled_evaluate hook is given)
 };
 
 // The two recipes for a model (exposed so that docs, tests and benchmarks use exactly what compare runs).
