@@ -10,6 +10,9 @@ seeds="${1:-3}"
 ipj=./build/bin/ipj
 python=/usr/bin/python3
 declare -A limit=([mlp]=60000 [cnn]=8000)
+# The optimized recipes' speed settings (src/train/compare.cpp optimized_recipe), at the bench's lr.
+declare -A optimized_flags=([mlp]="--batch 256 --prefetch 4 --precision bf16"
+                            [cnn]="--batch 128 --prefetch 4 --precision bf16 --memory-format channels_last")
 field() { "$python" -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 ratio() { "$python" -c "print(f'{$1/$2:.2f}x')"; }
 
@@ -19,6 +22,7 @@ for model in mlp cnn; do
   py=$("$python" bench/python/seed_train_loop.py --model "$model" --limit "$n" | field "['samples_per_s']")
   printf '%-5s %-52s %10.0f %9s\n' "$model" "python seed loop (fp32, b128)" "$py" 1.00x
   while IFS='|' read -r name flags; do
+    flags=${flags/'${optimized_flags[$model]}'/${optimized_flags[$model]}}
     # shellcheck disable=SC2086
     ours=$("$ipj" train --model "$model" --limit "$n" --test-limit 1000 --epochs 1 --lr 0.01 --no-save --json --quiet \
            $flags | field "['final']['samples_per_s']")
@@ -30,7 +34,9 @@ ipj + tuned allocator|--batch 128 --prefetch 4 --thread-plan python
 ipj + tuned threads|--batch 128 --prefetch 4
 ipj + bf16|--batch 128 --prefetch 4 --precision bf16
 ipj + bf16 + channels-last|--batch 128 --prefetch 4 --precision bf16 --memory-format channels_last
-ipj + bf16 + batch 256 (optimized recipe)|--batch 256 --prefetch 4 --precision bf16
+ipj + bf16 + channels-last + batch 256|--batch 256 --prefetch 4 --precision bf16 --memory-format channels_last
+ipj + bf16 + batch 256|--batch 256 --prefetch 4 --precision bf16
+ipj optimized recipe's settings (as ipj compare runs them)|${optimized_flags[$model]}
 VARIANTS
 done
 
