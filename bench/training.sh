@@ -28,9 +28,10 @@ for model in mlp cnn; do
            $flags | field "['final']['samples_per_s']")
     printf '%-5s %-52s %10.0f %9s\n' "$model" "$name" "$ours" "$(ratio "$ours" "$py")"
   done <<'VARIANTS'
-ipj seed recipe (fp32, b128, no prefetch, python threads, glibc malloc)|--batch 128 --prefetch 0 --thread-plan python --allocator system
-ipj + prefetch|--batch 128 --prefetch 4 --thread-plan python --allocator system
-ipj + tuned allocator|--batch 128 --prefetch 4 --thread-plan python
+ipj seed recipe (fp32, b128, no prefetch, python threads, glibc malloc, torch SGD)|--batch 128 --prefetch 0 --thread-plan python --allocator system --optimizer-impl torch
+ipj + prefetch|--batch 128 --prefetch 4 --thread-plan python --allocator system --optimizer-impl torch
+ipj + tuned allocator|--batch 128 --prefetch 4 --thread-plan python --optimizer-impl torch
+ipj + fused SGD step|--batch 128 --prefetch 4 --thread-plan python
 ipj + tuned threads|--batch 128 --prefetch 4
 ipj + bf16|--batch 128 --prefetch 4 --precision bf16
 ipj + bf16 + channels-last|--batch 128 --prefetch 4 --precision bf16 --memory-format channels_last

@@ -70,6 +70,11 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
                    "Gradient accumulation: micro-batches per optimizer step")
       ->capture_default_str();
   command
+      ->add_option("--optimizer-impl", config.optimizer_impl,
+                   "fused (SGD: one-pass momentum, gradients set to none) | torch (torch::optim as is)")
+      ->check(CLI::IsMember({"fused", "torch"}))
+      ->capture_default_str();
+  command
       ->add_option("--memory-format", config.memory_format,
                    "contiguous | channels_last (NHWC weights and batches: faster convolutions and pooling)")
       ->check(CLI::IsMember({"contiguous", "channels_last"}))

@@ -51,8 +51,9 @@ void CapturableSgd::step() {
     if (!gradient.defined()) continue;
     torch::Tensor direction = weight_decay_ != 0.0 ? gradient.add(parameter, weight_decay_) : gradient;
     if (momentum_ != 0.0) {
-      momentum_buffers_[index].mul_(momentum_).add_(direction);
-      direction = momentum_buffers_[index];
+      torch::Tensor& buffer = momentum_buffers_[index];
+      torch::add_out(buffer, direction, buffer, momentum_);  // buf = d + momentum * buf, one pass
+      direction = buffer;
     }
     parameter.addcmul_(direction, learning_rate_, -1.0);  // p -= lr * direction, lr read on the device
   }

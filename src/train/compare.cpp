@@ -76,6 +76,7 @@ TrainConfig baseline_recipe(const CompareConfig& config) {
   recipe.prefetch_batches = 0;  // the seeds' DataLoader without workers
   recipe.tune_threads = false;
   recipe.allocator = "system";
+  recipe.optimizer_impl = "torch";  // the seeds' optimizer.zero_grad() + optimizer.step()
   recipe.seed = config.seed;
   recipe.threads = config.threads;
   recipe.limit = config.limit;
@@ -97,6 +98,7 @@ TrainConfig optimized_recipe(const CompareConfig& config) {
   recipe.prefetch_batches = 4;
   recipe.tune_threads = true;
   recipe.allocator = "tuned";
+  recipe.optimizer_impl = "fused";
   // NHWC for convolutional models (1.4-1.6x cnn training here, docs/PERFORMANCE.md). With it, eager bf16
   // evaluation beats the frozen fp32 TorchScript graph (0.37 s vs 0.44 s for the cnn's 10,000 test images),
   // so the recipe no longer uses --compile jit.

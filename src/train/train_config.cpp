@@ -52,6 +52,8 @@ void validate(const TrainConfig& config) {
   require(config.accumulation_steps >= 1 && config.accumulation_steps <= 4096, "--accum must be in 1..4096");
   require(config.memory_format == "contiguous" || config.memory_format == "channels_last",
           "--memory-format must be contiguous or channels_last, got '" + config.memory_format + "'");
+  require(config.optimizer_impl == "fused" || config.optimizer_impl == "torch",
+          "--optimizer-impl must be fused or torch, got '" + config.optimizer_impl + "'");
   require(config.compile == "none" || config.compile == "jit" || config.compile == "graphs",
           "--compile must be none, jit or graphs, got '" + config.compile + "'");
 #ifdef IPJ_WITH_CUDA
@@ -106,6 +108,7 @@ Json to_json(const TrainConfig& config) {
               {"loss_scale", config.loss_scale},
               {"accum", config.accumulation_steps},
               {"memory_format", config.memory_format},
+              {"optimizer_impl", config.optimizer_impl},
               {"compile", config.compile},
               {"target_acc", config.target_acc},
               {"measure_energy", config.measure_energy},
@@ -144,6 +147,7 @@ TrainConfig config_from_json(const Json& json) {
   read("loss_scale", config.loss_scale);
   read("accum", config.accumulation_steps);
   read("memory_format", config.memory_format);
+  read("optimizer_impl", config.optimizer_impl);
   read("compile", config.compile);
   read("target_acc", config.target_acc);
   read("measure_energy", config.measure_energy);

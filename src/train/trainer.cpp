@@ -171,16 +171,6 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
     }
   }
 
-#ifdef IPJ_WITH_CUDA
-  // --compile graphs: the SGD update reads its rate from a device tensor; created after a resume has loaded
-  // the optimizer's momentum so that it shares those buffers. The step is recorded on the first batch.
-  std::unique_ptr<CapturableSgd> capturable_optimizer;
-  std::unique_ptr<CudaGraphTrainingStep> graph_step;
-  if (config.compile == "graphs")
-    capturable_optimizer = std::make_unique<CapturableSgd>(static_cast<torch::optim::SGD&>(*optimizer));
-#endif
-  std::int64_t dropped_batches = 0;  // short last batches that a recorded graph cannot take
-
   // --memory-format channels_last: 4-D weights re-laid out in place (set_data keeps the optimizer's
   // references and state keys); after a resume, so that loaded weights get the layout too. Copied into
   // NHWC-strided storage rather than .contiguous(ChannelsLast): for one input channel ([32, 1, 3, 3]) that
@@ -197,6 +187,25 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
       parameter.set_data(nhwc);
     }
   }
+
+  // The SGD update through CapturableSgd (--optimizer-impl fused, and always for --compile graphs): one pass
+  // for the momentum, gradients set to none instead of zeroed (backward then moves its result in rather than
+  // adding to zeros). Created after a resume has loaded the optimizer's momentum, and after the layout
+  // change, so that it shares those buffers in the parameters' layout. Loss scaling steps through torch's
+  // optimizer.
+  std::unique_ptr<CapturableSgd> sgd_step;
+  if (config.optimizer == "sgd" &&
+      (config.compile == "graphs" || (config.optimizer_impl == "fused" && !use_scaler)))
+    sgd_step = std::make_unique<CapturableSgd>(static_cast<torch::optim::SGD&>(*optimizer));
+  auto clear_gradients = [&] {
+    if (!sgd_step) return optimizer->zero_grad();
+    for (auto& parameter : model.parameters())
+      parameter.mutable_grad() = torch::Tensor();
+  };
+#ifdef IPJ_WITH_CUDA
+  std::unique_ptr<CudaGraphTrainingStep> graph_step;  // --compile graphs: recorded on the first batch
+#endif
+  std::int64_t dropped_batches = 0;  // short last batches that a recorded graph cannot take
 
   const std::int64_t batches_per_epoch = (dataset.train.count + config.batch_size - 1) / config.batch_size;
   const std::int64_t accumulation = config.accumulation_steps;
@@ -275,16 +284,16 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
       torch::Tensor logits;                                                          // [B, classes]
       torch::Tensor loss;                                                            // []
 #ifdef IPJ_WITH_CUDA
-      if (capturable_optimizer) {
+      if (config.compile == "graphs") {
         if (batch->labels.size(0) != config.batch_size) {  // a recorded graph replays one shape only
           ++dropped_batches;
           continue;
         }
         learning_rate = learning_rate_at(schedule, epoch, batch->index);
-        if (config.schedule != "none") capturable_optimizer->set_learning_rate(learning_rate);
+        if (config.schedule != "none") sgd_step->set_learning_rate(learning_rate);
         if (!graph_step)
-          graph_step = std::make_unique<CudaGraphTrainingStep>(model, *capturable_optimizer,
-                                                               precision.precision, images, labels);
+          graph_step =
+              std::make_unique<CudaGraphTrainingStep>(model, *sgd_step, precision.precision, images, labels);
         graph_step->run(images, labels);
         logits = graph_step->logits();
         loss = graph_step->loss();
@@ -293,8 +302,11 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
       if (!loss.defined()) {
         if (position_in_group == 0) {
           learning_rate = learning_rate_at(schedule, epoch, batch->index / accumulation);
-          if (config.schedule != "none") set_learning_rate(*optimizer, learning_rate);
-          optimizer->zero_grad();
+          if (config.schedule != "none") {
+            set_learning_rate(*optimizer, learning_rate);
+            if (sgd_step) sgd_step->set_learning_rate(learning_rate);
+          }
+          clear_gradients();
         }
         {
           AutocastRegion autocast(precision.precision, on_cuda);
@@ -309,7 +321,11 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
             scaler.step(*optimizer);
             scaler.update();
           } else {
-            optimizer->step();
+            if (sgd_step) {
+              sgd_step->step();
+            } else {
+              optimizer->step();
+            }
           }
         }
       }

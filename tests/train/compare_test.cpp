@@ -20,6 +20,7 @@ TEST(CompareRecipes, BaselineIsTheSeedRecipeWithPythonsDefaults) {
     EXPECT_EQ(baseline.prefetch_batches, 0) << model;
     EXPECT_FALSE(baseline.tune_threads) << model;
     EXPECT_EQ(baseline.allocator, "system") << model;
+    EXPECT_EQ(baseline.optimizer_impl, "torch") << model;
     EXPECT_EQ(baseline.memory_format, "contiguous") << model;
     EXPECT_EQ(baseline.compile, "none") << model;
   }
@@ -32,6 +33,7 @@ TEST(CompareRecipes, OptimizedRecipeUsesChannelsLastForConvolutionsOnly) {
   EXPECT_EQ(cnn.memory_format, "channels_last");
   EXPECT_EQ(cnn.precision, "auto");
   EXPECT_EQ(cnn.allocator, "tuned");
+  EXPECT_EQ(cnn.optimizer_impl, "fused");
   EXPECT_TRUE(cnn.tune_threads);
   EXPECT_EQ(cnn.schedule, "cosine");
   EXPECT_EQ(cnn.epochs, 2);

@@ -97,6 +97,30 @@ TEST(Trainer, ChannelsLastTrainsTheSameModelAsContiguous) {
   EXPECT_NEAR(channels_last.epochs[0].loss, contiguous.epochs[0].loss, 1e-3);
 }
 
+TEST(Trainer, FusedSgdStepTrainsLikeTorchsOptimizer) {
+  // --optimizer-impl fused (CapturableSgd, gradients set to none) against torch::optim::SGD: the same run up
+  // to rounding (one fused multiply-add per element where torch rounds twice), with momentum and weight decay
+  // and a changing rate (cosine), and the same checkpointable momentum state.
+  TrainConfig config = small_config();
+  config.epochs = 1;
+  config.weight_decay = 5e-4;
+  config.schedule = "cosine";
+  data::Dataset dataset = fashion_subset();
+  dataset.train.truncate(1024);
+  dataset.test.truncate(500);
+  config.optimizer_impl = "torch";
+  const TrainResult reference = run_training(config, dataset, quiet());
+  config.optimizer_impl = "fused";
+  const TrainResult fused = run_training(config, dataset, quiet());
+  EXPECT_EQ(fused.report["config"]["optimizer_impl"], "fused");
+  const auto expected = reference.model->named_parameters();
+  for (const auto& item : fused.model->named_parameters())
+    EXPECT_LT((item.value() - expected[item.key()]).abs().max().item<double>(), 1e-4) << item.key();
+  EXPECT_NEAR(fused.epochs[0].loss, reference.epochs[0].loss, 1e-4);
+  config.optimizer_impl = "sgd-ish";
+  EXPECT_THROW(run_training(config, dataset, quiet()), Error);
+}
+
 TEST(Trainer, SameSeedSameWeightsDifferentSeedDifferent) {
   TrainConfig config = small_config();
   config.epochs = 1;

@@ -1,7 +1,8 @@
 // SGD with momentum whose update has no host-side scalars: the learning rate lives in a device tensor, so the
-// step can be recorded once into a CUDA graph and replayed while the schedule changes the rate. Numerically
-// the same update as torch::optim::SGD (dampening 0, no Nesterov); it shares that optimizer's momentum
-// buffers, so checkpoints and resume keep working through the ordinary optimizer.
+// step can be recorded once into a CUDA graph and replayed while the schedule changes the rate; on the CPU it
+// is ipj's fused step (the momentum in one pass instead of two). The same update as torch::optim::SGD
+// (dampening 0, no Nesterov) up to rounding (one fused multiply-add where torch rounds twice); it shares that
+// optimizer's momentum buffers, so checkpoints and resume keep working through the ordinary optimizer.
 #pragma once
 
 #include <torch/torch.h>

@@ -38,6 +38,8 @@ struct TrainConfig {
   // contiguous | channels_last: 4-D weights and input batches in NHWC, oneDNN's fast layout for convolutions
   // and pooling on the CPU (no effect on models without 4-D weights).
   std::string memory_format = "contiguous";
+  // fused | torch: SGD through CapturableSgd (one-pass momentum, gradients set to none) or torch::optim::SGD.
+  std::string optimizer_impl = "fused";
   std::string compile = "none";  // none | jit (frozen TorchScript evaluation) | graphs (CUDA graphs)
   double target_acc = 0.0;       // stop once test accuracy reaches it (0 = train all epochs)
   bool measure_energy = true;    // false: no meters (for overhead comparisons); energy_source "none"
