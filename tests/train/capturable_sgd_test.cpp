@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <string>
+
 #include "ipj/core/error.hpp"
 #include "ipj/train/capturable_sgd.hpp"
 
@@ -84,7 +86,11 @@ TEST_P(CapturableSgdTest, MatchesTorchSgdWithChangingRates) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Settings, CapturableSgdTest,
-                         ::testing::Values(Case{0.9, 0.0}, Case{0.9, 5e-4}, Case{0.0, 0.0}, Case{0.0, 1e-3}));
+                         ::testing::Values(Case{0.9, 0.0}, Case{0.9, 5e-4}, Case{0.0, 0.0}, Case{0.0, 1e-3}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return std::string(info.param.momentum != 0.0 ? "Momentum" : "Plain") +
+                                  (info.param.weight_decay != 0.0 ? "WithWeightDecay" : "");
+                         });
 
 TEST(CapturableSgd, SharesMomentumStateWithTheTorchOptimizer) {
   // Two steps with CapturableSgd and then two with the torch optimizer must equal four torch steps: this
