@@ -303,8 +303,11 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
         if (position_in_group == 0) {
           learning_rate = learning_rate_at(schedule, epoch, batch->index / accumulation);
           if (config.schedule != "none") {
-            set_learning_rate(*optimizer, learning_rate);
-            if (sgd_step) sgd_step->set_learning_rate(learning_rate);
+            if (sgd_step) {
+              sgd_step->set_learning_rate(learning_rate);  // the device tensor and the optimizer's options
+            } else {
+              set_learning_rate(*optimizer, learning_rate);
+            }
           }
           clear_gradients();
         }
@@ -320,12 +323,10 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
           if (use_scaler) {
             scaler.step(*optimizer);
             scaler.update();
+          } else if (sgd_step) {
+            sgd_step->step();
           } else {
-            if (sgd_step) {
-              sgd_step->step();
-            } else {
-              optimizer->step();
-            }
+            optimizer->step();
           }
         }
       }
