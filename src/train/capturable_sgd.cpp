@@ -43,6 +43,11 @@ void CapturableSgd::set_learning_rate(double learning_rate) {
     group.options().set_lr(learning_rate);
 }
 
+void CapturableSgd::clear_gradients() {
+  for (auto& parameter : parameters_)
+    parameter.mutable_grad() = torch::Tensor();
+}
+
 void CapturableSgd::step() {
   torch::NoGradGuard no_grad;
   for (std::size_t index = 0; index < parameters_.size(); ++index) {

@@ -58,11 +58,6 @@ CudaGraphTrainingStep::CudaGraphTrainingStep(models::Classifier& model, Capturab
   for (const auto& buffer : buffers)
     saved_buffers.push_back(buffer.clone());
   const double learning_rate = optimizer.learning_rate_tensor().item<double>();
-  const std::vector<torch::Tensor> parameters = model.parameters();
-  auto clear_gradients = [&] {
-    for (auto parameter : parameters)
-      parameter.mutable_grad() = torch::Tensor();
-  };
 
   const bool autocast_cache = at::autocast::is_autocast_cache_enabled();
   at::autocast::set_autocast_cache_enabled(false);
@@ -73,7 +68,7 @@ CudaGraphTrainingStep::CudaGraphTrainingStep(models::Classifier& model, Capturab
     at::cuda::CUDAStreamGuard on_side_stream(side_stream);
     optimizer.set_learning_rate(0.0);
     for (int pass = 0; pass < kWarmupPasses; ++pass) {
-      clear_gradients();
+      optimizer.clear_gradients();
       one_step();
     }
     {
@@ -82,7 +77,7 @@ CudaGraphTrainingStep::CudaGraphTrainingStep(models::Classifier& model, Capturab
         buffers[index].copy_(saved_buffers[index]);
     }
     side_stream.synchronize();
-    clear_gradients();
+    optimizer.clear_gradients();
     graph_.capture_begin();
     one_step();
     graph_.capture_end();

@@ -197,11 +197,6 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
   if (config.optimizer == "sgd" &&
       (config.compile == "graphs" || (config.optimizer_impl == "fused" && !use_scaler)))
     sgd_step = std::make_unique<CapturableSgd>(static_cast<torch::optim::SGD&>(*optimizer));
-  auto clear_gradients = [&] {
-    if (!sgd_step) return optimizer->zero_grad();
-    for (auto& parameter : model.parameters())
-      parameter.mutable_grad() = torch::Tensor();
-  };
 #ifdef IPJ_WITH_CUDA
   std::unique_ptr<CudaGraphTrainingStep> graph_step;  // --compile graphs: recorded on the first batch
 #endif
@@ -309,7 +304,11 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
               set_learning_rate(*optimizer, learning_rate);
             }
           }
-          clear_gradients();
+          if (sgd_step) {
+            sgd_step->clear_gradients();
+          } else {
+            optimizer->zero_grad();
+          }
         }
         {
           AutocastRegion autocast(precision.precision, on_cuda);

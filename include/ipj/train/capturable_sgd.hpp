@@ -23,6 +23,9 @@ class CapturableSgd {
   // One update from the parameters' current gradients: d = grad + weight_decay * p; buf = momentum * buf + d;
   // p -= lr * buf (p -= lr * d without momentum). Parameters without a gradient are skipped.
   void step();
+  // Sets every parameter's gradient to none (not zero): the next backward moves its result in instead of
+  // adding it to zeros, and under CUDA-graph capture allocates it from the graph's pool.
+  void clear_gradients();
 
   const torch::Tensor& learning_rate_tensor() const { return learning_rate_; }  // [] fp32 on the device
   // The optimizer-owned momentum buffers, one per parameter (undefined tensors without momentum).
