@@ -12,10 +12,16 @@ packages=(
   dataset-fashion-mnist
   # libraries
   zlib1g-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcpuinfo-dev pkg-config
-  # HTTP for `ipj serve` / `ipj load`
-  libcpp-httplib-dev
+  # HTTP for `ipj serve` / `ipj load` (Boost.Beast/Asio front end), bounded JSON parsing, file checksums
+  libcpp-httplib-dev libboost-dev libsimdjson-dev libxxhash-dev
+  # image folders (PNG, JPEG)
+  libpng-dev libjpeg62-turbo-dev
+  # ONNX export (libonnx protobuf types, checker, shape inference) and c10d's Gloo backend (headers only)
+  libonnx-dev libprotobuf-dev protobuf-compiler python3-onnx libgloo-dev
   # tests and benchmarks: GoogleTest, Google Benchmark, PyTorch reference (golden files, side-by-side loops)
-  libgtest-dev libgmock-dev libbenchmark-dev python3-torch python3-numpy
+  libgtest-dev libgmock-dev libbenchmark-dev python3-torch python3-numpy python3-torchvision
+  # report rendering checks (headless Chromium) and Prometheus rule checks (promtool)
+  chromium prometheus
   # serving benchmark peers: the seeds' FastAPI server and wrk
   python3-fastapi python3-uvicorn wrk
 )
