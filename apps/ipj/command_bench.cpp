@@ -56,6 +56,7 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
   static bool no_accuracy = false, no_energy = false;
   static std::int64_t test_limit = 0;
   static double tdp = 0.0;
+  static DataFlags data_flags;
   add_output_flags(*command, flags);
   command
       ->add_option("--model", model_path, "ipj checkpoint / run folder, ipj int8 file, or TorchScript file")
@@ -76,6 +77,7 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--data", data_dir,
                       "Data set for accuracy and int8-static calibration (default: the model's)");
   command->add_option("--test-limit", test_limit, "Accuracy on the first N test samples only (0 = all)");
+  add_data_flags(*command, data_flags, false);
   command->add_option("--calib", load.calibration_samples, "Calibration samples for int8-static")
       ->capture_default_str();
   command->add_option("--engine", load.engine, "Quantized engine for int8 variants")->capture_default_str();
@@ -90,6 +92,7 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
       if (load.mean.size() != load.std.size())
         fail(ErrorCategory::usage, "--mean and --std need the same number of values");
       load.calibration_data = data_dir;
+      load.calibration_data_options = data_options(data_flags);
       std::vector<std::int64_t> batches;
       for (const auto& part : split(batches_text)) {
         const auto parsed = infer::parse_shape(part, "--batch");
@@ -117,7 +120,10 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
           const std::string folder = !data_dir.empty()          ? data_dir
                                      : !model->data_dir.empty() ? model->data_dir
                                                                 : std::string(data::kDefaultDataDirectory);
-          if (!dataset) dataset = data::load_dataset(folder, 1, test_limit);
+          if (!dataset)
+            dataset = data::load_dataset(
+                folder, 1, test_limit,
+                data::merge_data_options(model->data_options, load.calibration_data_options));
           accuracy = train::pixel_accuracy([&](const torch::Tensor& x) { return model->forward(x); },
                                            dataset->test, 256);
         }
@@ -144,6 +150,7 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
                      {"window_s", bench.window_s},
                      {"variants", models_json},
                      {"rows", rows}};
+      if (dataset) result["dataset"] = data::to_json(*dataset);  // the accuracy pass's data
       if (flags.json) {
         print_json(result);
         return 0;

@@ -15,9 +15,12 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
       "accuracy per kJ\nExample: ipj compare --model mlp --target-acc 0.88 --json");
   static CommonOutputFlags flags;
   static train::CompareConfig config;
+  static DataFlags data_flags;
   add_output_flags(*command, flags);
   command->add_option("--model", config.model, "mlp | cnn | resnet18 | resnet50")->capture_default_str();
-  command->add_option("--data", config.data_dir, "Data folder")->capture_default_str();
+  command->add_option("--data", config.data_dir, "Data folder (IDX, CIFAR-10 binary or image folder)")
+      ->capture_default_str();
+  add_data_flags(*command, data_flags, true);
   command->add_option("--target-acc", config.target_acc,
                       "Target test accuracy (0 = model default: mlp 0.88)");
   command->add_option("--max-epochs", config.baseline_max_epochs, "Baseline epoch cap (0 = model default)");
@@ -32,7 +35,9 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
   command->callback([&runner] {
     runner = [] {
       if (config.out_dir.empty()) config.out_dir = default_run_folder("compare-" + config.model);
-      const data::Dataset dataset = data::load_dataset(config.data_dir, config.limit, config.test_limit);
+      config.data_options = data_options(data_flags);
+      const data::Dataset dataset =
+          data::load_dataset(config.data_dir, config.limit, config.test_limit, config.data_options);
       train::TrainHooks hooks;
       hooks.show_progress = !flags.quiet;
       hooks.environment = device::device_report();

@@ -85,6 +85,7 @@ void validate(const TrainConfig& config) {
 Json to_json(const TrainConfig& config) {
   return Json{{"model", config.model},
               {"data", config.data_dir},
+              {"data_options", data::to_json(config.data_options)},
               {"epochs", config.epochs},
               {"batch", config.batch_size},
               {"lr", config.learning_rate},
@@ -124,6 +125,7 @@ TrainConfig config_from_json(const Json& json) {
   };
   read("model", config.model);
   read("data", config.data_dir);
+  if (json.contains("data_options")) config.data_options = data::data_options_from_json(json["data_options"]);
   read("epochs", config.epochs);
   read("batch", config.batch_size);
   read("lr", config.learning_rate);
@@ -161,12 +163,13 @@ void check_resumable(const TrainConfig& saved, const TrainConfig& requested) {
   const Json before = to_json(saved);
   const Json now = to_json(requested);
   // Flags that may change on resume: more epochs, threads, prefetch depth, eval batch, folder spelling.
-  for (const char* key :
-       {"model", "data", "batch", "lr", "optimizer", "momentum", "weight_decay", "schedule", "step_size",
-        "step_gamma", "seed", "limit", "test_limit", "augment", "precision", "loss_scale", "accum"}) {
+  for (const char* key : {"model", "data", "data_options", "batch", "lr", "optimizer", "momentum",
+                          "weight_decay", "schedule", "step_size", "step_gamma", "seed", "limit",
+                          "test_limit", "augment", "precision", "loss_scale", "accum"}) {
     if (before[key] != now[key]) {
       std::string flag = key;  // JSON keys spell flags with '_' where the CLI has '-'
       std::replace(flag.begin(), flag.end(), '_', '-');
+      if (flag == "data-options") flag = "resize/--channels/--mean/--std/--skip-bad-images";
       fail(ErrorCategory::usage, "--resume: --" + flag + " was " + before[key].dump() +
                                      " in the saved run but is " + now[key].dump() +
                                      " now; use the same value or start a new --out folder");

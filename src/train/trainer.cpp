@@ -230,13 +230,7 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
                        {"reason", thread_plan.reason}};
   report["allocator"] = {
       {"plan", config.allocator}, {"applied", allocator_plan.applied}, {"reason", allocator_plan.reason}};
-  report["dataset"] = {{"name", dataset.name},
-                       {"format", dataset.format},
-                       {"directory", dataset.directory},
-                       {"train_samples", dataset.train.count},
-                       {"test_samples", dataset.test.count},
-                       {"mean", dataset.normalization.mean},
-                       {"std", dataset.normalization.std}};
+  report["dataset"] = data::to_json(dataset);
   report["model"] = model_description(config, model, shape, device);
 
   energy::MeterOptions meter_options;
@@ -378,6 +372,7 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
                           {"num_classes", dataset.num_classes},
                           {"mean", dataset.normalization.mean},
                           {"std", dataset.normalization.std}};
+      if (!dataset.class_names.empty()) state.model_info["classes"] = dataset.class_names;
       state.epoch_metrics = Json::array();
       if (use_scaler) {
         state.loss_scale = scaler.current_scale();

@@ -13,6 +13,7 @@ namespace ipj::train {
 struct TrainConfig {
   std::string model = "mlp";
   std::string data_dir = data::kDefaultDataDirectory;
+  data::DataOptions data_options;  // --resize/--channels/--mean/--std/--skip-bad-images (docs/DATA.md)
   int epochs = 1;
   std::int64_t batch_size = 128;
   double learning_rate = 0.01;
