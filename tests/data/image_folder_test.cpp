@@ -1,7 +1,6 @@
 // Image folders: torchvision's class and sample order and pixels (golden files from torchvision at test
 // time), channels from the data, cached vs streamed decoding, --skip-bad-images, layout errors, --limit.
 #include <gtest/gtest.h>
-#include <png.h>
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -18,24 +17,11 @@ namespace ipj::data {
 namespace fs = std::filesystem;
 namespace {
 
-// Writes an 8-bit PNG from interleaved pixels (1 = grey, 3 = RGB).
-void write_png(const std::string& path, int height, int width, int channels,
-               const std::vector<std::uint8_t>& interleaved) {
-  fs::create_directories(fs::path(path).parent_path());
-  png_image image;
-  std::memset(&image, 0, sizeof image);
-  image.version = PNG_IMAGE_VERSION;
-  image.width = static_cast<png_uint_32>(width);
-  image.height = static_cast<png_uint_32>(height);
-  image.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
-  ASSERT_TRUE(png_image_write_to_file(&image, path.c_str(), 0, interleaved.data(), 0, nullptr)) << path;
-}
-
 // A grey image whose pixels encode (label, index): value = label * 20 + index at every position.
 void write_sample(const std::string& path, int label, int index, int size = 6, int channels = 1) {
-  write_png(path, size, size, channels,
-            std::vector<std::uint8_t>(static_cast<size_t>(size * size * channels),
-                                      static_cast<std::uint8_t>(label * 20 + index)));
+  testing::write_png(path, size, size, channels,
+                     std::vector<std::uint8_t>(static_cast<size_t>(size * size * channels),
+                                               static_cast<std::uint8_t>(label * 20 + index)));
 }
 
 // DIR/train/<class>/NNN.png (counts per class) and DIR/test/<class>/NNN.png (2 each).
