@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <exception>
 #include <filesystem>
 #include <functional>
@@ -130,6 +131,7 @@ void collect_images(const fs::path& folder, std::vector<fs::path>& ancestry,
 struct ListedSplit {
   std::vector<std::string> paths;
   std::vector<std::uint8_t> labels;
+  std::vector<std::string> contents;  // file bytes kept from the header scan for the decode ("" = read again)
   std::int64_t ignored = 0;
 };
 
@@ -207,16 +209,24 @@ void handle_failures(ListedSplit& split, std::vector<Failure> failures, bool ski
     if (bad[index]) continue;
     kept.paths.push_back(split.paths[index]);
     kept.labels.push_back(split.labels[index]);
+    if (!split.contents.empty()) kept.contents.push_back(std::move(split.contents[index]));
   }
   split = std::move(kept);
 }
 
-std::vector<ImageHeader> scan_headers(ListedSplit& split, const DataOptions& options, Dataset& dataset) {
+// Reads every header (in parallel); keeps the file bytes while `byte_budget` lasts, so that the decoding
+// pass does not read small files twice.
+std::vector<ImageHeader> scan_headers(ListedSplit& split, const DataOptions& options,
+                                      std::atomic<std::int64_t>& byte_budget, Dataset& dataset) {
   std::vector<ImageHeader> headers(split.paths.size());
+  split.contents.assign(split.paths.size(), std::string());
   auto failures = parallel_for_each(
       static_cast<std::int64_t>(split.paths.size()), thread_count(options), [&](std::int64_t index) {
         const std::string& path = split.paths[static_cast<size_t>(index)];
-        const ImageHeader header = read_image_header(path, read_file(path));
+        std::string bytes = read_file(path);
+        const ImageHeader header = read_image_header(path, bytes);
+        if ((byte_budget -= static_cast<std::int64_t>(bytes.size())) >= 0)
+          split.contents[static_cast<size_t>(index)] = std::move(bytes);
         if (static_cast<std::int64_t>(header.height) * header.width > kMaxImagePixels)
           fail(ErrorCategory::invalid_input, "image '" + path + "' is " + std::to_string(header.height) +
                                                  "x" + std::to_string(header.width) +
@@ -255,9 +265,12 @@ ImageSize sample_size(
   return {first.height, first.width};
 }
 
-// Decodes one file into `target` ([C, H, W] of the list's shape).
-void decode_one(const ImageFileList& files, const std::string& path, std::uint8_t* target) {
-  const DecodedImage image = decode_image_file(path, files.channels);
+// Decodes one file (its `bytes` when known, else read from `path`) into `target` ([C, H, W] of the list's
+// shape).
+void decode_one(const ImageFileList& files, const std::string& path, const std::string& bytes,
+                std::uint8_t* target) {
+  const DecodedImage image =
+      bytes.empty() ? decode_image_file(path, files.channels) : decode_image(path, bytes, files.channels);
   if (files.resize) {
     resize_bilinear(image.pixels.data(), image.channels, image.height, image.width, target, files.height,
                     files.width);
@@ -284,12 +297,14 @@ ImageSet to_image_set(ListedSplit& split, const ImageFileList& shape, bool cache
     auto failures = parallel_for_each(
         static_cast<std::int64_t>(split.paths.size()), files->threads, [&](std::int64_t index) {
           const std::string& path = split.paths[static_cast<size_t>(index)];
+          std::string& bytes = split.contents[static_cast<size_t>(index)];
           if (cache) {
-            decode_one(*files, path, pixels.data() + index * bytes_per_image);
+            decode_one(*files, path, bytes, pixels.data() + index * bytes_per_image);
           } else {
             std::vector<std::uint8_t> discard(static_cast<size_t>(bytes_per_image));
-            decode_one(*files, path, discard.data());
+            decode_one(*files, path, bytes, discard.data());
           }
+          std::string().swap(bytes);  // free as we go
         });
     std::vector<bool> bad(split.paths.size(), false);
     for (const Failure& failure : failures)
@@ -307,6 +322,7 @@ ImageSet to_image_set(ListedSplit& split, const ImageFileList& shape, bool cache
     }
     files->paths = split.paths;
   }
+  std::vector<std::string>().swap(split.contents);
   ImageSet images;
   images.count = static_cast<std::int64_t>(split.paths.size());
   images.channels = shape.channels;
@@ -353,6 +369,10 @@ Dataset load_image_folder(const std::string& directory, std::int64_t train_limit
                                          " class folders; ipj supports at most 256 classes");
   dataset.num_classes = static_cast<int>(dataset.class_names.size());
 
+  const auto start = std::chrono::steady_clock::now();
+  auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
   ListedSplit train = list_split(train_folder, dataset.class_names, true);
   ListedSplit test = list_split(test_folder, dataset.class_names, false);
   dataset.ignored_files = train.ignored + test.ignored;
@@ -361,9 +381,12 @@ Dataset load_image_folder(const std::string& directory, std::int64_t train_limit
                  dataset.ignored_files);
   select_spread(train, train_limit);
   select_spread(test, test_limit);
+  spdlog::debug("{}: listed {} + {} images in {:.3f} s", directory, train.paths.size(), test.paths.size(),
+                seconds());
 
-  const std::vector<ImageHeader> train_headers = scan_headers(train, options, dataset);
-  const std::vector<ImageHeader> test_headers = scan_headers(test, options, dataset);
+  std::atomic<std::int64_t> byte_budget{options.image_cache_mb * 1024 * 1024};
+  const std::vector<ImageHeader> train_headers = scan_headers(train, options, byte_budget, dataset);
+  const std::vector<ImageHeader> test_headers = scan_headers(test, options, byte_budget, dataset);
   if (train.paths.empty() || test.paths.empty())
     fail(ErrorCategory::invalid_input, "'" + directory + "': every image of the " +
                                            (train.paths.empty() ? "train" : "test") +
@@ -375,6 +398,7 @@ Dataset load_image_folder(const std::string& directory, std::int64_t train_limit
       for (const auto& header : *headers)
         if (header.channels == 3) channels = 3;
   }
+  spdlog::debug("{}: headers read at {:.3f} s", directory, seconds());
   const ImageSize size = sample_size({{&train, &train_headers}, {&test, &test_headers}}, options);
 
   ImageFileList shape;
@@ -388,6 +412,8 @@ Dataset load_image_folder(const std::string& directory, std::int64_t train_limit
   const bool cache = decoded_mb <= static_cast<double>(options.image_cache_mb) && options.image_cache_mb > 0;
   dataset.train = to_image_set(train, shape, cache, options, dataset);
   dataset.test = to_image_set(test, shape, cache, options, dataset);
+  spdlog::debug("{}: {} at {:.3f} s", directory, cache ? "decoded into memory" : "ready to stream",
+                seconds());
   dataset.options = options;
   dataset.options.channels = channels;
   if (dataset.train.count == 0 || dataset.test.count == 0)
@@ -403,7 +429,7 @@ void decode_samples(const ImageFileList& files, const std::int64_t* indices, std
   // Small batches are not worth a thread start (~20 us against ~20 us per small PNG).
   const int threads = count >= 4 * files.threads ? files.threads : 1;
   auto failures = parallel_for_each(count, threads, [&](std::int64_t position) {
-    decode_one(files, files.paths.at(static_cast<size_t>(indices[position])),
+    decode_one(files, files.paths.at(static_cast<size_t>(indices[position])), std::string(),
                target + position * bytes_per_image);
   });
   if (!failures.empty()) std::rethrow_exception(failures.front().error);
