@@ -56,6 +56,10 @@ def decoder_cases(out):
     add("gray.png", Image.fromarray(gray, "L"))
     add("rgb.png", Image.fromarray(rgb, "RGB"))
     add("palette.png", Image.fromarray(rgb, "RGB").quantize(colors=37))
+    palette_transparent = Image.fromarray(rgb, "RGB").quantize(colors=16)
+    palette_transparent.info["transparency"] = 3
+    add("palette_trns.png", palette_transparent, {"transparency": 3})
+    add("gray_trns.png", Image.fromarray(gray, "L"), {"transparency": int(gray[0, 0])})
     add("rgba.png", Image.fromarray(rgba, "RGBA"))
     add("gray_alpha.png", Image.fromarray(rgba[:, :, ::3].copy(), "LA"))
     # 16-bit grey: PIL's convert clips values above 255; ipj rounds v / 257 (documented): the reference is
@@ -69,6 +73,7 @@ def decoder_cases(out):
     add("gray.jpg", Image.fromarray(gray, "L"), {"quality": 90})
     add("rgb.jpg", Image.fromarray(smooth, "RGB"), {"quality": 90})
     add("rgb444.jpeg", Image.fromarray(smooth, "RGB"), {"quality": 80, "subsampling": 0})
+    add("progressive.JPG", Image.fromarray(smooth, "RGB"), {"quality": 85, "progressive": True})
     cmyk = Image.fromarray(np.concatenate([smooth, (x[:, :, None] * 5).astype(np.uint8)], axis=2), "CMYK")
     add("cmyk.jpg", cmyk, {"quality": 95})
     with open(os.path.join(out, "manifest.json"), "w") as handle:
