@@ -28,7 +28,8 @@ ImageSize parse_image_size(const std::string& text, const std::string& flag) {
 void validate(const DataOptions& options) {
   if (options.channels != 0 && options.channels != 1 && options.channels != 3)
     fail(ErrorCategory::usage, "--channels must be 1 or 3, got " + std::to_string(options.channels));
-  if (options.resize && (options.resize->height < 1 || options.resize->width < 1))
+  if (options.resize.height < 0 || options.resize.width < 0 ||
+      (options.resize.height == 0) != (options.resize.width == 0))
     fail(ErrorCategory::usage, "--resize needs a positive height and width");
   if (options.mean.size() != options.std.size())
     fail(ErrorCategory::usage, "--mean and --std need the same number of values (one per channel), got " +
@@ -47,8 +48,8 @@ void validate(const DataOptions& options) {
 }
 
 Json to_json(const DataOptions& options) {
-  return Json{{"resize",
-               options.resize ? Json::array({options.resize->height, options.resize->width}) : Json(nullptr)},
+  return Json{{"resize", options.resize.is_set() ? Json::array({options.resize.height, options.resize.width})
+                                                 : Json(nullptr)},
               {"channels", options.channels},
               {"mean", options.mean},
               {"std", options.std},
@@ -69,7 +70,7 @@ DataOptions data_options_from_json(const Json& json) {
 
 DataOptions merge_data_options(const DataOptions& recorded, const DataOptions& given) {
   DataOptions merged = given;
-  if (!merged.resize) merged.resize = recorded.resize;
+  if (!merged.resize.is_set()) merged.resize = recorded.resize;
   if (merged.channels == 0) merged.channels = recorded.channels;
   if (merged.mean.empty() && merged.std.empty()) {
     merged.mean = recorded.mean;

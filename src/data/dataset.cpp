@@ -195,7 +195,8 @@ Dataset load_dataset(const std::string& directory_text, std::int64_t train_limit
     dataset.train.truncate(train_limit);
     dataset.test.truncate(test_limit);
     const int channels = options.channels != 0 ? options.channels : dataset.train.channels;
-    const ImageSize size = options.resize.value_or(ImageSize{dataset.train.height, dataset.train.width});
+    const ImageSize size =
+        options.resize.is_set() ? options.resize : ImageSize{dataset.train.height, dataset.train.width};
     convert_image_set(dataset.train, channels, size);
     convert_image_set(dataset.test, channels, size);
     dataset.options = options;
@@ -235,8 +236,8 @@ Json to_json(const Dataset& dataset) {
   if (dataset.format == "image-folder") {
     json["classes"] = dataset.class_names;
     json["input_shape"] = {dataset.train.channels, dataset.train.height, dataset.train.width};
-    json["resize"] = dataset.options.resize
-                         ? Json::array({dataset.options.resize->height, dataset.options.resize->width})
+    json["resize"] = dataset.options.resize.is_set()
+                         ? Json::array({dataset.options.resize.height, dataset.options.resize.width})
                          : Json(nullptr);
     json["storage"] = dataset.train.streamed() ? "streamed" : "memory";
     json["skipped_images"] = dataset.skipped_images;

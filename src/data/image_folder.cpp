@@ -247,7 +247,7 @@ std::vector<ImageHeader> scan_headers(ListedSplit& split, const DataOptions& opt
 ImageSize sample_size(
     const std::vector<std::pair<const ListedSplit*, const std::vector<ImageHeader>*>>& splits,
     const DataOptions& options) {
-  if (options.resize) return *options.resize;
+  if (options.resize.is_set()) return options.resize;
   const ImageHeader& first = splits[0].second->at(0);
   const std::string& first_path = splits[0].first->paths.at(0);
   for (const auto& [split, headers] : splits) {
@@ -405,7 +405,7 @@ Dataset load_image_folder(const std::string& directory, std::int64_t train_limit
   shape.channels = channels;
   shape.height = size.height;
   shape.width = size.width;
-  shape.resize = options.resize.has_value();
+  shape.resize = options.resize.is_set();
   shape.threads = thread_count(options);
   const double decoded_mb = static_cast<double>(train.paths.size() + test.paths.size()) * channels *
                             size.height * size.width / (1024.0 * 1024.0);

@@ -316,14 +316,14 @@ TEST(DataOptions, ParseValidateJsonAndMerge) {
   validate(options);
   const DataOptions round_trip = data_options_from_json(to_json(options));
   EXPECT_EQ(round_trip.channels, 3);
-  EXPECT_EQ(*round_trip.resize, (ImageSize{8, 9}));
+  EXPECT_EQ(round_trip.resize, (ImageSize{8, 9}));
   EXPECT_EQ(round_trip.mean, options.mean);
   EXPECT_TRUE(round_trip.skip_bad_images);
   DataOptions given;
   given.channels = 1;
   const DataOptions merged = merge_data_options(round_trip, given);
-  EXPECT_EQ(merged.channels, 1);                 // the flag wins
-  EXPECT_EQ(*merged.resize, (ImageSize{8, 9}));  // the recorded value fills the rest
+  EXPECT_EQ(merged.channels, 1);                // the flag wins
+  EXPECT_EQ(merged.resize, (ImageSize{8, 9}));  // the recorded value fills the rest
   EXPECT_EQ(merged.mean, options.mean);
 }
 

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,14 +14,16 @@ namespace ipj::data {
 struct ImageSize {
   int height = 0;
   int width = 0;
+  bool is_set() const { return height > 0 && width > 0; }  // 0x0: no size given
   bool operator==(const ImageSize& other) const { return height == other.height && width == other.width; }
   bool operator!=(const ImageSize& other) const { return !(*this == other); }
 };
 
 struct DataOptions {
   // --resize H,W: every image is resized (PIL-compatible antialiased bilinear, docs/DATA.md) to H x W.
-  // Required for image folders whose images differ in size.
-  std::optional<ImageSize> resize;
+  // Required for image folders whose images differ in size. 0x0 = no resizing. (Not std::optional: GCC 12
+  // reports false "may be used uninitialized" warnings for it beside vectors in value-initialised options.)
+  ImageSize resize;
   // --channels: 0 = from the data (1 when every image is grayscale, else 3); 1 or 3 converts (PIL's rules).
   int channels = 0;
   // --mean/--std: per-channel normalisation in [0,1] pixel units; empty = computed on the training split.
