@@ -50,7 +50,14 @@ void check_same_model_file(const Json& saved_info, const models::ModelSource& re
   const models::FileFingerprint now = models::fingerprint_file(file);
   const auto saved_bytes = saved_info.at("file_bytes").get<std::int64_t>();
   const auto saved_hash = saved_info.at("file_xxh3_64").get<std::string>();
-  if (now.bytes == saved_bytes && now.xxh3_64 == saved_hash) return;
+  if (now.bytes == saved_bytes && now.xxh3_64 == saved_hash) {
+    const Json resolved =
+        requested.input_shape.empty() ? saved_info.at("input_shape") : Json(requested.input_shape);
+    if (resolved == saved_info.at("model_input_shape")) return;
+    fail(ErrorCategory::usage, "--resume: --input-shape was " + saved_info.at("model_input_shape").dump() +
+                                   " (what the model takes per sample) in the run in '" + checkpoint_path +
+                                   "' but is " + resolved.dump() + " now; use the same value");
+  }
   fail(ErrorCategory::usage, "--model '" + file + "' is not the file that the run in '" + checkpoint_path +
                                  "' started from (" + std::to_string(saved_bytes) + " bytes, XXH3 " +
                                  saved_hash + "; now " + std::to_string(now.bytes) + " bytes, XXH3 " +

@@ -177,12 +177,14 @@ TrainConfig config_from_json(const Json& json) {
 void check_resumable(const TrainConfig& saved, const TrainConfig& requested) {
   const Json before = to_json(saved);
   const Json now = to_json(requested);
-  // Flags that may change on resume: more epochs, threads, prefetch depth, eval batch, folder spelling, and
-  // the spelling of a model file's path (the trainer checks the file's size and hash instead).
+  // Flags that may change on resume: more epochs, threads, prefetch depth, eval batch, folder spelling.
   for (const char* key : {"model", "model_source", "input_shape", "data", "batch", "lr", "optimizer",
                           "momentum", "weight_decay", "schedule", "step_size", "step_gamma", "seed", "limit",
                           "test_limit", "augment", "precision", "loss_scale", "accum"}) {
-    if (std::string(key) == "model" && saved.model.is_file() && requested.model.is_file()) continue;
+    // Files: the path may be spelt differently and --input-shape 1,28,28 equals leaving it out; the trainer
+    // compares the file's fingerprint and the resolved input shape instead (check_same_model_file).
+    const bool both_files = saved.model.is_file() && requested.model.is_file();
+    if (both_files && (std::string(key) == "model" || std::string(key) == "input_shape")) continue;
     if (before[key] != now[key]) {
       std::string flag = key;  // JSON keys spell flags with '_' where the CLI has '-'
       std::replace(flag.begin(), flag.end(), '_', '-');

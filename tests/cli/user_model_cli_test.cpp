@@ -47,6 +47,17 @@ TEST(CliUserModel, TrainJsonContractWritesTorchScriptCheckpointAndResults) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_NE(resumed.out.find("model.pt"), std::string::npos) << resumed.out;
   EXPECT_NE(resumed.out.find("epoch 2"), std::string::npos) << resumed.out;
+  // Inference tools take the run folder (the checkpoint's weights in the user's module, normalisation
+  // included).
+  const auto bench =
+      ipj("bench --model " + dir.file("out") +
+          " --variants fp32,bf16 --batch 4 --window-s 0.05 --warmup-s 0.01 --max-windows 3 --no-energy "
+          "--test-limit 32 --json");
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  const json rows = json::parse(bench.out)["rows"];
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_NEAR(rows[0]["test_acc"].get<double>(),
+              json::parse(read_file(dir.file("out/results.json")))["final"]["test_acc"].get<double>(), 1e-9);
 }
 
 TEST(CliUserModel, BadModelFilesExitWithOneClearLineNeverAnInternalError) {

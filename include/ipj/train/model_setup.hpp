@@ -33,8 +33,9 @@ Json describe_model_source(const models::ModelSource& source, const data::Datase
 models::ModelSource model_source_from_info(const Json& model_info);
 
 // --resume / inference from a checkpoint: `requested`'s file must be the one the run started from (same size
-// and XXH3 hash as recorded in saved_info; the path may be spelt differently). Nothing for zoo models.
-// Throws ipj::Error(usage) naming the file and both fingerprints.
+// and XXH3 hash as recorded in saved_info; the path may be spelt differently), taking the same input shape
+// per sample (--input-shape C,H,W of the images equals leaving it out). Nothing for zoo models. Throws
+// ipj::Error(usage) naming the file and both fingerprints.
 void check_same_model_file(const Json& saved_info, const models::ModelSource& requested,
                            const std::string& checkpoint_path);
 
