@@ -64,6 +64,16 @@ void check_same_model_file(const Json& saved_info, const models::ModelSource& re
                                  now.xxh3_64 + "); give that file, or start a new --out folder");
 }
 
+CheckpointState resume_checkpoint(const std::string& checkpoint_path, const models::ModelSource& source,
+                                  models::Classifier& model, torch::optim::Optimizer& optimizer,
+                                  const torch::Device& device) {
+  if (source.is_file())
+    check_same_model_file(read_checkpoint_state(checkpoint_path).model_info, source, checkpoint_path);
+  CheckpointState state = load_checkpoint(checkpoint_path, model, optimizer, device);
+  restore_cpu_generator_state(state.generator_state);
+  return state;
+}
+
 torch::Tensor cpu_generator_state() {
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(generator.mutex());

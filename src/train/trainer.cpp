@@ -176,10 +176,7 @@ TrainResult run_training_loop(const TrainConfig& config, const data::Dataset& da
     if (!std::filesystem::exists(checkpoint_path))
       fail(ErrorCategory::usage,
            "--resume: no checkpoint at '" + checkpoint_path + "'; train without --resume first");
-    if (config.model.is_file())  // before loading weights into it: the same file, or a clear error
-      check_same_model_file(read_checkpoint_state(checkpoint_path).model_info, config.model, checkpoint_path);
-    const CheckpointState state = load_checkpoint(checkpoint_path, model, *optimizer, device);
-    restore_cpu_generator_state(state.generator_state);
+    const CheckpointState state = resume_checkpoint(checkpoint_path, config.model, model, *optimizer, device);
     if (use_scaler && state.loss_scale > 0.0) scaler.set_state(state.loss_scale, state.scaler_growth_tracker);
     check_resumable(config_from_json(state.config), config);
     start_epoch = state.completed_epochs;

@@ -11,6 +11,7 @@
 #include "ipj/data/dataset.hpp"
 #include "ipj/models/classifier.hpp"
 #include "ipj/models/model_source.hpp"
+#include "ipj/train/checkpoint.hpp"
 #include "ipj/train/train_config.hpp"
 
 namespace ipj::train {
@@ -38,6 +39,12 @@ models::ModelSource model_source_from_info(const Json& model_info);
 // ipj::Error(usage) naming the file and both fingerprints.
 void check_same_model_file(const Json& saved_info, const models::ModelSource& requested,
                            const std::string& checkpoint_path);
+
+// --resume: checks a model file (check_same_model_file) before loading weights into it, loads the checkpoint
+// into model and optimizer (load_checkpoint) and restores the CPU generator state.
+CheckpointState resume_checkpoint(const std::string& checkpoint_path, const models::ModelSource& source,
+                                  models::Classifier& model, torch::optim::Optimizer& optimizer,
+                                  const torch::Device& device);
 
 // The CPU generator (dropout masks), saved with each checkpoint so that --resume continues bit-for-bit.
 torch::Tensor cpu_generator_state();
