@@ -1,8 +1,8 @@
 // Output helpers shared by subcommands.
 #include "cli_support.hpp"
 
+#include <cmath>
 #include <cstdio>
-
 #include <ctime>
 #include <iostream>
 
@@ -18,6 +18,19 @@ std::string default_run_folder(const std::string& name) {
   const std::time_t now = std::time(nullptr);
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
   return "runs/" + name + "-" + stamp;
+}
+
+CLI::Validator finite_range(double min, double max) {
+  const std::string range = "[" + format_number("%g", min) + ", " + format_number("%g", max) + "]";
+  return CLI::Validator(
+      [min, max, range](std::string& text) -> std::string {
+        double value = 0.0;
+        if (!CLI::detail::lexical_cast(text, value)) return "'" + text + "' is not a number";
+        if (!std::isfinite(value) || value < min || value > max)
+          return "'" + text + "' is out of range: give a finite number in " + range;
+        return "";
+      },
+      "NUMBER in " + range);
 }
 
 void print_json(const Json& value) {

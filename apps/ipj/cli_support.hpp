@@ -24,6 +24,10 @@ void add_output_flags(CLI::App& command, CommonOutputFlags& flags);
 // "runs/<name>-YYYYmmdd-HHMMSS": the default run folder of commands that write results.
 std::string default_run_folder(const std::string& name);
 
+// A CLI11 check for a floating-point flag: a finite number in [min, max]. CLI::Range and
+// CLI::NonNegativeNumber let NaN (and +inf for open ranges) through; this refuses them, naming the value.
+CLI::Validator finite_range(double min, double max);
+
 // printf-style formatting of one number for tables, e.g. format_number("%.3f", 0.5) == "0.500".
 std::string format_number(const char* pattern, double value);
 // Prints `value` as one compact JSON line on stdout.

@@ -1,4 +1,5 @@
-// Checkpoint archives via torch::serialize, written through ipj's atomic file replacement.
+// Checkpoint archives via torch::serialize, written through ipj's atomic file replacement and sealed with an
+// xxh64 checksum (core/checked_file.hpp) that every load verifies first.
 #include "ipj/train/checkpoint.hpp"
 
 #include <torch/serialize.h>
@@ -8,6 +9,7 @@
 #include <filesystem>
 
 #include "ipj/core/atomic_file.hpp"
+#include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/models/registry.hpp"
 
@@ -44,14 +46,32 @@ CheckpointState read_state(torch::serialize::InputArchive& archive, const std::s
   return state;
 }
 
+constexpr const char* kWhat = "ipj checkpoint";
+
 void load_archive(torch::serialize::InputArchive& archive, const std::string& path,
                   const torch::Device& device = torch::kCPU) {
+  verify_ipj_archive(path, "checkpoint");
   try {
     archive.load_from(path, device);
   } catch (const c10::Error& error) {
     fail(ErrorCategory::invalid_input,
          "'" + path + "' is not a readable checkpoint: " + error.what_without_backtrace());
   }
+}
+
+// The registry model that `info` (a checkpoint's model_info) describes, untrained.
+void build_model_from_info(TrainedModel& result, const Json& info) {
+  if (!info.is_object() || !info.contains("name") || !info.contains("input_shape"))
+    fail(ErrorCategory::invalid_input,
+         "checkpoint '" + result.path +
+             "' has no model_info (written by an older ipj): retrain it to use it "
+             "for inference");
+  const auto shape = info.at("input_shape").get<std::vector<int>>();
+  if (shape.size() != 3)
+    fail(ErrorCategory::invalid_input, "checkpoint '" + result.path + "': bad input_shape");
+  result.model = models::create_model(info.at("name").get<std::string>(),
+                                      models::InputShape{shape[0], shape[1], shape[2]},
+                                      info.at("num_classes").get<int>());
 }
 
 }  // namespace
@@ -78,69 +98,71 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& model,
     } catch (const c10::Error& error) {
       fail(ErrorCategory::io, "cannot write checkpoint '" + path + "': " + error.what_without_backtrace());
     }
+    seal_zip_archive(temporary);
   });
 }
 
 CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model,
                                 torch::optim::Optimizer& optimizer, const torch::Device& device) {
-  torch::serialize::InputArchive archive;
-  load_archive(archive, path, device);
-  CheckpointState state = read_state(archive, path);
-  try {
-    torch::serialize::InputArchive model_archive;
-    archive.read("model", model_archive);
-    model.load(model_archive);
-    torch::serialize::InputArchive optimizer_archive;
-    archive.read("optimizer", optimizer_archive);
-    optimizer.load(optimizer_archive);
-  } catch (const c10::Error& error) {
-    fail(ErrorCategory::invalid_input,
-         "checkpoint '" + path + "' does not fit this model/optimizer: " + error.what_without_backtrace());
-  }
+  CheckpointState state;
+  load_file_checked(path, kWhat, [&] {
+    torch::serialize::InputArchive archive;
+    load_archive(archive, path, device);
+    state = read_state(archive, path);
+    try {
+      torch::serialize::InputArchive model_archive;
+      archive.read("model", model_archive);
+      model.load(model_archive);
+      torch::serialize::InputArchive optimizer_archive;
+      archive.read("optimizer", optimizer_archive);
+      optimizer.load(optimizer_archive);
+    } catch (const c10::Error& error) {
+      fail(ErrorCategory::invalid_input,
+           "checkpoint '" + path + "' does not fit this model/optimizer: " + error.what_without_backtrace());
+    }
+  });
   return state;
 }
 
 CheckpointState load_checkpoint_weights(const std::string& path, torch::nn::Module& model) {
-  torch::serialize::InputArchive archive;
-  load_archive(archive, path);
-  CheckpointState state = read_state(archive, path);
-  try {
-    torch::serialize::InputArchive model_archive;
-    archive.read("model", model_archive);
-    model.load(model_archive);
-  } catch (const c10::Error& error) {
-    fail(ErrorCategory::invalid_input,
-         "checkpoint '" + path + "' does not fit its model: " + error.what_without_backtrace());
-  }
+  CheckpointState state;
+  load_file_checked(path, kWhat, [&] {
+    torch::serialize::InputArchive archive;
+    load_archive(archive, path);
+    state = read_state(archive, path);
+    try {
+      torch::serialize::InputArchive model_archive;
+      archive.read("model", model_archive);
+      model.load(model_archive);
+    } catch (const c10::Error& error) {
+      fail(ErrorCategory::invalid_input,
+           "checkpoint '" + path + "' does not fit its model: " + error.what_without_backtrace());
+    }
+  });
   return state;
 }
 
 CheckpointState read_checkpoint_state(const std::string& path) {
-  torch::serialize::InputArchive archive;
-  load_archive(archive, path);
-  return read_state(archive, path);
+  CheckpointState state;
+  load_file_checked(path, kWhat, [&] {
+    torch::serialize::InputArchive archive;
+    load_archive(archive, path);
+    state = read_state(archive, path);
+  });
+  return state;
 }
 
 TrainedModel load_trained_model(const std::string& path) {
   TrainedModel result;
-  result.path = std::filesystem::is_directory(path)
+  std::error_code error;  // error_code forms: a symbolic-link loop is an error message, not an exception
+  result.path = std::filesystem::is_directory(path, error)
                     ? (std::filesystem::path(path) / kCheckpointFileName).string()
                     : path;
-  if (!std::filesystem::exists(result.path))
-    fail(ErrorCategory::io, "no model at '" + result.path + "' (give a checkpoint.pt or a run folder)");
+  if (!std::filesystem::exists(result.path, error))
+    fail(ErrorCategory::io, "no model at '" + result.path + "'" + (error ? ": " + error.message() : "") +
+                                " (give a checkpoint.pt or a run folder)");
   const CheckpointState state = read_checkpoint_state(result.path);
-  const Json& info = state.model_info;
-  if (!info.is_object() || !info.contains("name") || !info.contains("input_shape"))
-    fail(ErrorCategory::invalid_input,
-         "checkpoint '" + result.path +
-             "' has no model_info (written by an older ipj): retrain it to use it "
-             "for inference");
-  const auto shape = info.at("input_shape").get<std::vector<int>>();
-  if (shape.size() != 3)
-    fail(ErrorCategory::invalid_input, "checkpoint '" + result.path + "': bad input_shape");
-  result.model = models::create_model(info.at("name").get<std::string>(),
-                                      models::InputShape{shape[0], shape[1], shape[2]},
-                                      info.at("num_classes").get<int>());
+  load_file_checked(result.path, kWhat, [&] { build_model_from_info(result, state.model_info); });
   result.state = load_checkpoint_weights(result.path, *result.model);
   result.model->eval();
   return result;
