@@ -72,7 +72,7 @@ bool is_program_file(const std::string& path) {
     archive.load_from(path);
     c10::IValue format;
     return archive.try_read("ipj_program_format", format);
-  } catch (const c10::Error&) {
+  } catch (const std::exception&) {  // any damage: "not this format"; its loader says why
     return false;
   }
 }

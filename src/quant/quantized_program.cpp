@@ -270,7 +270,7 @@ bool QuantizedProgram::is_int8_file(const std::string& path) {
     archive.load_from(path);
     c10::IValue format;
     return archive.try_read("ipj_int8_format", format);
-  } catch (const c10::Error&) {
+  } catch (const std::exception&) {  // any damage: "not this format"; its loader says why
     return false;
   }
 }

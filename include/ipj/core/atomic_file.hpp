@@ -1,6 +1,7 @@
 // Atomic file writes: write to a temporary file "<target>.tmp.<PID>" in the same folder, fsync, then rename
 // over the target. A crash leaves either the old file or the new one, never a torn one; temporaries left by a
-// killed writer are removed by the next write to the same target. POSIX only.
+// killed writer are removed by the next write to the same target (when no process with that PID exists on
+// this machine: a folder shared between machines may hold another host's live temporary). POSIX only.
 #pragma once
 
 #include <functional>
