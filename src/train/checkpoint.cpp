@@ -161,9 +161,20 @@ TrainedModel load_trained_model(const std::string& path) {
   if (!std::filesystem::exists(result.path, error))
     fail(ErrorCategory::io, "no model at '" + result.path + "'" + (error ? ": " + error.message() : "") +
                                 " (give a checkpoint.pt or a run folder)");
-  const CheckpointState state = read_checkpoint_state(result.path);
-  load_file_checked(result.path, kWhat, [&] { build_model_from_info(result, state.model_info); });
-  result.state = load_checkpoint_weights(result.path, *result.model);
+  load_file_checked(result.path, kWhat, [&] {  // one verified read for the metadata and the weights
+    torch::serialize::InputArchive archive;
+    load_archive(archive, result.path);
+    result.state = read_state(archive, result.path);
+    build_model_from_info(result, result.state.model_info);
+    try {
+      torch::serialize::InputArchive model_archive;
+      archive.read("model", model_archive);
+      result.model->load(model_archive);
+    } catch (const c10::Error& error) {
+      fail(ErrorCategory::invalid_input,
+           "checkpoint '" + result.path + "' does not fit its model: " + error.what_without_backtrace());
+    }
+  });
   result.model->eval();
   return result;
 }
