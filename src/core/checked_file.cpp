@@ -170,9 +170,9 @@ void verify_ipj_archive(const std::string& path, const std::string& what) {
         path, what);
 }
 
-void load_file_checked(const std::string& path, const std::string& what, const std::function<void()>& load) {
+void rethrow_as_load_error(const std::string& path, const std::string& what) {
   try {
-    load();
+    throw;
   } catch (const Error&) {
     throw;
   } catch (const std::bad_alloc&) {
@@ -182,6 +182,16 @@ void load_file_checked(const std::string& path, const std::string& what, const s
     const std::string message = error.what();  // LibTorch appends a multi-line backtrace: keep the first line
     fail(ErrorCategory::invalid_input,
          "'" + path + "' is not a loadable " + what + ": " + message.substr(0, message.find('\n')));
+  } catch (...) {
+    fail(ErrorCategory::invalid_input, "'" + path + "' is not a loadable " + what);
+  }
+}
+
+void load_file_checked(const std::string& path, const std::string& what, const std::function<void()>& load) {
+  try {
+    load();
+  } catch (...) {
+    rethrow_as_load_error(path, what);
   }
 }
 

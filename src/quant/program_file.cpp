@@ -77,53 +77,51 @@ bool is_program_file(const std::string& path) {
   }
 }
 
-ProgramFile load_program(const std::string& path) {
+ProgramFile load_program(const std::string& path) try {
   verify_ipj_archive(path, "program file");
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path);
+  } catch (const c10::Error& error) {
+    fail(ErrorCategory::invalid_input,
+         "'" + path + "' is not a readable ipj program: " + error.what_without_backtrace());
+  }
+  c10::IValue format, meta_value;
+  if (!archive.try_read("ipj_program_format", format) || !format.isInt())
+    fail(ErrorCategory::invalid_input, "'" + path + "' is not an ipj program file (no ipj_program_format)");
+  if (format.toInt() != kProgramFormatVersion)
+    fail(ErrorCategory::invalid_input, "'" + path + "' has program format " + std::to_string(format.toInt()));
   ProgramFile file;
-  load_file_checked(path, "ipj program file", [&] {
-    torch::serialize::InputArchive archive;
-    try {
-      archive.load_from(path);
-    } catch (const c10::Error& error) {
-      fail(ErrorCategory::invalid_input,
-           "'" + path + "' is not a readable ipj program: " + error.what_without_backtrace());
-    }
-    c10::IValue format, meta_value;
-    if (!archive.try_read("ipj_program_format", format) || !format.isInt())
-      fail(ErrorCategory::invalid_input, "'" + path + "' is not an ipj program file (no ipj_program_format)");
-    if (format.toInt() != kProgramFormatVersion)
-      fail(ErrorCategory::invalid_input,
-           "'" + path + "' has program format " + std::to_string(format.toInt()));
-    try {
-      archive.read("meta_json", meta_value);
-      const Json meta = Json::parse(meta_value.toStringRef());
-      LayerProgram& program = file.program;
-      program.model_name = meta.at("model_name").get<std::string>();
-      program.input_shape = meta.at("input_shape").get<std::vector<std::int64_t>>();
-      program.num_classes = meta.at("num_classes").get<int>();
-      program.input_padding = meta.at("input_padding").get<std::int64_t>();
-      program.input_pad_value = meta.at("input_pad_value").get<std::vector<float>>();
-      file.extra = meta.value("extra", Json::object());
-      const Json& layers = meta.at("layers");
-      for (std::size_t index = 0; index < layers.size(); ++index) {
-        Layer layer = layer_from_metadata(layers[index]);
-        if (layer.kind == LayerKind::linear || layer.kind == LayerKind::conv2d) {
-          torch::Tensor weight, bias;  // fresh tensors: reading into a defined one would alias it
-          archive.read("layer" + std::to_string(index) + ".weight", weight);
-          archive.read("layer" + std::to_string(index) + ".bias", bias);
-          layer.weight = weight;
-          layer.bias = bias;
-        }
-        program.layers.push_back(layer);
+  try {
+    archive.read("meta_json", meta_value);
+    const Json meta = Json::parse(meta_value.toStringRef());
+    LayerProgram& program = file.program;
+    program.model_name = meta.at("model_name").get<std::string>();
+    program.input_shape = meta.at("input_shape").get<std::vector<std::int64_t>>();
+    program.num_classes = meta.at("num_classes").get<int>();
+    program.input_padding = meta.at("input_padding").get<std::int64_t>();
+    program.input_pad_value = meta.at("input_pad_value").get<std::vector<float>>();
+    file.extra = meta.value("extra", Json::object());
+    const Json& layers = meta.at("layers");
+    for (std::size_t index = 0; index < layers.size(); ++index) {
+      Layer layer = layer_from_metadata(layers[index]);
+      if (layer.kind == LayerKind::linear || layer.kind == LayerKind::conv2d) {
+        torch::Tensor weight, bias;  // fresh tensors: reading into a defined one would alias it
+        archive.read("layer" + std::to_string(index) + ".weight", weight);
+        archive.read("layer" + std::to_string(index) + ".bias", bias);
+        layer.weight = weight;
+        layer.bias = bias;
       }
-    } catch (const Json::exception& error) {
-      fail(ErrorCategory::invalid_input, "'" + path + "': damaged program metadata: " + error.what());
-    } catch (const c10::Error& error) {
-      fail(ErrorCategory::invalid_input,
-           "'" + path + "': damaged program: " + error.what_without_backtrace());
+      program.layers.push_back(layer);
     }
-  });
+  } catch (const Json::exception& error) {
+    fail(ErrorCategory::invalid_input, "'" + path + "': damaged program metadata: " + error.what());
+  } catch (const c10::Error& error) {
+    fail(ErrorCategory::invalid_input, "'" + path + "': damaged program: " + error.what_without_backtrace());
+  }
   return file;
+} catch (...) {
+  rethrow_as_load_error(path, "ipj program file");
 }
 
 }  // namespace ipj::quant

@@ -275,64 +275,64 @@ bool QuantizedProgram::is_int8_file(const std::string& path) {
   }
 }
 
-QuantizedProgram QuantizedProgram::load(const std::string& path) {
+QuantizedProgram QuantizedProgram::load(const std::string& path) try {
   verify_ipj_archive(path, "int8 model");
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path);
+  } catch (const c10::Error& error) {
+    fail(ErrorCategory::invalid_input,
+         "'" + path + "' is not a readable ipj int8 model: " + error.what_without_backtrace());
+  }
+  c10::IValue format, meta_value;
+  if (!archive.try_read("ipj_int8_format", format) || !format.isInt())
+    fail(ErrorCategory::invalid_input, "'" + path + "' is not an ipj int8 model (no ipj_int8_format)");
+  if (format.toInt() != kInt8FormatVersion)
+    fail(ErrorCategory::invalid_input, "'" + path + "' has int8 format " + std::to_string(format.toInt()) +
+                                           ", this ipj reads format " + std::to_string(kInt8FormatVersion));
   QuantizedProgram result;
-  load_file_checked(path, "ipj int8 model", [&] {
-    torch::serialize::InputArchive archive;
-    try {
-      archive.load_from(path);
-    } catch (const c10::Error& error) {
-      fail(ErrorCategory::invalid_input,
-           "'" + path + "' is not a readable ipj int8 model: " + error.what_without_backtrace());
-    }
-    c10::IValue format, meta_value;
-    if (!archive.try_read("ipj_int8_format", format) || !format.isInt())
-      fail(ErrorCategory::invalid_input, "'" + path + "' is not an ipj int8 model (no ipj_int8_format)");
-    if (format.toInt() != kInt8FormatVersion)
-      fail(ErrorCategory::invalid_input, "'" + path + "' has int8 format " + std::to_string(format.toInt()) +
-                                             ", this ipj reads format " + std::to_string(kInt8FormatVersion));
-    try {
-      archive.read("meta_json", meta_value);
-      const Json meta = Json::parse(meta_value.toStringRef());
-      result.mode_ = parse_quant_mode(meta.at("mode").get<std::string>());
-      result.engine_ = select_quantized_engine(meta.at("engine").get<std::string>());
-      result.extra_ = meta.value("extra", Json::object());
-      LayerProgram& program = result.program_;
-      program.model_name = meta.at("model_name").get<std::string>();
-      program.input_shape = meta.at("input_shape").get<std::vector<std::int64_t>>();
-      program.num_classes = meta.at("num_classes").get<int>();
-      program.input_padding = meta.at("input_padding").get<std::int64_t>();
-      program.input_pad_value = meta.at("input_pad_value").get<std::vector<float>>();
-      const Json& layers = meta.at("layers");
-      result.weight_int8_.resize(layers.size());
-      result.weight_scale_.resize(layers.size());
-      for (std::size_t index = 0; index < layers.size(); ++index) {
-        const Json& entry = layers[index];
-        Layer layer = layer_from_metadata(entry);
-        result.output_params_.push_back(
-            {entry.at("output_scale").get<double>(), entry.at("output_zero_point").get<std::int64_t>()});
-        const std::string prefix = "layer" + std::to_string(index) + ".";
-        // Each read needs its own undefined tensor: reading into a defined one calls set_() on it (aliasing).
-        torch::Tensor weight_int8, weight_scale, weight, bias;
-        if (archive.try_read(prefix + "weight_int8", weight_int8)) {
-          archive.read(prefix + "weight_scale", weight_scale);
-          result.weight_int8_[index] = weight_int8;
-          result.weight_scale_[index] = weight_scale;
-        }
-        if (archive.try_read(prefix + "weight", weight)) layer.weight = weight;
-        if (archive.try_read(prefix + "bias", bias)) layer.bias = bias;
-        program.layers.push_back(layer);
+  try {
+    archive.read("meta_json", meta_value);
+    const Json meta = Json::parse(meta_value.toStringRef());
+    result.mode_ = parse_quant_mode(meta.at("mode").get<std::string>());
+    result.engine_ = select_quantized_engine(meta.at("engine").get<std::string>());
+    result.extra_ = meta.value("extra", Json::object());
+    LayerProgram& program = result.program_;
+    program.model_name = meta.at("model_name").get<std::string>();
+    program.input_shape = meta.at("input_shape").get<std::vector<std::int64_t>>();
+    program.num_classes = meta.at("num_classes").get<int>();
+    program.input_padding = meta.at("input_padding").get<std::int64_t>();
+    program.input_pad_value = meta.at("input_pad_value").get<std::vector<float>>();
+    const Json& layers = meta.at("layers");
+    result.weight_int8_.resize(layers.size());
+    result.weight_scale_.resize(layers.size());
+    for (std::size_t index = 0; index < layers.size(); ++index) {
+      const Json& entry = layers[index];
+      Layer layer = layer_from_metadata(entry);
+      result.output_params_.push_back(
+          {entry.at("output_scale").get<double>(), entry.at("output_zero_point").get<std::int64_t>()});
+      const std::string prefix = "layer" + std::to_string(index) + ".";
+      // Each read needs its own undefined tensor: reading into a defined one calls set_() on it (aliasing).
+      torch::Tensor weight_int8, weight_scale, weight, bias;
+      if (archive.try_read(prefix + "weight_int8", weight_int8)) {
+        archive.read(prefix + "weight_scale", weight_scale);
+        result.weight_int8_[index] = weight_int8;
+        result.weight_scale_[index] = weight_scale;
       }
-      result.pack();
-    } catch (const Json::exception& error) {
-      fail(ErrorCategory::invalid_input, "'" + path + "': damaged int8 metadata: " + error.what());
-    } catch (const c10::Error& error) {
-      fail(ErrorCategory::invalid_input,
-           "'" + path + "': damaged int8 model: " + error.what_without_backtrace());
+      if (archive.try_read(prefix + "weight", weight)) layer.weight = weight;
+      if (archive.try_read(prefix + "bias", bias)) layer.bias = bias;
+      program.layers.push_back(layer);
     }
-  });
+    result.pack();
+  } catch (const Json::exception& error) {
+    fail(ErrorCategory::invalid_input, "'" + path + "': damaged int8 metadata: " + error.what());
+  } catch (const c10::Error& error) {
+    fail(ErrorCategory::invalid_input,
+         "'" + path + "': damaged int8 model: " + error.what_without_backtrace());
+  }
   return result;
+} catch (...) {
+  rethrow_as_load_error(path, "ipj int8 model");
 }
 
 }  // namespace ipj::quant

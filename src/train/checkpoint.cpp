@@ -59,21 +59,6 @@ void load_archive(torch::serialize::InputArchive& archive, const std::string& pa
   }
 }
 
-// The registry model that `info` (a checkpoint's model_info) describes, untrained.
-void build_model_from_info(TrainedModel& result, const Json& info) {
-  if (!info.is_object() || !info.contains("name") || !info.contains("input_shape"))
-    fail(ErrorCategory::invalid_input,
-         "checkpoint '" + result.path +
-             "' has no model_info (written by an older ipj): retrain it to use it "
-             "for inference");
-  const auto shape = info.at("input_shape").get<std::vector<int>>();
-  if (shape.size() != 3)
-    fail(ErrorCategory::invalid_input, "checkpoint '" + result.path + "': bad input_shape");
-  result.model = models::create_model(info.at("name").get<std::string>(),
-                                      models::InputShape{shape[0], shape[1], shape[2]},
-                                      info.at("num_classes").get<int>());
-}
-
 }  // namespace
 
 void save_checkpoint(const std::string& path, const torch::nn::Module& model,
@@ -103,56 +88,52 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& model,
 }
 
 CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model,
-                                torch::optim::Optimizer& optimizer, const torch::Device& device) {
-  CheckpointState state;
-  load_file_checked(path, kWhat, [&] {
-    torch::serialize::InputArchive archive;
-    load_archive(archive, path, device);
-    state = read_state(archive, path);
-    try {
-      torch::serialize::InputArchive model_archive;
-      archive.read("model", model_archive);
-      model.load(model_archive);
-      torch::serialize::InputArchive optimizer_archive;
-      archive.read("optimizer", optimizer_archive);
-      optimizer.load(optimizer_archive);
-    } catch (const c10::Error& error) {
-      fail(ErrorCategory::invalid_input,
-           "checkpoint '" + path + "' does not fit this model/optimizer: " + error.what_without_backtrace());
-    }
-  });
+                                torch::optim::Optimizer& optimizer, const torch::Device& device) try {
+  torch::serialize::InputArchive archive;
+  load_archive(archive, path, device);
+  CheckpointState state = read_state(archive, path);
+  try {
+    torch::serialize::InputArchive model_archive;
+    archive.read("model", model_archive);
+    model.load(model_archive);
+    torch::serialize::InputArchive optimizer_archive;
+    archive.read("optimizer", optimizer_archive);
+    optimizer.load(optimizer_archive);
+  } catch (const c10::Error& error) {
+    fail(ErrorCategory::invalid_input,
+         "checkpoint '" + path + "' does not fit this model/optimizer: " + error.what_without_backtrace());
+  }
   return state;
+} catch (...) {
+  rethrow_as_load_error(path, kWhat);
 }
 
-CheckpointState load_checkpoint_weights(const std::string& path, torch::nn::Module& model) {
-  CheckpointState state;
-  load_file_checked(path, kWhat, [&] {
-    torch::serialize::InputArchive archive;
-    load_archive(archive, path);
-    state = read_state(archive, path);
-    try {
-      torch::serialize::InputArchive model_archive;
-      archive.read("model", model_archive);
-      model.load(model_archive);
-    } catch (const c10::Error& error) {
-      fail(ErrorCategory::invalid_input,
-           "checkpoint '" + path + "' does not fit its model: " + error.what_without_backtrace());
-    }
-  });
+CheckpointState load_checkpoint_weights(const std::string& path, torch::nn::Module& model) try {
+  torch::serialize::InputArchive archive;
+  load_archive(archive, path);
+  CheckpointState state = read_state(archive, path);
+  try {
+    torch::serialize::InputArchive model_archive;
+    archive.read("model", model_archive);
+    model.load(model_archive);
+  } catch (const c10::Error& error) {
+    fail(ErrorCategory::invalid_input,
+         "checkpoint '" + path + "' does not fit its model: " + error.what_without_backtrace());
+  }
   return state;
+} catch (...) {
+  rethrow_as_load_error(path, kWhat);
 }
 
-CheckpointState read_checkpoint_state(const std::string& path) {
-  CheckpointState state;
-  load_file_checked(path, kWhat, [&] {
-    torch::serialize::InputArchive archive;
-    load_archive(archive, path);
-    state = read_state(archive, path);
-  });
-  return state;
+CheckpointState read_checkpoint_state(const std::string& path) try {
+  torch::serialize::InputArchive archive;
+  load_archive(archive, path);
+  return read_state(archive, path);
+} catch (...) {
+  rethrow_as_load_error(path, kWhat);
 }
 
-TrainedModel load_trained_model(const std::string& path) {
+TrainedModel load_trained_model(const std::string& path) try {
   TrainedModel result;
   std::error_code error;  // error_code forms: a symbolic-link loop is an error message, not an exception
   result.path = std::filesystem::is_directory(path, error)
@@ -161,22 +142,24 @@ TrainedModel load_trained_model(const std::string& path) {
   if (!std::filesystem::exists(result.path, error))
     fail(ErrorCategory::io, "no model at '" + result.path + "'" + (error ? ": " + error.message() : "") +
                                 " (give a checkpoint.pt or a run folder)");
-  load_file_checked(result.path, kWhat, [&] {  // one verified read for the metadata and the weights
-    torch::serialize::InputArchive archive;
-    load_archive(archive, result.path);
-    result.state = read_state(archive, result.path);
-    build_model_from_info(result, result.state.model_info);
-    try {
-      torch::serialize::InputArchive model_archive;
-      archive.read("model", model_archive);
-      result.model->load(model_archive);
-    } catch (const c10::Error& error) {
-      fail(ErrorCategory::invalid_input,
-           "checkpoint '" + result.path + "' does not fit its model: " + error.what_without_backtrace());
-    }
-  });
+  const CheckpointState state = read_checkpoint_state(result.path);
+  const Json& info = state.model_info;
+  if (!info.is_object() || !info.contains("name") || !info.contains("input_shape"))
+    fail(ErrorCategory::invalid_input,
+         "checkpoint '" + result.path +
+             "' has no model_info (written by an older ipj): retrain it to use it "
+             "for inference");
+  const auto shape = info.at("input_shape").get<std::vector<int>>();
+  if (shape.size() != 3)
+    fail(ErrorCategory::invalid_input, "checkpoint '" + result.path + "': bad input_shape");
+  result.model = models::create_model(info.at("name").get<std::string>(),
+                                      models::InputShape{shape[0], shape[1], shape[2]},
+                                      info.at("num_classes").get<int>());
+  result.state = load_checkpoint_weights(result.path, *result.model);
   result.model->eval();
   return result;
+} catch (...) {
+  rethrow_as_load_error(path, kWhat);
 }
 
 }  // namespace ipj::train

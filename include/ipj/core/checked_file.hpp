@@ -33,9 +33,11 @@ ChecksumStatus verify_zip_archive(const std::string& path);
 // Verifies `path` and logs a warning naming it when an ipj file (`what`, e.g. "checkpoint") has no checksum.
 void verify_ipj_archive(const std::string& path, const std::string& what);
 
-// Runs `load` (which reads `path`) and turns any exception other than ipj::Error (LibTorch's c10::Error, a
-// JSON error, bad_alloc from a damaged size) into Error(invalid_input) naming the file and `what` it should
-// be.
+// Called in a catch (...) block around code that reads `path`: rethrows an ipj::Error as it is and turns any
+// other exception (LibTorch's c10::Error, a JSON error, bad_alloc from a damaged size) into
+// Error(invalid_input) naming the file and `what` it should be. Loaders use it in a function-try-block.
+[[noreturn]] void rethrow_as_load_error(const std::string& path, const std::string& what);
+// Runs `load` (which reads `path`) with the same translation.
 void load_file_checked(const std::string& path, const std::string& what, const std::function<void()>& load);
 
 // Results files: `seal_json_text` renders an object (pretty-printed, trailing newline) with a last key
