@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli_support.hpp"
+#include "ipj/core/atomic_file.hpp"
 #include "ipj/device/device_report.hpp"
 #include "ipj/train/compare.hpp"
 
@@ -23,8 +24,8 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
       ->capture_default_str();
   command->add_option("--input-shape", input_shape, kInputShapeHelp);
   command->add_option("--data", config.data_dir, "Data folder")->capture_default_str();
-  command->add_option("--target-acc", config.target_acc,
-                      "Target test accuracy (0 = model default: mlp 0.88)");
+  command->add_option("--target-acc", config.target_acc, "Target test accuracy (0 = model default: mlp 0.88)")
+      ->check(finite_range(0.0, 0.9999));
   command->add_option("--max-epochs", config.baseline_max_epochs, "Baseline epoch cap (0 = model default)");
   command->add_option("--epochs", config.optimized_epochs,
                       "Optimized recipe's schedule length (0 = model default)");
@@ -39,6 +40,7 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
       config.model = parse_model_flags(model, input_shape);
       if (config.out_dir.empty())
         config.out_dir = default_run_folder("compare-" + models::short_name(config.model));
+      require_writable_folder(config.out_dir, "--out");  // before any work
       const data::Dataset dataset = data::load_dataset(config.data_dir, config.limit, config.test_limit);
       train::TrainHooks hooks;
       hooks.show_progress = !flags.quiet;

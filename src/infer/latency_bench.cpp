@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <deque>
 #include <numeric>
 
 #include "ipj/core/error.hpp"
+#include "ipj/device/cpu_info.hpp"
 
 namespace ipj::infer {
 namespace {
@@ -25,6 +27,22 @@ struct Window {
     return wall_s > 0 ? static_cast<double>(latencies_ms.size() * batch) / wall_s : 0.0;
   }
 };
+
+// Refuses a batch whose input tensor (float32 `shape`) could not fit twice in the memory available now: a
+// clear error naming --batch instead of an allocation failure (or the OOM killer) in the middle of a run.
+void require_batch_fits(const std::vector<std::int64_t>& shape) {
+  double bytes = 4.0;
+  for (const std::int64_t size : shape)
+    bytes *= static_cast<double>(size);
+  const double available = static_cast<double>(device::available_memory_bytes());
+  if (2.0 * bytes > available) {
+    char text[160];
+    std::snprintf(text, sizeof text,
+                  "--batch %lld needs %.3g GiB for its input alone, %.3g GiB are available",
+                  static_cast<long long>(shape.front()), bytes / (1u << 30), available / (1u << 30));
+    fail(ErrorCategory::usage, std::string(text) + "; use a smaller --batch");
+  }
+}
 
 }  // namespace
 
@@ -62,6 +80,7 @@ BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, cons
   if (batch < 1) fail(ErrorCategory::usage, "batch sizes must be >= 1");
   std::vector<std::int64_t> shape{batch};
   shape.insert(shape.end(), model.sample_shape.begin(), model.sample_shape.end());
+  require_batch_fits(shape);
   torch::manual_seed(0);
   const torch::Tensor input = torch::rand(shape);  // [B, ...] in [0, 1): pixel-like
 

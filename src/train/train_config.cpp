@@ -29,26 +29,27 @@ void validate(const TrainConfig& config) {
   }
   require(config.epochs >= 1, "--epochs must be at least 1, got " + std::to_string(config.epochs));
   require(config.batch_size >= 1, "--batch must be at least 1, got " + std::to_string(config.batch_size));
-  require(std::isfinite(config.learning_rate) && config.learning_rate > 0.0,
-          "--lr must be a positive number, got " + std::to_string(config.learning_rate));
+  require(std::isfinite(config.learning_rate) && config.learning_rate > 0.0 && config.learning_rate <= 100.0,
+          "--lr must be a positive number up to 100, got " + std::to_string(config.learning_rate));
   require(config.optimizer == "sgd" || config.optimizer == "adamw",
           "--optimizer must be sgd or adamw, got '" + config.optimizer + "'");
   require(config.momentum >= 0.0 && config.momentum < 1.0, "--momentum must be in [0, 1)");
-  require(config.weight_decay >= 0.0, "--weight-decay must be >= 0");
+  require(config.weight_decay >= 0.0 && config.weight_decay <= 1.0, "--weight-decay must be in [0, 1]");
   require(config.schedule == "none" || config.schedule == "step" || config.schedule == "cosine",
           "--schedule must be none, step or cosine, got '" + config.schedule + "'");
   require(config.step_size >= 0, "--step-size must be >= 0");
   require(config.step_gamma > 0.0 && config.step_gamma <= 1.0, "--step-gamma must be in (0, 1]");
   require(config.allocator == "tuned" || config.allocator == "system",
           "--allocator must be tuned or system, got '" + config.allocator + "'");
-  require(config.threads >= 0, "--threads must be >= 0 (0 = all cores)");
+  require(config.threads >= 0 && config.threads <= 4096, "--threads must be in 0..4096 (0 = all cores)");
   require(config.limit >= 0, "--limit must be >= 0 (0 = all training samples)");
   require(config.test_limit >= 0, "--test-limit must be >= 0 (0 = all test samples)");
   require(config.prefetch_batches >= 0 && config.prefetch_batches <= 64, "--prefetch must be in 0..64");
   require(config.eval_batch_size >= 1, "--eval-batch must be at least 1");
   require(config.energy_interval_ms >= 1 && config.energy_interval_ms <= 10000,
           "--energy-interval-ms must be in 1..10000");
-  require(config.cpu_tdp_w >= 0.0, "--cpu-tdp-w must be >= 0 (0 = default estimate)");
+  require(config.cpu_tdp_w >= 0.0 && config.cpu_tdp_w <= 1e5,
+          "--cpu-tdp-w must be in 0..100000 W (0 = default estimate)");
   require(config.precision == "fp32" || config.precision == "bf16" || config.precision == "fp16" ||
               config.precision == "auto",
           "--precision must be fp32, bf16, fp16 or auto, got '" + config.precision + "'");
