@@ -56,6 +56,7 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
   static bool no_accuracy = false, no_energy = false;
   static std::int64_t test_limit = 0;
   static double tdp = 0.0;
+  static int energy_interval_ms = 100;
   add_output_flags(*command, flags);
   command
       ->add_option("--model", model_path, "ipj checkpoint / run folder, ipj int8 file, or TorchScript file")
@@ -82,6 +83,12 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
   command->add_flag("--no-accuracy", no_accuracy, "Skip the test-set accuracy of each variant");
   command->add_flag("--no-energy", no_energy, "Do not measure energy");
   command->add_option("--cpu-tdp-w", tdp, "CPU power at full load for the energy estimate");
+  command
+      ->add_option("--energy-interval-ms", energy_interval_ms,
+                   "Energy sampling period (ipj gate compares energy over >= 60 samples: e.g. 20 ms with "
+                   "0.5 s windows)")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
   command->callback([&runner] {
     runner = [] {
       if (!input_shape.empty()) load.input_shape = infer::parse_shape(input_shape, "--input-shape");
@@ -101,7 +108,10 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
 
       energy::MeterOptions meter_options;
       meter_options.cpu_tdp_w = tdp;
-      energy::EnergyMonitor monitor(no_energy ? energy::MeterSet{} : energy::discover_meters(meter_options));
+      energy::MonitorOptions monitor_options;
+      monitor_options.interval_ms = energy_interval_ms;
+      energy::EnergyMonitor monitor(no_energy ? energy::MeterSet{} : energy::discover_meters(meter_options),
+                                    monitor_options);
       std::optional<data::Dataset> dataset;
       Json rows = Json::array();
       Json models_json = Json::array();
