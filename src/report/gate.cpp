@@ -83,8 +83,10 @@ std::string energy_incomparability(const Metric& baseline, const Metric& current
     return "energy sources differ (" + base.source + " vs " + now.source + "): never compared";
   if (base.source == "mixed" || base.source == "none") return "energy source is " + base.source;
   if (base.source == "estimated" && base.model != now.model)
-    return "different estimate models (" + (base.model.empty() ? "?" : base.model) + " vs " +
-           (now.model.empty() ? "?" : now.model) + ")";
+    return base.model.empty() || now.model.empty()
+               ? std::string("the estimate model is not recorded in the ") + (base.model.empty() ? "baseline" : "current") +
+                     " file: estimates are compared only under the same model"
+               : "different estimate models (" + base.model + " vs " + now.model + ")";
   for (const auto* side : {&base, &now}) {
     const char* which = side == &base ? "baseline" : "current";
     if (!side->samples || !side->sample_hz)

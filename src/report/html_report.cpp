@@ -113,11 +113,20 @@ void write_deltas(const std::vector<DeltaGroup>& groups, std::ostringstream& out
       << "at least 60 samples at 1 Hz or faster (MLPerf power rules).</p>";
   for (const DeltaGroup& group : groups) {
     out << "<h3>#" << group.current_index << " vs #" << group.baseline_index << " ("
-        << html_escape(group.result.kind) << ")" << (group.result.regressed ? " &mdash; regressions" : "")
+        << html_escape(group.result.kind) << ")"
+        << (std::any_of(group.result.rows.begin(), group.result.rows.end(),
+                        [](const GateRow& row) { return row.status == GateStatus::regressed; })
+                ? " &mdash; regressions"
+                : "")
         << "</h3><div class=\"table-wrap\"><table class=\"deltas\"><thead><tr><th>metric</th><th>#"
         << group.baseline_index << "</th><th>#" << group.current_index
         << "</th><th>change</th><th>status</th><th>note</th></tr></thead><tbody>";
+    int unmatched = 0;
     for (const GateRow& row : group.result.rows) {
+      if (row.status == GateStatus::missing || row.status == GateStatus::added) {
+        ++unmatched;
+        continue;
+      }
       auto value = [&](const std::optional<double>& number) {
         if (!number) return std::string("-");
         return row.category == MetricCategory::accuracy && row.unit.empty() ? fixed(*number, 4)
@@ -129,6 +138,9 @@ void write_deltas(const std::vector<DeltaGroup>& groups, std::ostringstream& out
           << status_badge(row.status) << "</td><td>" << html_escape(row.note) << "</td></tr>";
     }
     out << "</tbody></table></div>";
+    if (unmatched > 0)
+      out << "<p class=\"meta\">" << unmatched << " metric(s) appear in only one of the two results (different "
+          << "variants, batch sizes or levels) and are not compared.</p>";
   }
   out << "</section>";
 }

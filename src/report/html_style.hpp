@@ -46,8 +46,11 @@ table { border-collapse: collapse; font-size: 13.5px; min-width: 50%; }
 caption { text-align: left; font-weight: 600; padding: 4px 0; font-size: 14px; }
 th, td { padding: 5px 10px; border-bottom: 1px solid var(--rule); text-align: left; vertical-align: top; }
 th { background: var(--panel); font-weight: 600; white-space: nowrap; }
+th[scope=row] { background: transparent; }
+td.num .meta { white-space: normal; }
+table.summary { width: 100%; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-tbody tr:nth-child(even) td { background: #fbfbfc; }
+tbody tr:nth-child(even) > * { background: #fbfbfc; }
 td.model { font-size: 12.5px; color: var(--muted); min-width: 16em; }
 .source { display: inline-block; font-size: 11.5px; font-weight: 600; border-radius: 3px; padding: 1px 6px;
           border: 1px solid currentColor; white-space: nowrap; }

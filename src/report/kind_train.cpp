@@ -285,6 +285,8 @@ Section build_train_section(const ResultsFile& file) {
       for (const EpochRow& row : epochs)
         if (row.energy_j && row.energy_source == source) figure.value += *row.energy_j;
       figure.provenance.source = source;
+      if (const Json* energy = fields.optional_object(json, "energy"))
+        figure.provenance.model = measurement_provenance(fields, *energy, "energy", std::nullopt).model;
       section.energy.push_back(figure);
     }
   }

@@ -37,8 +37,9 @@ std::string text_of(const std::optional<Metric>& metric) {
 
 // Rows worth a reviewer's attention: regressions, improvements, missing metrics, and headline metrics.
 bool is_key_delta(const GateRow& row, const std::vector<Metric>& metrics) {
+  if (row.status == GateStatus::missing || row.status == GateStatus::added) return false;
   if (row.status == GateStatus::regressed || row.status == GateStatus::improved ||
-      row.status == GateStatus::missing || row.status == GateStatus::not_comparable)
+      row.status == GateStatus::not_comparable)
     return true;
   for (const Metric& metric : metrics)
     if (metric.key == row.key && metric.headline) return true;

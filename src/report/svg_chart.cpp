@@ -52,8 +52,12 @@ std::string tick_text(double value, double step, bool percent) {
   } else if (std::fabs(value) >= 1e4 && step >= 1e3) {
     return number(value / 1e3) + "k";
   }
-  const int decimals = step >= 1 ? 0 : static_cast<int>(std::ceil(-std::log10(step) - 1e-9));
-  return fixed(value, std::min(decimals, 6));
+  // As many decimals as the step needs to be exact: 0.25 -> 2, 0.5 -> 1, 2.5 -> 1.
+  int decimals = 0;
+  while (decimals < 6 && std::fabs(step * std::pow(10.0, decimals) - std::round(step * std::pow(10.0, decimals))) >
+                             1e-6 * std::pow(10.0, decimals))
+    ++decimals;
+  return fixed(value, decimals);
 }
 
 std::string axis_title(const Axis& axis) {
@@ -131,7 +135,8 @@ std::string legend(const Chart& chart, double& height) {
     } else {
       out << "<line x1=\"" << x << "\" y1=\"" << y - 4 << "\" x2=\"" << x + 18 << "\" y2=\"" << y - 4
           << "\" stroke=\"" << color << "\" stroke-width=\"2.5\"" << (series.dashed ? " stroke-dasharray=\"6 4\"" : "")
-          << "/><circle cx=\"" << x + 9 << "\" cy=\"" << y - 4 << "\" r=\"3\" fill=\"" << color << "\"/>";
+          << "/><circle cx=\"" << x + 9 << "\" cy=\"" << y - 4 << "\" r=\"3.2\" fill=\""
+          << (series.dashed ? "#fff" : color) << "\" stroke=\"" << color << "\" stroke-width=\"1.5\"/>";
     }
     out << "<text x=\"" << x + 24 << "\" y=\"" << y << "\" class=\"legend-text\">" << html_escape(series.name)
         << "</text>";
@@ -182,10 +187,13 @@ Layout make_layout(const Chart& chart, double legend_height) {
           layout.x_ticks.push_back(std::exp2(power));
       }
     } else {
-      layout.x_ticks = nice_ticks(x_range.low, x_range.high, 6, all_integers(chart));
-      layout.x.low = std::min(x_range.low, layout.x_ticks.front());
-      layout.x.high = std::max(x_range.high, layout.x_ticks.back());
-      if (layout.x_ticks.size() > 1) layout.x_step = layout.x_ticks[1] - layout.x_ticks[0];
+      // The x axis spans the data (ticks inside it only): epochs 1..4 do not start at 0.
+      const std::vector<double> ticks = nice_ticks(x_range.low, x_range.high, 6, all_integers(chart));
+      if (ticks.size() > 1) layout.x_step = ticks[1] - ticks[0];
+      for (const double tick : ticks)
+        if (tick >= x_range.low - 1e-9 && tick <= x_range.high + 1e-9) layout.x_ticks.push_back(tick);
+      layout.x.low = x_range.low;
+      layout.x.high = x_range.high;
     }
   }
   const Range y_range = data_range(chart, false, false);
@@ -327,9 +335,12 @@ std::vector<double> nice_ticks(double low, double high, int count, bool integers
     }
   if (integers_only) step = std::max(1.0, std::round(step));
   std::vector<double> ticks;
-  for (double tick = std::floor(low / step + 1e-9) * step; tick <= high + step * 1e-9 && ticks.size() < 50;
-       tick += step)
+  const double first = std::floor(low / step + 1e-9);
+  for (int index = 0; index < 50; ++index) {
+    const double tick = (first + index) * step;  // multiplied, not accumulated: no drift
+    if (tick > high + step * 1e-9) break;
     ticks.push_back(std::fabs(tick) < step * 1e-9 ? 0.0 : tick);
+  }
   if (ticks.size() < 2) ticks.push_back(ticks.empty() ? low : ticks.back() + step);
   return ticks;
 }
