@@ -38,8 +38,11 @@ CLI::App* register_report_command(CLI::App& app, CommandRunner& runner) {
       if (flags.json) {
         Json listed = Json::array();
         for (const auto& section : sections)
-          listed.push_back({{"path", section.path}, {"kind", section.kind}, {"title", section.title},
-                            {"charts", section.charts.size()}, {"notes", section.notes}});
+          listed.push_back({{"path", section.path},
+                            {"kind", section.kind},
+                            {"title", section.title},
+                            {"charts", section.charts.size()},
+                            {"notes", section.notes}});
         print_json({{"schema_version", kResultsSchemaVersion},
                     {"kind", "report"},
                     {"html", html_path.empty() ? Json(nullptr) : Json(html_path)},
@@ -71,11 +74,13 @@ CLI::App* register_gate_command(CLI::App& app, CommandRunner& runner) {
   add_output_flags(*command, flags);
   command->add_option("--baseline", baseline_path, "Baseline results file")->required();
   command->add_option("--current", current_path, "Current results file")->required();
-  command->add_option("--max-regression", max_regression, "Default threshold: 5% (relative) or 0.5pt (accuracy)")
+  command
+      ->add_option("--max-regression", max_regression, "Default threshold: 5% (relative) or 0.5pt (accuracy)")
       ->capture_default_str();
-  command->add_option("--metric", metric_texts,
-                      "NAME:THRESHOLD for a metric key (fp32.b64.p99_ms), its last part (p99_ms) or a category "
-                      "(accuracy|throughput|latency|energy|time|size|errors); THRESHOLD 10%, 0.5pt or off");
+  command->add_option(
+      "--metric", metric_texts,
+      "NAME:THRESHOLD for a metric key (fp32.b64.p99_ms), its last part (p99_ms) or a category "
+      "(accuracy|throughput|latency|energy|time|size|errors); THRESHOLD 10%, 0.5pt or off");
   command->callback([&runner] {
     runner = [] {
       report::GateOptions options;
@@ -95,8 +100,8 @@ CLI::App* register_gate_command(CLI::App& app, CommandRunner& runner) {
         print_json(report::to_json(result, options));
       } else {
         std::cout << "gate: " << result.kind << " results, " << result.current_path << " vs baseline "
-                  << result.baseline_path << " (default threshold " << report::describe(options.max_regression)
-                  << ")\n"
+                  << result.baseline_path << " (default threshold "
+                  << report::describe(options.max_regression) << ")\n"
                   << report::render_gate_table(result);
       }
       return result.regressed ? 1 : 0;

@@ -43,31 +43,33 @@ double quantile(std::vector<double> values, double q) {
 Json to_json(const BenchRow& row) {
   Json windows = Json::array();
   for (const BenchRow::WindowStats& window : row.window_stats)
-    windows.push_back({{"throughput_per_s", window.throughput_per_s},
-                       {"p50_ms", window.p50_ms},
-                       {"p99_ms", window.p99_ms},
-                       {"j_per_1000", row.energy_source == "none" ? Json(nullptr) : Json(window.j_per_1000)}});
-  return {{"variant", row.variant},
-          {"batch", row.batch},
-          {"p50_ms", row.p50_ms},
-          {"p90_ms", row.p90_ms},
-          {"p99_ms", row.p99_ms},
-          {"mean_ms", row.mean_ms},
-          {"throughput_per_s", row.throughput_per_s},
-          {"j_per_1000", row.energy_source == "none" ? Json(nullptr) : Json(row.j_per_1000)},
-          {"energy_source", row.energy_source},
-          {"windows", row.windows},
-          {"stable", row.stable},
-          {"parameter_bytes", row.parameter_bytes},
-          {"test_acc", row.test_acc ? Json(*row.test_acc) : Json(nullptr)},
-          {"window_stats", windows},
-          {"energy_window_s", row.energy_source == "none" ? Json(nullptr) : Json(row.energy_window_s)},
-          {"energy_samples", row.energy_source == "none" ? Json(nullptr) : Json(row.energy_samples)},
-          {"energy_sample_hz", row.energy_source == "none" || row.energy_window_s <= 0
-                                   ? Json(nullptr)
-                                   : Json((row.energy_samples - static_cast<double>(row.window_stats.size())) /
-                                        row.energy_window_s)},
-          {"energy_model", row.energy_model}};
+    windows.push_back(
+        {{"throughput_per_s", window.throughput_per_s},
+         {"p50_ms", window.p50_ms},
+         {"p99_ms", window.p99_ms},
+         {"j_per_1000", row.energy_source == "none" ? Json(nullptr) : Json(window.j_per_1000)}});
+  return {
+      {"variant", row.variant},
+      {"batch", row.batch},
+      {"p50_ms", row.p50_ms},
+      {"p90_ms", row.p90_ms},
+      {"p99_ms", row.p99_ms},
+      {"mean_ms", row.mean_ms},
+      {"throughput_per_s", row.throughput_per_s},
+      {"j_per_1000", row.energy_source == "none" ? Json(nullptr) : Json(row.j_per_1000)},
+      {"energy_source", row.energy_source},
+      {"windows", row.windows},
+      {"stable", row.stable},
+      {"parameter_bytes", row.parameter_bytes},
+      {"test_acc", row.test_acc ? Json(*row.test_acc) : Json(nullptr)},
+      {"window_stats", windows},
+      {"energy_window_s", row.energy_source == "none" ? Json(nullptr) : Json(row.energy_window_s)},
+      {"energy_samples", row.energy_source == "none" ? Json(nullptr) : Json(row.energy_samples)},
+      {"energy_sample_hz",
+       row.energy_source == "none" || row.energy_window_s <= 0
+           ? Json(nullptr)
+           : Json((row.energy_samples - static_cast<double>(row.window_stats.size())) / row.energy_window_s)},
+      {"energy_model", row.energy_model}};
 }
 
 BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, const BenchOptions& options,

@@ -29,7 +29,8 @@ std::string indexed(const std::string& where, const std::string& key, std::size_
 
 void Fields::fail_at(const std::string& where, const std::string& key, const std::string& what) const {
   fail(ErrorCategory::invalid_input, "'" + path_ + "' (" + kind_ + " results): " + joined(where, key) + " " +
-                                         what + "; is it a complete file written by ipj " + kind_ + " --json?");
+                                         what + "; is it a complete file written by ipj " + kind_ +
+                                         " --json?");
 }
 
 const Json* Fields::find(const Json& parent, const std::string& key, const std::string& where) const {
@@ -88,20 +89,24 @@ std::optional<bool> Fields::optional_flag(const Json& parent, const std::string&
                                           const std::string& where) const {
   const Json* value = find(parent, key, where);
   if (!value) return std::nullopt;
-  if (!value->is_boolean()) fail_at(where, key, std::string("must be true or false, found ") + type_name(*value));
+  if (!value->is_boolean())
+    fail_at(where, key, std::string("must be true or false, found ") + type_name(*value));
   return value->get<bool>();
 }
 
-const Json* Fields::optional_object(const Json& parent, const std::string& key, const std::string& where) const {
+const Json* Fields::optional_object(const Json& parent, const std::string& key,
+                                    const std::string& where) const {
   const Json* value = find(parent, key, where);
   if (value && !value->is_object())
     fail_at(where, key, std::string("must be an object, found ") + type_name(*value));
   return value;
 }
 
-const Json* Fields::optional_array(const Json& parent, const std::string& key, const std::string& where) const {
+const Json* Fields::optional_array(const Json& parent, const std::string& key,
+                                   const std::string& where) const {
   const Json* value = find(parent, key, where);
-  if (value && !value->is_array()) fail_at(where, key, std::string("must be an array, found ") + type_name(*value));
+  if (value && !value->is_array())
+    fail_at(where, key, std::string("must be an array, found ") + type_name(*value));
   return value;
 }
 

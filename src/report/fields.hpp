@@ -29,7 +29,8 @@ class Fields {
   std::optional<bool> optional_flag(const Json& parent, const std::string& key,
                                     const std::string& where = "") const;
   // Present and an object (null or absent: nullptr).
-  const Json* optional_object(const Json& parent, const std::string& key, const std::string& where = "") const;
+  const Json* optional_object(const Json& parent, const std::string& key,
+                              const std::string& where = "") const;
   const Json* optional_array(const Json& parent, const std::string& key, const std::string& where = "") const;
 
   // Throws Error(invalid_input): "'PATH' (KIND results): WHERE.KEY WHAT".

@@ -21,8 +21,9 @@ double parse_number(const std::string& text, const std::string& flag, const std:
     used = 0;
   }
   if (used != text.size() || text.empty() || !std::isfinite(value) || value < 0)
-    fail(ErrorCategory::usage, flag + " '" + whole + "': expected a non-negative percentage such as 5% or points "
-                                                     "such as 0.5pt (accuracy), or off");
+    fail(ErrorCategory::usage, flag + " '" + whole +
+                                   "': expected a non-negative percentage such as 5% or points "
+                                   "such as 0.5pt (accuracy), or off");
   return value;
 }
 
@@ -59,8 +60,8 @@ std::pair<Threshold, std::string> threshold_for(const Metric& metric, const Gate
     }
   }
   if (chosen.first.points && !chosen.first.off && !counts_in_points(metric))
-    fail(ErrorCategory::usage, chosen.second + ": points (pt) apply to accuracy metrics only; '" + metric.key +
-                                   "' needs a percentage such as 10%");
+    fail(ErrorCategory::usage, chosen.second + ": points (pt) apply to accuracy metrics only; '" +
+                                   metric.key + "' needs a percentage such as 10%");
   return chosen;
 }
 
@@ -75,7 +76,8 @@ std::optional<double> relative_noise(const Metric& baseline, const Metric& curre
 }
 
 // MLPerf power rules for energy figures: why two of them cannot be compared, or "" when they can.
-std::string energy_incomparability(const Metric& baseline, const Metric& current, const GateOptions& options) {
+std::string energy_incomparability(const Metric& baseline, const Metric& current,
+                                   const GateOptions& options) {
   if (!baseline.energy || !current.energy) return "";
   const EnergyProvenance& base = *baseline.energy;
   const EnergyProvenance& now = *current.energy;
@@ -84,7 +86,8 @@ std::string energy_incomparability(const Metric& baseline, const Metric& current
   if (base.source == "mixed" || base.source == "none") return "energy source is " + base.source;
   if (base.source == "estimated" && base.model != now.model)
     return base.model.empty() || now.model.empty()
-               ? std::string("the estimate model is not recorded in the ") + (base.model.empty() ? "baseline" : "current") +
+               ? std::string("the estimate model is not recorded in the ") +
+                     (base.model.empty() ? "baseline" : "current") +
                      " file: estimates are compared only under the same model"
                : "different estimate models (" + base.model + " vs " + now.model + ")";
   for (const auto* side : {&base, &now}) {
@@ -93,7 +96,8 @@ std::string energy_incomparability(const Metric& baseline, const Metric& current
       return std::string(which) + " file does not record its energy window (samples, Hz)";
     if (*side->samples < options.min_energy_samples || *side->sample_hz < options.min_sample_hz)
       return std::string(which) + " energy window has " + significant(*side->samples, 4) + " samples at " +
-             significant(*side->sample_hz, 3) + " Hz (MLPerf power: >= " + significant(options.min_energy_samples, 3) +
+             significant(*side->sample_hz, 3) +
+             " Hz (MLPerf power: >= " + significant(options.min_energy_samples, 3) +
              " at >= " + significant(options.min_sample_hz, 3) + " Hz)";
   }
   return "";
@@ -129,7 +133,8 @@ GateRow compare_metric(const Metric& baseline, const Metric& current, const Gate
     return row;
   }
   // How much worse, in the threshold's unit (fraction or points); negative when better.
-  const double worse = row.threshold.points ? worse_sign * points_of(baseline, difference) : worse_sign * *row.change;
+  const double worse =
+      row.threshold.points ? worse_sign * points_of(baseline, difference) : worse_sign * *row.change;
   const bool beyond = worse > row.threshold.value + 1e-12;
   const bool better = -worse > row.threshold.value + 1e-12;
   const bool inside_noise = row.noise && std::fabs(*row.change) <= *row.noise;
@@ -139,13 +144,15 @@ GateRow compare_metric(const Metric& baseline, const Metric& current, const Gate
                fixed(*row.noise * 100.0, 1) + "%)";
   } else if (beyond) {
     row.status = GateStatus::regressed;
-    if (row.noise) row.note = "beyond the spread of the repeats/windows (+-" + fixed(*row.noise * 100.0, 1) + "%)";
+    if (row.noise)
+      row.note = "beyond the spread of the repeats/windows (+-" + fixed(*row.noise * 100.0, 1) + "%)";
   } else if (better) {
     row.status = inside_noise ? GateStatus::within_noise : GateStatus::improved;
     if (inside_noise) row.note = "better, but within the spread (+-" + fixed(*row.noise * 100.0, 1) + "%)";
   } else {
     row.status = GateStatus::ok;
-    if (!row.noise && (baseline.category == MetricCategory::throughput || baseline.category == MetricCategory::latency))
+    if (!row.noise &&
+        (baseline.category == MetricCategory::throughput || baseline.category == MetricCategory::latency))
       row.note = "no repeats: noise unknown";
   }
   return row;
@@ -177,22 +184,26 @@ Threshold parse_threshold(const std::string& text, const std::string& flag) {
     threshold.value = parse_number(text.substr(0, text.size() - 2), flag, text);
     threshold.points = true;
   } else {
-    fail(ErrorCategory::usage, flag + " '" + text + "': give a unit: a percentage such as 5% (relative change) or "
-                                                    "points such as 0.5pt (accuracy), or off");
+    fail(ErrorCategory::usage, flag + " '" + text +
+                                   "': give a unit: a percentage such as 5% (relative change) or "
+                                   "points such as 0.5pt (accuracy), or off");
   }
   return threshold;
 }
 
 std::string describe(const Threshold& threshold) {
   if (threshold.off) return "off";
-  return threshold.points ? significant(threshold.value, 3) + "pt" : significant(threshold.value * 100.0, 3) + "%";
+  return threshold.points ? significant(threshold.value, 3) + "pt"
+                          : significant(threshold.value * 100.0, 3) + "%";
 }
 
 MetricThreshold parse_metric_threshold(const std::string& text) {
   const std::size_t colon = text.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
-    fail(ErrorCategory::usage, "--metric '" + text + "': expected NAME:THRESHOLD, e.g. p99_ms:20% or test_acc:0.5pt");
-  return {text.substr(0, colon), parse_threshold(text.substr(colon + 1), "--metric " + text.substr(0, colon))};
+    fail(ErrorCategory::usage,
+         "--metric '" + text + "': expected NAME:THRESHOLD, e.g. p99_ms:20% or test_acc:0.5pt");
+  return {text.substr(0, colon),
+          parse_threshold(text.substr(colon + 1), "--metric " + text.substr(0, colon))};
 }
 
 const char* status_name(GateStatus status) {
@@ -220,7 +231,8 @@ const char* status_name(GateStatus status) {
 GateResult compare_sections(const Section& baseline, const Section& current, const GateOptions& options) {
   if (baseline.kind != current.kind)
     fail(ErrorCategory::usage, "cannot gate '" + current.path + "' (" + current.kind + ") against '" +
-                                   baseline.path + "' (" + baseline.kind + "): give two results of the same kind");
+                                   baseline.path + "' (" + baseline.kind +
+                                   "): give two results of the same kind");
   for (const MetricThreshold& entry : options.metrics) {
     bool matched = static_cast<bool>(parse_category(entry.name));
     for (const Section* section : {&baseline, &current})
@@ -231,7 +243,8 @@ GateResult compare_sections(const Section& baseline, const Section& current, con
       for (const Metric& metric : baseline.metrics)
         keys += (keys.empty() ? "" : ", ") + metric.key;
       fail(ErrorCategory::usage, "--metric " + entry.name + ": no such metric in '" + baseline.path +
-                                     "' (metrics: " + keys + "; or a category: accuracy, throughput, latency, energy, "
+                                     "' (metrics: " + keys +
+                                     "; or a category: accuracy, throughput, latency, energy, "
                                      "time, size, errors)");
     }
   }
@@ -275,7 +288,8 @@ GateResult compare_sections(const Section& baseline, const Section& current, con
     result.rows.push_back(row);
   }
   for (const GateRow& row : result.rows)
-    result.regressed = result.regressed || row.status == GateStatus::regressed || row.status == GateStatus::missing;
+    result.regressed =
+        result.regressed || row.status == GateStatus::regressed || row.status == GateStatus::missing;
   return result;
 }
 
@@ -300,8 +314,8 @@ std::string render_gate_table(const GateResult& result) {
     noise += row.status == GateStatus::within_noise;
     incomparable += row.status == GateStatus::not_comparable;
   }
-  text += result.regressed ? "gate: FAILED (" + std::to_string(regressed) + " regressed, " + std::to_string(missing) +
-                                 " missing)"
+  text += result.regressed ? "gate: FAILED (" + std::to_string(regressed) + " regressed, " +
+                                 std::to_string(missing) + " missing)"
                            : std::string("gate: passed");
   if (noise) text += "; " + std::to_string(noise) + " within noise";
   if (incomparable) text += "; " + std::to_string(incomparable) + " not comparable (not gated)";
@@ -314,19 +328,20 @@ Json to_json(const GateResult& result, const GateOptions& options) {
     return value && std::isfinite(*value) ? Json(*value) : Json(nullptr);
   };
   for (const GateRow& row : result.rows)
-    rows.push_back({{"key", row.key},
-                    {"label", row.label},
-                    {"unit", row.unit},
-                    {"category", category_name(row.category)},
-                    {"direction", row.direction == Direction::higher_is_better ? "higher_is_better" : "lower_is_better"},
-                    {"baseline", optional(row.baseline)},
-                    {"current", optional(row.current)},
-                    {"change", optional(row.change)},
-                    {"noise", optional(row.noise)},
-                    {"threshold", describe(row.threshold)},
-                    {"threshold_from", row.threshold_from},
-                    {"status", status_name(row.status)},
-                    {"note", row.note}});
+    rows.push_back(
+        {{"key", row.key},
+         {"label", row.label},
+         {"unit", row.unit},
+         {"category", category_name(row.category)},
+         {"direction", row.direction == Direction::higher_is_better ? "higher_is_better" : "lower_is_better"},
+         {"baseline", optional(row.baseline)},
+         {"current", optional(row.current)},
+         {"change", optional(row.change)},
+         {"noise", optional(row.noise)},
+         {"threshold", describe(row.threshold)},
+         {"threshold_from", row.threshold_from},
+         {"status", status_name(row.status)},
+         {"note", row.note}});
   return {{"schema_version", kResultsSchemaVersion},
           {"kind", "gate"},
           {"baseline", result.baseline_path},

@@ -74,7 +74,8 @@ std::string cell(const std::optional<Metric>& metric) {
 
 void write_summary(const std::vector<Section>& sections, std::ostringstream& out) {
   out << "<section id=\"summary\"><h2>Summary</h2><div class=\"table-wrap\"><table class=\"summary\">"
-      << "<thead><tr><th>#</th><th>kind</th><th>result</th><th>accuracy</th><th>throughput</th><th>energy</th>"
+      << "<thead><tr><th>#</th><th>kind</th><th>result</th><th>accuracy</th><th>throughput</th><th>energy</"
+         "th>"
       << "<th>energy source</th></tr></thead><tbody>";
   for (const SummaryRow& row : summary_rows(sections)) {
     const Section& section = *row.section;
@@ -89,7 +90,8 @@ void write_summary(const std::vector<Section>& sections, std::ostringstream& out
     metric_cell(row.accuracy);
     metric_cell(row.throughput);
     metric_cell(row.energy);
-    out << "<td>" << (row.energy && row.energy->energy ? source_badge(row.energy->energy->source) : "-") << "</td></tr>";
+    out << "<td>" << (row.energy && row.energy->energy ? source_badge(row.energy->energy->source) : "-")
+        << "</td></tr>";
   }
   out << "</tbody></table></div>";
   std::vector<std::string> notes;
@@ -134,12 +136,13 @@ void write_deltas(const std::vector<DeltaGroup>& groups, std::ostringstream& out
       };
       out << "<tr><th scope=\"row\">" << html_escape(row.label) << "</th><td class=\"num\">"
           << html_escape(value(row.baseline)) << "</td><td class=\"num\">" << html_escape(value(row.current))
-          << "</td><td class=\"num\">" << (row.change ? html_escape(signed_percent(*row.change)) : "-") << "</td><td>"
-          << status_badge(row.status) << "</td><td>" << html_escape(row.note) << "</td></tr>";
+          << "</td><td class=\"num\">" << (row.change ? html_escape(signed_percent(*row.change)) : "-")
+          << "</td><td>" << status_badge(row.status) << "</td><td>" << html_escape(row.note) << "</td></tr>";
     }
     out << "</tbody></table></div>";
     if (unmatched > 0)
-      out << "<p class=\"meta\">" << unmatched << " metric(s) appear in only one of the two results (different "
+      out << "<p class=\"meta\">" << unmatched
+          << " metric(s) appear in only one of the two results (different "
           << "variants, batch sizes or levels) and are not compared.</p>";
   }
   out << "</section>";
@@ -178,7 +181,8 @@ void write_section(const Section& section, std::size_t index, std::ostringstream
   if (!section.charts.empty()) {
     out << "<div class=\"charts\">";
     for (std::size_t chart = 0; chart < section.charts.size(); ++chart)
-      write_chart(section.charts[chart], "chart-" + std::to_string(index) + "-" + std::to_string(chart + 1), out);
+      write_chart(section.charts[chart], "chart-" + std::to_string(index) + "-" + std::to_string(chart + 1),
+                  out);
     out << "</div>";
   }
   for (const Table& table : section.tables)
@@ -188,7 +192,8 @@ void write_section(const Section& section, std::size_t index, std::ostringstream
 
 void write_energy(const std::vector<Section>& sections, std::ostringstream& out) {
   out << "<section id=\"energy\"><h2>Energy provenance</h2><p class=\"meta\">Every energy figure in this "
-      << "report, with its source: <em>counter</em> (hardware energy counter: RAPL, NVML), <em>integrated</em> "
+      << "report, with its source: <em>counter</em> (hardware energy counter: RAPL, NVML), "
+         "<em>integrated</em> "
       << "(power samples integrated over time) or <em>estimated</em> (a model, no sensor: the model is "
       << "given).</p><div class=\"table-wrap\"><table class=\"energy\"><thead><tr><th>#</th><th>figure</th>"
       << "<th>value</th><th>source</th><th>window</th><th>estimate model</th></tr></thead><tbody>";
@@ -197,8 +202,9 @@ void write_energy(const std::vector<Section>& sections, std::ostringstream& out)
     for (const EnergyFigure& figure : sections[index].energy) {
       any = true;
       out << "<tr><td class=\"num\"><a href=\"#result-" << index + 1 << "\">" << index + 1 << "</a></td><td>"
-          << html_escape(figure.where) << "</td><td class=\"num\">" << html_escape(with_unit(figure.value, figure.unit))
-          << "</td><td>" << source_badge(figure.provenance.source) << "</td><td>"
+          << html_escape(figure.where) << "</td><td class=\"num\">"
+          << html_escape(with_unit(figure.value, figure.unit)) << "</td><td>"
+          << source_badge(figure.provenance.source) << "</td><td>"
           << html_escape(window_text(figure.provenance)) << "</td><td class=\"model\">"
           << html_escape(figure.provenance.model.empty()
                              ? (figure.provenance.source == "estimated" ? "not recorded in the file" : "-")
@@ -242,7 +248,8 @@ void write_machines(const std::vector<Section>& sections, std::ostringstream& ou
   for (std::size_t index = 0; index < sections.size(); ++index)
     if (!described.count(index)) without += (without.empty() ? "#" : ", #") + std::to_string(index + 1);
   if (!without.empty())
-    out << "<p class=\"meta\">Results " << html_escape(without) << " do not record the machine (ipj writes it into "
+    out << "<p class=\"meta\">Results " << html_escape(without)
+        << " do not record the machine (ipj writes it into "
         << "train and compare results; for the others, keep <code>ipj devices --json</code> with them).</p>";
   out << "</section>";
 }
@@ -268,10 +275,12 @@ std::string render_html_report(const std::vector<Section>& sections, const Repor
   const std::string generated = options.generated_at.empty() ? utc_now() : options.generated_at;
   out << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
       << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-      << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+      << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src "
+         "'unsafe-inline'; "
       << "img-src data:\">"
       << "<meta name=\"generator\" content=\"" << html_escape(options.generator) << "\">"
-      << "<title>" << html_escape(options.title) << "</title><style>" << kReportStyle << "</style></head><body><main>"
+      << "<title>" << html_escape(options.title) << "</title><style>" << kReportStyle
+      << "</style></head><body><main>"
       << "<header class=\"report-header\"><h1>" << html_escape(options.title) << "</h1><p class=\"meta\">"
       << sections.size() << " results file" << (sections.size() == 1 ? "" : "s") << " &middot; generated by "
       << html_escape(options.generator) << " on " << html_escape(generated) << "</p></header>";
@@ -279,8 +288,8 @@ std::string render_html_report(const std::vector<Section>& sections, const Repor
   if (sections.size() > 1) out << "<a href=\"#deltas\">Changes</a>";
   out << "<a href=\"#pareto\">Accuracy vs energy</a>";
   for (std::size_t index = 0; index < sections.size(); ++index)
-    out << "<a href=\"#result-" << index + 1 << "\">" << index + 1 << ". " << html_escape(sections[index].kind)
-        << "</a>";
+    out << "<a href=\"#result-" << index + 1 << "\">" << index + 1 << ". "
+        << html_escape(sections[index].kind) << "</a>";
   out << "<a href=\"#energy\">Energy provenance</a><a href=\"#machine\">Machine</a></nav>";
   write_summary(sections, out);
   write_deltas(delta_groups(sections), out);

@@ -68,8 +68,10 @@ footer { margin-top: 40px; padding-top: 10px; border-top: 1px solid var(--rule);
   header.report-header h1 { font-size: 21px; }
   .charts { grid-template-columns: 1fr; }
   svg.chart { min-width: 340px; }
-  dl.facts { grid-template-columns: 1fr; }
-  dl.facts dd { margin-bottom: 4px; }
+  /* The SVG scales down with the window: larger text units keep labels near 10 px on a phone. */
+  svg.chart .tick { font-size: 15px; }
+  svg.chart .axis-label { font-size: 16px; }
+  svg.chart .legend-text, svg.chart .bar-value { font-size: 13px; }
 }
 @media print {
   @page { margin: 14mm; }

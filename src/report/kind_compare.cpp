@@ -51,13 +51,14 @@ void read_run_folder(const std::string& compare_path, Side& side, Section& secti
   }
   try {
     const ResultsFile run = load_results_file(results_path);
-    if (run.kind != "train") fail(ErrorCategory::invalid_input, "'" + results_path + "' is not a train result");
+    if (run.kind != "train")
+      fail(ErrorCategory::invalid_input, "'" + results_path + "' is not a train result");
     const Fields fields(run.path, run.kind);
     side.epochs = read_epochs(fields, run.json);
     if (const Json* energy = fields.optional_object(run.json, "energy")) {
       const Json& config = fields.object(run.json, "config");
-      side.provenance = measurement_provenance(fields, *energy, "energy",
-                                               fields.optional_number(config, "energy_interval_ms", "config"));
+      side.provenance = measurement_provenance(
+          fields, *energy, "energy", fields.optional_number(config, "energy_interval_ms", "config"));
       add_device_figures(fields, *energy, "energy", side.name + " ", section);
     }
   } catch (const Error& failure) {
@@ -89,15 +90,17 @@ Section build_compare_section(const ResultsFile& file) {
   section.facts.emplace_back("precision", baseline.precision + " vs " + optimized.precision);
   if (const Json* dataset = fields.optional_object(json, "dataset"))
     section.facts.emplace_back("data set", fields.optional_text(*dataset, "name", "?", "dataset"));
-  if (const Json* environment = fields.optional_object(json, "environment")) section.environment = *environment;
+  if (const Json* environment = fields.optional_object(json, "environment"))
+    section.environment = *environment;
 
   for (const Side* side : {&baseline, &optimized}) {
     const bool headline = side == &optimized;
     const std::string& name = side->name;
-    section.metrics.push_back(make_metric(name + ".test_acc", name + ": final test accuracy", "", side->test_acc,
-                                          Direction::higher_is_better, MetricCategory::accuracy, headline));
-    section.metrics.push_back(make_metric(name + ".samples_per_s", name + ": training throughput", "samples/s",
-                                          side->samples_per_s, Direction::higher_is_better,
+    section.metrics.push_back(make_metric(name + ".test_acc", name + ": final test accuracy", "",
+                                          side->test_acc, Direction::higher_is_better,
+                                          MetricCategory::accuracy, headline));
+    section.metrics.push_back(make_metric(name + ".samples_per_s", name + ": training throughput",
+                                          "samples/s", side->samples_per_s, Direction::higher_is_better,
                                           MetricCategory::throughput, headline));
     if (side->time_to_target_s)
       section.metrics.push_back(make_metric(name + ".time_to_target_s", name + ": time to target", "s",
@@ -130,11 +133,13 @@ Section build_compare_section(const ResultsFile& file) {
     section.metrics.push_back(metric);
   }
   if (const auto ratio = fields.optional_number(json, "throughput_ratio"))
-    section.metrics.push_back(make_metric("throughput_ratio", "training throughput, optimized / baseline", "x",
-                                          *ratio, Direction::higher_is_better, MetricCategory::throughput));
+    section.metrics.push_back(make_metric("throughput_ratio", "training throughput, optimized / baseline",
+                                          "x", *ratio, Direction::higher_is_better,
+                                          MetricCategory::throughput));
   const auto delta = fields.optional_number(json, "acc_delta_pt");
   if (const auto within = fields.optional_flag(json, "within_half_point"); within && !*within)
-    section.notes.push_back("the optimized recipe is more than 0.5 point less accurate (fails the seeds' rule)");
+    section.notes.push_back(
+        "the optimized recipe is more than 0.5 point less accurate (fails the seeds' rule)");
 
   Table table;
   table.title = "Baseline vs optimized";
@@ -143,11 +148,13 @@ Section build_compare_section(const ResultsFile& file) {
   table.rows.push_back({"final test accuracy", fixed(baseline.test_acc, 4), fixed(optimized.test_acc, 4),
                         delta ? (*delta >= 0 ? "+" : "") + fixed(*delta, 2) + " pt" : ""});
   const auto speedup = fields.optional_number(json, "speedup");
-  table.rows.push_back({"time to " + target_text + " (s)", optional_text(baseline.time_to_target_s, 4, "not reached"),
+  table.rows.push_back({"time to " + target_text + " (s)",
+                        optional_text(baseline.time_to_target_s, 4, "not reached"),
                         optional_text(optimized.time_to_target_s, 4, "not reached"),
                         speedup ? fixed(*speedup, 2) + "x faster" : "n/a"});
   const auto energy_ratio = fields.optional_number(json, "energy_ratio");
-  table.rows.push_back({"energy to " + target_text + " (J)", optional_text(baseline.energy_to_target_j, 4, "not reached"),
+  table.rows.push_back({"energy to " + target_text + " (J)",
+                        optional_text(baseline.energy_to_target_j, 4, "not reached"),
                         optional_text(optimized.energy_to_target_j, 4, "not reached"),
                         energy_ratio ? fixed(*energy_ratio, 2) + "x the energy" : "n/a"});
   table.rows.push_back({"energy source", baseline.energy_source, optimized.energy_source, ""});
@@ -193,7 +200,8 @@ Section build_compare_section(const ResultsFile& file) {
     bars.y.label = "throughput";
     bars.y.unit = "samples/s";
     bars.caption = "a run missed the target, so time and energy to it cannot be compared";
-    bars.series.push_back({"samples/s", {{0, baseline.samples_per_s}, {1, optimized.samples_per_s}}, {}, false, 0});
+    bars.series.push_back(
+        {"samples/s", {{0, baseline.samples_per_s}, {1, optimized.samples_per_s}}, {}, false, 0});
   } else {
     if (!time_series.points.empty()) bars.series.push_back(time_series);
     if (!energy_series.points.empty()) bars.series.push_back(energy_series);

@@ -32,7 +32,8 @@ Section build_quantize_section(const ResultsFile& file) {
   const Json& json = file.json;
   Section section;
   const std::string mode = fields.optional_text(json, "mode", "?");
-  const std::string model = fields.optional_text(json, "model_name", fields.optional_text(json, "model", "?"));
+  const std::string model =
+      fields.optional_text(json, "model_name", fields.optional_text(json, "model", "?"));
   section.title = "Quantization: " + model + ", int8 " + mode;
   section.facts.emplace_back("model", fields.optional_text(json, "model", "?"));
   section.facts.emplace_back("mode", mode);
@@ -48,8 +49,8 @@ Section build_quantize_section(const ResultsFile& file) {
     section.notes.push_back("refused: the accuracy drop exceeded --max-drop, so no int8 file was written");
   section.metrics.push_back(make_metric("int8_acc", "int8 test accuracy", "", int8_acc,
                                         Direction::higher_is_better, MetricCategory::accuracy, true));
-  section.metrics.push_back(make_metric("acc_drop_pt", "accuracy drop", "pt", drop, Direction::lower_is_better,
-                                        MetricCategory::accuracy));
+  section.metrics.push_back(make_metric("acc_drop_pt", "accuracy drop", "pt", drop,
+                                        Direction::lower_is_better, MetricCategory::accuracy));
   section.metrics.push_back(make_metric("int8_bytes", "int8 weights", "bytes", int8_bytes,
                                         Direction::lower_is_better, MetricCategory::size));
   Axis accuracy = accuracy_axis("test accuracy");

@@ -42,7 +42,8 @@ Section build_bench_section(const ResultsFile& file) {
   section.title = "Inference benchmark: " + model;
   section.facts.emplace_back("model", model);
   if (const auto window = fields.optional_number(json, "window_s"))
-    section.facts.emplace_back("window", significant(*window, 3) + " s (three agreeing windows kept per row)");
+    section.facts.emplace_back("window",
+                               significant(*window, 3) + " s (three agreeing windows kept per row)");
   std::map<std::string, double> accuracy_by_variant;
   if (const Json* variants = fields.optional_array(json, "variants")) {
     std::string listed;
@@ -82,8 +83,8 @@ Section build_bench_section(const ResultsFile& file) {
   std::set<std::string> sources;
   Table table;
   table.title = "Rows";
-  table.header = {"variant", "batch", "p50 ms", "p90 ms", "p99 ms", "inferences/s", "J/1000", "source", "test acc",
-                  "windows", "stable"};
+  table.header = {"variant", "batch",  "p50 ms",   "p90 ms",  "p99 ms", "inferences/s",
+                  "J/1000",  "source", "test acc", "windows", "stable"};
   std::string best_key;  // the fastest row: its throughput and J/1000 head the summary
   double best_rate = -1.0;
   std::vector<Metric> metrics;
@@ -114,8 +115,9 @@ Section build_bench_section(const ResultsFile& file) {
     rate[variant].points.emplace_back(batch, rate_per_s);
     const std::string key = variant + ".b" + significant(batch, 8);
     const std::string label = variant + ", batch " + significant(batch, 8);
-    Metric throughput_metric = make_metric(key + ".throughput_per_s", label + ": throughput", "inferences/s",
-                                           rate_per_s, Direction::higher_is_better, MetricCategory::throughput);
+    Metric throughput_metric =
+        make_metric(key + ".throughput_per_s", label + ": throughput", "inferences/s", rate_per_s,
+                    Direction::higher_is_better, MetricCategory::throughput);
     throughput_metric.spread = window_spread(fields, windows, "throughput_per_s", at);
     Metric p50_metric = make_metric(key + ".p50_ms", label + ": p50 latency", "ms", p50_ms,
                                     Direction::lower_is_better, MetricCategory::latency);
@@ -129,8 +131,8 @@ Section build_bench_section(const ResultsFile& file) {
     if (j_per_1000 && source != "none") {
       sources.insert(source);
       joules[variant].points.emplace_back(batch, *j_per_1000);
-      Metric metric = make_metric(key + ".j_per_1000", label + ": energy per 1000 inferences", "J", *j_per_1000,
-                                  Direction::lower_is_better, MetricCategory::energy);
+      Metric metric = make_metric(key + ".j_per_1000", label + ": energy per 1000 inferences", "J",
+                                  *j_per_1000, Direction::lower_is_better, MetricCategory::energy);
       metric.spread = window_spread(fields, windows, "j_per_1000", at);
       EnergyProvenance provenance;
       provenance.source = source;
@@ -155,8 +157,9 @@ Section build_bench_section(const ResultsFile& file) {
                               "; the machine was busy or the window too short");
     const auto accuracy = fields.optional_number(row, "test_acc", at);
     table.rows.push_back({variant, significant(batch, 8), fixed(p50_ms, 3), p90_ms ? fixed(*p90_ms, 3) : "-",
-                          fixed(p99_ms, 3), significant(rate_per_s, 4), j_per_1000 ? significant(*j_per_1000, 4) : "-",
-                          source, accuracy ? fixed(*accuracy, 4) : "-",
+                          fixed(p99_ms, 3), significant(rate_per_s, 4),
+                          j_per_1000 ? significant(*j_per_1000, 4) : "-", source,
+                          accuracy ? fixed(*accuracy, 4) : "-",
                           windows_count ? significant(*windows_count, 3) : "-", stable ? "yes" : "no"});
   }
   for (Metric& metric : metrics)
@@ -241,21 +244,24 @@ Section build_load_section(const ResultsFile& file) {
     const std::string key = "c" + significant(concurrency, 8);
     const std::string label = significant(concurrency, 8) + " clients";
     section.metrics.push_back(make_metric(key + ".inferences_per_s", label + ": throughput", "inferences/s",
-                                          inferences, Direction::higher_is_better, MetricCategory::throughput));
+                                          inferences, Direction::higher_is_better,
+                                          MetricCategory::throughput));
     section.metrics.push_back(make_metric(key + ".p50_ms", label + ": p50 latency", "ms", p50_ms,
                                           Direction::lower_is_better, MetricCategory::latency));
     section.metrics.push_back(make_metric(key + ".p99_ms", label + ": p99 latency", "ms", p99_ms,
                                           Direction::lower_is_better, MetricCategory::latency));
     if (requests + errors > 0)
-      section.metrics.push_back(make_metric(key + ".error_rate", label + ": error rate", "", errors / (requests + errors),
-                                            Direction::lower_is_better, MetricCategory::errors));
+      section.metrics.push_back(make_metric(key + ".error_rate", label + ": error rate", "",
+                                            errors / (requests + errors), Direction::lower_is_better,
+                                            MetricCategory::errors));
     if (inferences > best_rate) {
       best_rate = inferences;
       best_index = section.metrics.size() - (requests + errors > 0 ? 4 : 3);
     }
     if (errors > 0) section.notes.push_back(label + ": " + significant(errors, 6) + " failed request(s)");
     if (!stable) section.notes.push_back(label + ": windows never agreed within 10%");
-    table.rows.push_back({significant(concurrency, 8), significant(fields.optional_number(level, "requests_per_s", at).value_or(0), 4),
+    table.rows.push_back({significant(concurrency, 8),
+                          significant(fields.optional_number(level, "requests_per_s", at).value_or(0), 4),
                           significant(inferences, 4), fixed(p50_ms, 3), p90_ms ? fixed(*p90_ms, 3) : "-",
                           fixed(p99_ms, 3), significant(errors, 6), stable ? "yes" : "no"});
   }

@@ -21,8 +21,10 @@ Section build_measure_section(const ResultsFile& file) {
   const double wall_s = fields.number(json, "wall_s");
   const double energy_j = fields.number(json, "energy_j");
   section.facts.emplace_back("wall time", significant(wall_s, 4) + " s");
-  if (const auto kwh = fields.optional_number(json, "kwh")) section.facts.emplace_back("kWh", significant(*kwh, 4));
-  if (const auto co2 = fields.optional_number(json, "co2_g")) section.facts.emplace_back("CO2", significant(*co2, 4) + " g");
+  if (const auto kwh = fields.optional_number(json, "kwh"))
+    section.facts.emplace_back("kWh", significant(*kwh, 4));
+  if (const auto co2 = fields.optional_number(json, "co2_g"))
+    section.facts.emplace_back("CO2", significant(*co2, 4) + " g");
   if (const auto cost = fields.optional_number(json, "cost_usd"))
     section.facts.emplace_back("cost", "$" + significant(*cost, 4));
 
@@ -34,8 +36,8 @@ Section build_measure_section(const ResultsFile& file) {
   section.metrics.push_back(make_metric("wall_s", "wall time", "s", wall_s, Direction::lower_is_better,
                                         MetricCategory::time, true));
   if (const auto average = fields.optional_number(json, "average_w"))
-    section.metrics.push_back(make_metric("average_w", "average power", "W", *average, Direction::lower_is_better,
-                                          MetricCategory::energy));
+    section.metrics.push_back(make_metric("average_w", "average power", "W", *average,
+                                          Direction::lower_is_better, MetricCategory::energy));
   section.energy.push_back({"total", energy_j, "J", provenance});
   add_device_figures(fields, json, "", "", section);
 
@@ -54,7 +56,8 @@ Section build_measure_section(const ResultsFile& file) {
   power.y.label = "power";
   power.y.unit = "W";
   power.y.include_zero = true;
-  Series joules{"energy", {}, {}, false, 0}, average{"average W", {}, {}, false, 1}, peak{"peak W", {}, {}, false, 2};
+  Series joules{"energy", {}, {}, false, 0}, average{"average W", {}, {}, false, 1},
+      peak{"peak W", {}, {}, false, 2};
   Table table;
   table.title = "Devices";
   table.header = {"device", "kind", "energy J", "avg W", "peak W", "source", "in total"};
@@ -87,9 +90,10 @@ Section build_measure_section(const ResultsFile& file) {
     meter_table.header = {"meter", "available", "reason"};
     for (std::size_t index = 0; index < meters->size(); ++index) {
       const std::string at = indexed("", "meters", index);
-      meter_table.rows.push_back({fields.optional_text((*meters)[index], "name", "?", at),
-                                  fields.optional_flag((*meters)[index], "available", at).value_or(false) ? "yes" : "no",
-                                  fields.optional_text((*meters)[index], "reason", "", at)});
+      meter_table.rows.push_back(
+          {fields.optional_text((*meters)[index], "name", "?", at),
+           fields.optional_flag((*meters)[index], "available", at).value_or(false) ? "yes" : "no",
+           fields.optional_text((*meters)[index], "reason", "", at)});
     }
     section.tables.push_back(meter_table);
   }

@@ -30,8 +30,8 @@ Axis accuracy_axis(const std::string& label) {
   return axis;
 }
 
-EnergyProvenance measurement_provenance(const Fields& fields, const Json& measurement, const std::string& where,
-                                        std::optional<double> interval_ms) {
+EnergyProvenance measurement_provenance(const Fields& fields, const Json& measurement,
+                                        const std::string& where, std::optional<double> interval_ms) {
   EnergyProvenance provenance;
   provenance.source = fields.optional_text(measurement, "energy_source", "none", where);
   provenance.window_s = fields.optional_number(measurement, "wall_s", where);
@@ -67,7 +67,8 @@ void add_device_figures(const Fields& fields, const Json& measurement, const std
     const Json& device = (*devices)[index];
     EnergyFigure figure;
     const bool in_total = fields.optional_flag(device, "in_total", at).value_or(true);
-    figure.where = prefix + "device " + fields.text(device, "name", at) + (in_total ? "" : " (inside another)");
+    figure.where =
+        prefix + "device " + fields.text(device, "name", at) + (in_total ? "" : " (inside another)");
     figure.value = fields.number(device, "energy_j", at);
     figure.unit = "J";
     figure.provenance.source = fields.optional_text(device, "source", "none", at);
@@ -185,8 +186,8 @@ void add_config_facts(const Fields& fields, const Json& config, Section& section
 Table epoch_table(const std::vector<EpochRow>& epochs) {
   Table table;
   table.title = "Epochs";
-  table.header = {"epoch", "loss", "train acc", "test acc", "test loss", "lr", "samples/s", "wall s", "energy J",
-                  "source"};
+  table.header = {"epoch", "loss",      "train acc", "test acc", "test loss",
+                  "lr",    "samples/s", "wall s",    "energy J", "source"};
   auto optional = [](const std::optional<double>& value, int digits) {
     return value ? significant(*value, digits) : std::string("-");
   };
@@ -224,7 +225,8 @@ Section build_train_section(const ResultsFile& file) {
   }
   if (!used.empty()) section.facts.emplace_back("precision", used);
   add_config_facts(fields, config, section);
-  if (const Json* environment = fields.optional_object(json, "environment")) section.environment = *environment;
+  if (const Json* environment = fields.optional_object(json, "environment"))
+    section.environment = *environment;
 
   const std::vector<EpochRow> epochs = read_epochs(fields, json);
   const Json* final_json = fields.optional_object(json, "final");
@@ -264,8 +266,8 @@ Section build_train_section(const ResultsFile& file) {
       section.metrics.push_back(make_metric("time_to_target_s", "time to target accuracy", "s", *time,
                                             Direction::lower_is_better, MetricCategory::time));
     if (const auto energy_j = fields.optional_number(last, "energy_j", "final"); energy_j && source != "none")
-      section.pareto.push_back({model + " " + used + " (" + file.path + ")", accuracy, *energy_j, source,
-                                EnergyDomain::training});
+      section.pareto.push_back(
+          {model + " " + used + " (" + file.path + ")", accuracy, *energy_j, source, EnergyDomain::training});
     if (const auto target = fields.optional_number(last, "target_acc", "final"))
       section.facts.emplace_back("target accuracy", fixed(*target, 3));
     if (const auto completed = fields.optional_number(last, "epochs_completed", "final"))
@@ -305,10 +307,12 @@ Section build_repeat_section(const ResultsFile& file) {
   section.facts.emplace_back("model", model);
   section.facts.emplace_back("precision", fields.optional_text(config, "precision", "?", "config"));
   add_config_facts(fields, config, section);
-  if (const Json* environment = fields.optional_object(json, "environment")) section.environment = *environment;
+  if (const Json* environment = fields.optional_object(json, "environment"))
+    section.environment = *environment;
   if (const auto missed = fields.optional_number(summary, "missed_target", "summary"); missed && *missed > 0)
-    section.notes.push_back(significant(*missed, 3) + " run(s) never reached the target accuracy (counted, not "
-                                                      "dropped: the time and energy medians cover the others)");
+    section.notes.push_back(significant(*missed, 3) +
+                            " run(s) never reached the target accuracy (counted, not "
+                            "dropped: the time and energy medians cover the others)");
 
   // Per-seed values, the sources of their energy and the shortest run (for the energy window).
   Chart accuracy, energy;
@@ -328,7 +332,8 @@ Section build_repeat_section(const ResultsFile& file) {
   Series target_series{"energy to target", {}, {}, false, 2};
   Table table;
   table.title = "Runs";
-  table.header = {"seed", "test acc", "samples/s", "time to target s", "energy J", "energy to target J", "source"};
+  table.header = {"seed",     "test acc",           "samples/s", "time to target s",
+                  "energy J", "energy to target J", "source"};
   std::set<std::string> sources;
   std::optional<double> shortest_s;
   for (std::size_t index = 0; index < runs.size(); ++index) {
@@ -356,7 +361,8 @@ Section build_repeat_section(const ResultsFile& file) {
     if (to_target && source != "none") target_series.points.emplace_back(x, *to_target);
     table.rows.push_back({significant(seed, 6), fixed(test_acc, 4),
                           significant(fields.optional_number(last, "samples_per_s", where).value_or(NAN), 4),
-                          time ? significant(*time, 4) : "not reached", energy_j ? significant(*energy_j, 4) : "-",
+                          time ? significant(*time, 4) : "not reached",
+                          energy_j ? significant(*energy_j, 4) : "-",
                           to_target ? significant(*to_target, 4) : "not reached", source});
   }
   accuracy.series.push_back(accuracy_series);
@@ -387,8 +393,8 @@ Section build_repeat_section(const ResultsFile& file) {
     const Json* spread = fields.optional_object(summary, key, "summary");
     if (!spread) return;
     const std::string where = std::string("summary.") + key;
-    Metric metric = make_metric(key, label + " (median)", unit, fields.number(*spread, "median", where), direction,
-                                category, headline);
+    Metric metric = make_metric(key, label + " (median)", unit, fields.number(*spread, "median", where),
+                                direction, category, headline);
     metric.spread = Spread{fields.number(*spread, "min", where), fields.number(*spread, "max", where),
                            static_cast<int>(fields.number(*spread, "count", where))};
     if (category == MetricCategory::energy) {

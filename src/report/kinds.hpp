@@ -24,8 +24,8 @@ Section build_measure_section(const ResultsFile& file);
 // Provenance of an energy::Measurement JSON object (`energy` of train results, `ipj measure --json`):
 // source, the estimate models of its devices, window and samples (recorded, or derived from
 // `interval_ms` when the file predates recorded samples).
-EnergyProvenance measurement_provenance(const Fields& fields, const Json& measurement, const std::string& where,
-                                        std::optional<double> interval_ms);
+EnergyProvenance measurement_provenance(const Fields& fields, const Json& measurement,
+                                        const std::string& where, std::optional<double> interval_ms);
 // One energy figure per device of a measurement object ("device NAME").
 void add_device_figures(const Fields& fields, const Json& measurement, const std::string& where,
                         const std::string& prefix, Section& section);

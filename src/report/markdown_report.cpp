@@ -26,8 +26,7 @@ void write_table(const std::vector<std::string>& header, const std::vector<std::
       out << " " << markdown_cell(cell) << " |";
     out << "\n";
   }
-  if (rows.size() > kMaxRows)
-    out << "\n_" << rows.size() - kMaxRows << " more rows in the HTML report._\n";
+  if (rows.size() > kMaxRows) out << "\n_" << rows.size() - kMaxRows << " more rows in the HTML report._\n";
   out << "\n";
 }
 
@@ -74,23 +73,23 @@ std::string render_markdown_report(const std::vector<Section>& sections, const R
         return row.category == MetricCategory::accuracy && row.unit.empty() ? fixed(*number, 4)
                                                                             : with_unit(*number, row.unit);
       };
-      delta_rows.push_back({row.label, value(row.baseline), value(row.current),
-                            row.change ? signed_percent(*row.change) : "-",
-                            row.status == GateStatus::regressed ? "**regressed**" : status_name(row.status),
-                            row.note});
+      delta_rows.push_back(
+          {row.label, value(row.baseline), value(row.current), row.change ? signed_percent(*row.change) : "-",
+           row.status == GateStatus::regressed ? "**regressed**" : status_name(row.status), row.note});
     }
     if (delta_rows.empty()) {
       out << "No headline metric changed beyond 5%.\n\n";
     } else {
-      write_table({"metric", "#" + std::to_string(group.baseline_index), "#" + std::to_string(group.current_index),
-                   "change", "status", "note"},
+      write_table({"metric", "#" + std::to_string(group.baseline_index),
+                   "#" + std::to_string(group.current_index), "change", "status", "note"},
                   delta_rows, out);
     }
   }
 
   for (std::size_t index = 0; index < sections.size(); ++index) {
     const Section& section = sections[index];
-    out << "### " << index + 1 << ". " << markdown_cell(section.title) << "\n\nfile " << markdown_cell(section.path);
+    out << "### " << index + 1 << ". " << markdown_cell(section.title) << "\n\nfile "
+        << markdown_cell(section.path);
     for (const auto& [name, value] : section.facts)
       out << " · " << markdown_cell(name) << ": " << markdown_cell(value);
     out << "\n\n";
@@ -103,8 +102,9 @@ std::string render_markdown_report(const std::vector<Section>& sections, const R
   std::vector<std::vector<std::string>> energy_rows;
   for (std::size_t index = 0; index < sections.size(); ++index)
     for (const EnergyFigure& figure : sections[index].energy)
-      energy_rows.push_back({"#" + std::to_string(index + 1) + " " + figure.where, with_unit(figure.value, figure.unit),
-                             figure.provenance.source, window_text(figure.provenance),
+      energy_rows.push_back({"#" + std::to_string(index + 1) + " " + figure.where,
+                             with_unit(figure.value, figure.unit), figure.provenance.source,
+                             window_text(figure.provenance),
                              figure.provenance.model.empty() ? "-" : figure.provenance.model});
   if (!energy_rows.empty()) {
     out << "### Energy sources\n\n";

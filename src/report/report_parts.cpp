@@ -69,16 +69,18 @@ std::vector<Chart> pareto_charts(const std::vector<Section>& sections) {
         auto found = series_of_source.find(point.source);
         if (found == series_of_source.end()) {
           found = series_of_source.emplace(point.source, chart.series.size()).first;
-          chart.series.push_back({point.source + " energy", {}, {}, false, static_cast<int>(chart.series.size())});
+          chart.series.push_back(
+              {point.source + " energy", {}, {}, false, static_cast<int>(chart.series.size())});
         }
         Series& series = chart.series[found->second];
         series.points.emplace_back(point.joules, point.accuracy);
         series.point_labels.push_back("#" + std::to_string(index + 1) + " " + point.label);
       }
     if (chart.series.empty()) continue;
-    chart.caption = "Each point is one result; the dashed step line is the Pareto frontier (no other result is "
-                    "both more accurate and cheaper). One frontier per energy source: estimates are never "
-                    "compared with measured energy.";
+    chart.caption =
+        "Each point is one result; the dashed step line is the Pareto frontier (no other result is "
+        "both more accurate and cheaper). One frontier per energy source: estimates are never "
+        "compared with measured energy.";
     charts.push_back(chart);
   }
   return charts;
@@ -144,7 +146,8 @@ std::string window_text(const EnergyProvenance& provenance) {
   std::string text = provenance.window_s ? significant(*provenance.window_s, 3) + " s" : "";
   if (provenance.samples && provenance.sample_hz)
     text += (text.empty() ? "" : ", ") + significant(*provenance.samples, 5) + " samples at " +
-            significant(*provenance.sample_hz, 3) + " Hz" + (provenance.window_derived ? " (from the interval)" : "");
+            significant(*provenance.sample_hz, 3) + " Hz" +
+            (provenance.window_derived ? " (from the interval)" : "");
   return text.empty() ? "-" : text;
 }
 

@@ -13,10 +13,10 @@ namespace {
 
 std::vector<KindHandler>& registry() {
   static std::vector<KindHandler> handlers{
-      {"train", build_train_section},       {"train-repeat", build_repeat_section},
-      {"compare", build_compare_section},   {"bench", build_bench_section},
-      {"load", build_load_section},         {"quantize", build_quantize_section},
-      {"prune", build_prune_section},       {"distill", build_distill_section},
+      {"train", build_train_section},     {"train-repeat", build_repeat_section},
+      {"compare", build_compare_section}, {"bench", build_bench_section},
+      {"load", build_load_section},       {"quantize", build_quantize_section},
+      {"prune", build_prune_section},     {"distill", build_distill_section},
       {"measure", build_measure_section},
   };
   return handlers;
@@ -95,10 +95,11 @@ ResultsFile load_results_file(const std::string& path) {
   const auto kind = file.json.find("kind");
   if (kind == file.json.end()) {
     if (!looks_like_measure(file.json))
-      fail(ErrorCategory::invalid_input, "'" + file.path +
-                                             "' is not an ipj results file: it has no \"kind\" key (ipj writes "
-                                             "one of: " +
-                                             kinds_list() + ")");
+      fail(ErrorCategory::invalid_input,
+           "'" + file.path +
+               "' is not an ipj results file: it has no \"kind\" key (ipj writes "
+               "one of: " +
+               kinds_list() + ")");
     file.kind = "measure";
   } else {
     if (!kind->is_string())
@@ -119,7 +120,8 @@ ResultsFile load_results_file(const std::string& path) {
   }
   if (!find_kind(file.kind))
     fail(ErrorCategory::invalid_input, "'" + file.path + "' has kind '" + file.kind +
-                                           "', which this ipj cannot report on (kinds: " + kinds_list() + ")");
+                                           "', which this ipj cannot report on (kinds: " + kinds_list() +
+                                           ")");
   return file;
 }
 

@@ -54,8 +54,9 @@ std::string tick_text(double value, double step, bool percent) {
   }
   // As many decimals as the step needs to be exact: 0.25 -> 2, 0.5 -> 1, 2.5 -> 1.
   int decimals = 0;
-  while (decimals < 6 && std::fabs(step * std::pow(10.0, decimals) - std::round(step * std::pow(10.0, decimals))) >
-                             1e-6 * std::pow(10.0, decimals))
+  while (decimals < 6 &&
+         std::fabs(step * std::pow(10.0, decimals) - std::round(step * std::pow(10.0, decimals))) >
+             1e-6 * std::pow(10.0, decimals))
     ++decimals;
   return fixed(value, decimals);
 }
@@ -131,12 +132,14 @@ std::string legend(const Chart& chart, double& height) {
     }
     const char* color = color_of(series, index);
     if (chart.kind == ChartKind::bar) {
-      out << "<rect x=\"" << x << "\" y=\"" << y - 9 << "\" width=\"18\" height=\"10\" fill=\"" << color << "\"/>";
+      out << "<rect x=\"" << x << "\" y=\"" << y - 9 << "\" width=\"18\" height=\"10\" fill=\"" << color
+          << "\"/>";
     } else {
       out << "<line x1=\"" << x << "\" y1=\"" << y - 4 << "\" x2=\"" << x + 18 << "\" y2=\"" << y - 4
-          << "\" stroke=\"" << color << "\" stroke-width=\"2.5\"" << (series.dashed ? " stroke-dasharray=\"6 4\"" : "")
-          << "/><circle cx=\"" << x + 9 << "\" cy=\"" << y - 4 << "\" r=\"3.2\" fill=\""
-          << (series.dashed ? "#fff" : color) << "\" stroke=\"" << color << "\" stroke-width=\"1.5\"/>";
+          << "\" stroke=\"" << color << "\" stroke-width=\"2.5\""
+          << (series.dashed ? " stroke-dasharray=\"6 4\"" : "") << "/><circle cx=\"" << x + 9 << "\" cy=\""
+          << y - 4 << "\" r=\"3.2\" fill=\"" << (series.dashed ? "#fff" : color) << "\" stroke=\"" << color
+          << "\" stroke-width=\"1.5\"/>";
     }
     out << "<text x=\"" << x + 24 << "\" y=\"" << y << "\" class=\"legend-text\">" << html_escape(series.name)
         << "</text>";
@@ -147,7 +150,8 @@ std::string legend(const Chart& chart, double& height) {
       x = kLeft;
       y += 18;
     }
-    out << "<path d=\"M" << x << " " << y << " h9 v-8 h9\" class=\"frontier-key\" fill=\"none\" stroke=\"#555\" "
+    out << "<path d=\"M" << x << " " << y
+        << " h9 v-8 h9\" class=\"frontier-key\" fill=\"none\" stroke=\"#555\" "
         << "stroke-width=\"1.5\" stroke-dasharray=\"3 2\"/><text x=\"" << x + 24 << "\" y=\"" << y
         << "\" class=\"legend-text\">Pareto frontier</text>";
   }
@@ -209,20 +213,22 @@ void draw_axes(const Chart& chart, const Layout& layout, std::ostringstream& out
   out << "<g class=\"axis axis-y\">";
   for (const double tick : layout.y_ticks) {
     const double y = layout.y(tick);
-    out << "<line class=\"grid\" x1=\"" << kLeft << "\" x2=\"" << kWidth - kRight << "\" y1=\"" << y << "\" y2=\""
-        << y << "\"/><text class=\"tick\" x=\"" << kLeft - 6 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\">"
-        << html_escape(tick_text(tick, layout.y_step, chart.y.percent)) << "</text>";
+    out << "<line class=\"grid\" x1=\"" << kLeft << "\" x2=\"" << kWidth - kRight << "\" y1=\"" << y
+        << "\" y2=\"" << y << "\"/><text class=\"tick\" x=\"" << kLeft - 6 << "\" y=\"" << y + 4
+        << "\" text-anchor=\"end\">" << html_escape(tick_text(tick, layout.y_step, chart.y.percent))
+        << "</text>";
   }
-  out << "<line class=\"frame\" x1=\"" << kLeft << "\" x2=\"" << kLeft << "\" y1=\"" << layout.top << "\" y2=\""
-      << bottom << "\"/><text class=\"axis-label\" transform=\"translate(16 " << (layout.top + bottom) / 2
-      << ") rotate(-90)\" text-anchor=\"middle\">" << html_escape(axis_title(chart.y)) << "</text></g>";
+  out << "<line class=\"frame\" x1=\"" << kLeft << "\" x2=\"" << kLeft << "\" y1=\"" << layout.top
+      << "\" y2=\"" << bottom << "\"/><text class=\"axis-label\" transform=\"translate(16 "
+      << (layout.top + bottom) / 2 << ") rotate(-90)\" text-anchor=\"middle\">"
+      << html_escape(axis_title(chart.y)) << "</text></g>";
   out << "<g class=\"axis axis-x\"><line class=\"frame\" x1=\"" << kLeft << "\" x2=\"" << kWidth - kRight
       << "\" y1=\"" << bottom << "\" y2=\"" << bottom << "\"/>";
   if (chart.kind == ChartKind::bar) {
     for (std::size_t index = 0; index < chart.x.categories.size(); ++index) {
       std::string label = chart.x.categories[index];
-      const std::size_t room = static_cast<std::size_t>(
-          std::max(4.0, (kWidth - kLeft - kRight) / static_cast<double>(chart.x.categories.size()) / kCharWidth));
+      const std::size_t room = static_cast<std::size_t>(std::max(
+          4.0, (kWidth - kLeft - kRight) / static_cast<double>(chart.x.categories.size()) / kCharWidth));
       if (label.size() > room) label = label.substr(0, room - 1) + "\u2026";
       out << "<text class=\"tick\" x=\"" << layout.x(static_cast<double>(index)) << "\" y=\"" << bottom + 17
           << "\" text-anchor=\"middle\">" << html_escape(label) << "<title>"
@@ -239,9 +245,8 @@ void draw_axes(const Chart& chart, const Layout& layout, std::ostringstream& out
   }
   out << "<text class=\"axis-label\" x=\"" << (kLeft + kWidth - kRight) / 2 << "\" y=\"" << kHeight - 10
       << "\" text-anchor=\"middle\">"
-      << html_escape(axis_title(chart.x) + (chart.x.scale == AxisScale::log2 && chart.kind != ChartKind::bar
-                                                ? ", log scale"
-                                                : ""))
+      << html_escape(axis_title(chart.x) +
+                     (chart.x.scale == AxisScale::log2 && chart.kind != ChartKind::bar ? ", log scale" : ""))
       << "</text></g>";
 }
 
@@ -276,7 +281,8 @@ void draw_bars(const Chart& chart, const Layout& layout, std::ostringstream& out
           << std::min(top, zero) - 4 << "\" text-anchor=\"middle\">"
           << html_escape(point < series.point_labels.size() && !series.point_labels[point].empty()
                              ? series.point_labels[point]
-                             : chart.y.percent ? fixed(y * 100.0, 1) : significant(y, 3))
+                         : chart.y.percent ? fixed(y * 100.0, 1)
+                                           : significant(y, 3))
           << "</text>";
     }
     out << "</g>";
@@ -312,8 +318,8 @@ void draw_lines(const Chart& chart, const Layout& layout, std::ostringstream& ou
     for (std::size_t point = 0; point < series.points.size(); ++point) {
       const auto& [x, y] = series.points[point];
       if (!std::isfinite(x) || !std::isfinite(y) || (layout.x.log && x <= 0)) continue;
-      out << "<circle class=\"point\" cx=\"" << layout.x(x) << "\" cy=\"" << layout.y(y) << "\" r=\"" << radius
-          << "\" fill=\"" << (series.dashed ? "#fff" : color) << "\" stroke=\"" << color
+      out << "<circle class=\"point\" cx=\"" << layout.x(x) << "\" cy=\"" << layout.y(y) << "\" r=\""
+          << radius << "\" fill=\"" << (series.dashed ? "#fff" : color) << "\" stroke=\"" << color
           << "\" stroke-width=\"1.5\"><title>" << html_escape(point_tooltip(chart, series, point))
           << "</title></circle>";
     }
@@ -356,7 +362,9 @@ std::vector<std::pair<double, double>> pareto_frontier(std::vector<std::pair<dou
 }
 
 std::string render_svg_chart(const Chart& chart, const std::string& id) {
-  const char* kind = chart.kind == ChartKind::bar ? "bar" : chart.kind == ChartKind::scatter ? "scatter" : "line";
+  const char* kind = chart.kind == ChartKind::bar       ? "bar"
+                     : chart.kind == ChartKind::scatter ? "scatter"
+                                                        : "line";
   std::ostringstream out;
   out.precision(6);
   double legend_height = 0;

@@ -15,7 +15,8 @@ std::string fixed(double value, int decimals) {
 std::string significant(double value, int digits) {
   if (!std::isfinite(value)) return "n/a";
   if (value == 0.0) return "0";
-  if (std::fabs(value) < 1e15 && value == std::round(value)) return fixed(value, 0);  // counts: "64", not "64.00"
+  if (std::fabs(value) < 1e15 && value == std::round(value))
+    return fixed(value, 0);  // counts: "64", not "64.00"
   const int magnitude = static_cast<int>(std::floor(std::log10(std::fabs(value))));
   if (magnitude >= digits - 1) return fixed(value, 0);
   if (magnitude < -6) {

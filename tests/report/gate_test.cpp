@@ -21,7 +21,8 @@ Metric metric(const std::string& key, double value, Direction direction, MetricC
   return result;
 }
 
-EnergyProvenance energy(const std::string& source, double samples, double hz, const std::string& model = "m") {
+EnergyProvenance energy(const std::string& source, double samples, double hz,
+                        const std::string& model = "m") {
   EnergyProvenance provenance;
   provenance.source = source;
   provenance.model = source == "estimated" ? model : "";
@@ -36,15 +37,16 @@ Section bench_section(double slowdown) {
   Section section;
   section.kind = "bench";
   section.path = "synthetic.json";
-  section.metrics.push_back(metric("fp32.b64.throughput_per_s", 40000.0 / slowdown, Direction::higher_is_better,
-                                   MetricCategory::throughput, "inferences/s"));
+  section.metrics.push_back(metric("fp32.b64.throughput_per_s", 40000.0 / slowdown,
+                                   Direction::higher_is_better, MetricCategory::throughput, "inferences/s"));
   section.metrics.push_back(
       metric("fp32.b64.p99_ms", 1.5 * slowdown, Direction::lower_is_better, MetricCategory::latency, "ms"));
-  Metric joules = metric("fp32.b64.j_per_1000", 0.5 * slowdown, Direction::lower_is_better,
-                         MetricCategory::energy, "J");
+  Metric joules =
+      metric("fp32.b64.j_per_1000", 0.5 * slowdown, Direction::lower_is_better, MetricCategory::energy, "J");
   joules.energy = energy("estimated", 90, 100);
   section.metrics.push_back(joules);
-  section.metrics.push_back(metric("fp32.test_acc", 0.88, Direction::higher_is_better, MetricCategory::accuracy));
+  section.metrics.push_back(
+      metric("fp32.test_acc", 0.88, Direction::higher_is_better, MetricCategory::accuracy));
   return section;
 }
 
@@ -57,7 +59,8 @@ const GateRow& row_of(const GateResult& result, const std::string& key) {
 TEST(Gate, IdenticalInputsPass) {
   const GateResult result = compare_sections(bench_section(1.0), bench_section(1.0), GateOptions{});
   EXPECT_FALSE(result.regressed);
-  for (const GateRow& row : result.rows) EXPECT_EQ(row.status, GateStatus::ok) << row.key;
+  for (const GateRow& row : result.rows)
+    EXPECT_EQ(row.status, GateStatus::ok) << row.key;
 }
 
 TEST(Gate, TenPercentSlowdownFailsAtFivePercentOnEveryDirection) {
@@ -150,7 +153,8 @@ TEST(Gate, EnergyFollowsMlperfPowerRules) {
 TEST(Gate, MissingMetricsFailAndNewOnesAreListed) {
   Section base = bench_section(1.0), current = bench_section(1.0);
   current.metrics.erase(current.metrics.begin());
-  current.metrics.push_back(metric("fp32.b1.p99_ms", 0.3, Direction::lower_is_better, MetricCategory::latency));
+  current.metrics.push_back(
+      metric("fp32.b1.p99_ms", 0.3, Direction::lower_is_better, MetricCategory::latency));
   const GateResult result = compare_sections(base, current, GateOptions{});
   EXPECT_TRUE(result.regressed);
   EXPECT_EQ(row_of(result, "fp32.b64.throughput_per_s").status, GateStatus::missing);
@@ -181,10 +185,12 @@ TEST(Charts, NiceTicksAndParetoFrontier) {
   const std::vector<double> expected{0, 0.2, 0.4, 0.6, 0.8, 1.0};
   const std::vector<double> fifths = nice_ticks(0, 1, 5);
   ASSERT_EQ(fifths.size(), expected.size());
-  for (std::size_t index = 0; index < expected.size(); ++index) EXPECT_NEAR(fifths[index], expected[index], 1e-12);
+  for (std::size_t index = 0; index < expected.size(); ++index)
+    EXPECT_NEAR(fifths[index], expected[index], 1e-12);
   const auto ticks = nice_ticks(0.94, 4.06, 6, true);
   EXPECT_EQ(ticks.front(), 0.0);
-  for (std::size_t index = 1; index < ticks.size(); ++index) EXPECT_EQ(ticks[index] - ticks[index - 1], 1.0);
+  for (std::size_t index = 1; index < ticks.size(); ++index)
+    EXPECT_EQ(ticks[index] - ticks[index - 1], 1.0);
   // (joules, accuracy): (2, 0.80) is beaten by (1, 0.85); (3, 0.90) is on the frontier.
   const auto frontier = pareto_frontier({{2, 0.80}, {1, 0.85}, {3, 0.90}, {4, 0.89}, {1, 0.70}});
   EXPECT_EQ(frontier, (std::vector<std::pair<double, double>>{{1, 0.85}, {3, 0.90}}));
@@ -208,7 +214,8 @@ TEST(Charts, SvgHasAxesUnitsPointsAndEscapesText) {
   EXPECT_NE(svg.find("batch size, log scale"), std::string::npos);
   EXPECT_NE(svg.find(">256<"), std::string::npos);  // log axis ticks at the batch sizes
   std::size_t points = 0;
-  for (std::size_t at = svg.find("class=\"point\""); at != std::string::npos; at = svg.find("class=\"point\"", at + 1))
+  for (std::size_t at = svg.find("class=\"point\""); at != std::string::npos;
+       at = svg.find("class=\"point\"", at + 1))
     ++points;
   EXPECT_EQ(points, 6u);
   EXPECT_EQ(svg.find("<script"), std::string::npos);

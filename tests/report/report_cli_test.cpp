@@ -1,7 +1,7 @@
 // `ipj report` and `ipj gate` as a user runs them, on results files made by short real ipj runs (train,
 // repeat, compare, bench, quantize, measure) and on fixtures (load, prune, distill, malformed files; see
-// fixtures/README.md). The HTML is rendered in headless Chromium: a screenshot that is not blank (decoded with
-// libpng) and the expected elements in the DOM.
+// fixtures/README.md). The HTML is rendered in headless Chromium: a screenshot that is not blank (decoded
+// with libpng) and the expected elements in the DOM.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <png.h>
@@ -33,7 +33,8 @@ testing::ProcessResult ipj(const std::string& arguments) {
 void run_or_fail(const std::string& arguments, const std::string& output = "") {
   const auto result = ipj(arguments);
   if (result.exit_code != 0)
-    throw std::runtime_error("ipj " + arguments + " failed (" + std::to_string(result.exit_code) + "): " + result.err);
+    throw std::runtime_error("ipj " + arguments + " failed (" + std::to_string(result.exit_code) +
+                             "): " + result.err);
   if (!output.empty()) write_file_atomically(output, result.out);
 }
 
@@ -53,15 +54,17 @@ const std::string& generated() {
       fs::remove_all(dir + "/train", error);
       const std::string common = " --model mlp --test-limit 500 --quiet --json";
       run_or_fail("train" + common + " --epochs 2 --limit 2000 --seed 1 --out " + dir + "/train");
-      run_or_fail("compare" + common + " --limit 3000 --max-epochs 2 --epochs 1 --target-acc 0.5 --report --out " +
-                  dir + "/compare");
+      run_or_fail("compare" + common +
+                  " --limit 3000 --max-epochs 2 --epochs 1 --target-acc 0.5 --report --out " + dir +
+                  "/compare");
       run_or_fail("train" + common + " --epochs 1 --limit 1500 --repeat 2 --target-acc 0.5 --out " + dir +
                   "/repeat");
-      run_or_fail("bench --model " + dir + "/train --variants fp32 --batch 1,16 --window-s 0.3 --warmup-s 0.05 " +
-                  "--max-windows 4 --energy-interval-ms 10 --test-limit 500 --quiet --json",
+      run_or_fail("bench --model " + dir +
+                      "/train --variants fp32 --batch 1,16 --window-s 0.3 --warmup-s 0.05 " +
+                      "--max-windows 4 --energy-interval-ms 10 --test-limit 500 --quiet --json",
                   dir + "/bench.json");
-      run_or_fail("quantize --model " + dir + "/train --mode dynamic --out " + dir + "/int8.pt --max-drop 100 " +
-                  "--test-limit 500 --quiet --json",
+      run_or_fail("quantize --model " + dir + "/train --mode dynamic --out " + dir +
+                      "/int8.pt --max-drop 100 " + "--test-limit 500 --quiet --json",
                   dir + "/quantize.json");
       run_or_fail("measure --json -- sleep 0.1", dir + "/measure.json");
       write_file_atomically(stamp.string(), "done\n");
@@ -86,13 +89,15 @@ std::vector<std::string> every_kind() {
 
 std::string joined(const std::vector<std::string>& paths) {
   std::string text;
-  for (const auto& item : paths) text += " '" + item + "'";
+  for (const auto& item : paths)
+    text += " '" + item + "'";
   return text;
 }
 
 std::size_t count(const std::string& text, const std::string& needle) {
   std::size_t found = 0;
-  for (std::size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size()))
+  for (std::size_t at = text.find(needle); at != std::string::npos;
+       at = text.find(needle, at + needle.size()))
     ++found;
   return found;
 }
@@ -177,8 +182,8 @@ TEST(ReportCli, EveryKindSelfContainedWithValuesFromTheFiles) {
     kinds.insert(input["kind"].get<std::string>());
     EXPECT_GE(input["charts"].get<int>(), 1) << input;
   }
-  EXPECT_EQ(kinds, (std::set<std::string>{"train", "compare", "train-repeat", "bench", "quantize", "measure", "load",
-                                          "prune", "distill"}));
+  EXPECT_EQ(kinds, (std::set<std::string>{"train", "compare", "train-repeat", "bench", "quantize", "measure",
+                                          "load", "prune", "distill"}));
   const std::string html = read_file(dir.file("r.html"));
   // One <svg> at least per file, plus the accuracy-vs-energy charts.
   for (std::size_t index = 1; index <= every_kind().size(); ++index) {
@@ -206,7 +211,8 @@ TEST(ReportCli, EveryKindSelfContainedWithValuesFromTheFiles) {
   EXPECT_NE(html.find("source-estimated"), std::string::npos);
   // The Markdown: tables, no images or markup, fits a pull-request comment.
   const std::string markdown = read_file(dir.file("r.md"));
-  EXPECT_NE(markdown.find("| # | kind | result | accuracy | throughput | energy | source |"), std::string::npos);
+  EXPECT_NE(markdown.find("| # | kind | result | accuracy | throughput | energy | source |"),
+            std::string::npos);
   EXPECT_NE(markdown.find(fixed4(train["final"]["test_acc"].get<double>())), std::string::npos);
   EXPECT_EQ(markdown.find("<svg"), std::string::npos);
   EXPECT_LT(markdown.size(), 65536u);
@@ -245,8 +251,8 @@ TEST(ReportCli, ScreenshotsAreNotBlankWideAndNarrow) {
   Chromium chromium;
   for (const int width : {1280, 420}) {
     const std::string shot = dir.file("shot-" + std::to_string(width) + ".png");
-    const auto result =
-        chromium.run("--screenshot=" + shot + " --window-size=" + std::to_string(width) + ",2400 file://" + dir.file("r.html"));
+    const auto result = chromium.run("--screenshot=" + shot + " --window-size=" + std::to_string(width) +
+                                     ",2400 file://" + dir.file("r.html"));
     ASSERT_EQ(result.exit_code, 0) << result.err;
     expect_not_blank(shot, static_cast<std::size_t>(width));
   }
@@ -275,7 +281,8 @@ TEST(ReportCli, TextFromFilesCannotInjectMarkup) {
   const auto dom = chromium.run("--dump-dom file://" + dir.file("r.html"));
   ASSERT_EQ(dom.exit_code, 0);
   // In the parsed DOM, "<" only opens real elements (text is serialised as &lt;).
-  for (const char* element : {"<script", "<img", "<iframe"}) EXPECT_EQ(dom.out.find(element), std::string::npos) << element;
+  for (const char* element : {"<script", "<img", "<iframe"})
+    EXPECT_EQ(dom.out.find(element), std::string::npos) << element;
   EXPECT_FALSE(std::regex_search(dom.out, std::regex("<[^>]*\\son(error|load)=")));
   EXPECT_NE(dom.out.find("&lt;script&gt;alert(1)&lt;/script&gt;"), std::string::npos);
   const std::string markdown = read_file(dir.file("r.md"));
@@ -311,7 +318,8 @@ TEST(ReportCli, MalformedOrForeignFilesGetClearErrorsNamingTheFile) {
   };
   testing::TempDir dir;
   for (const Case& item : cases) {
-    const auto result = ipj("report " + path("bench.json") + " '" + item.file + "' --html " + dir.file("r.html"));
+    const auto result =
+        ipj("report " + path("bench.json") + " '" + item.file + "' --html " + dir.file("r.html"));
     EXPECT_EQ(result.exit_code, item.exit_code) << item.file << ": " << result.err;
     EXPECT_NE(result.err.find(item.fragment), std::string::npos) << result.err;
     EXPECT_NE(result.err.find(fs::path(item.file).filename().string()), std::string::npos) << result.err;
@@ -329,7 +337,8 @@ void write_bench(const std::string& file, double slowdown) {
   json bench = json::parse(read_file(path("bench.json")));
   for (auto& row : bench["rows"]) {
     row["throughput_per_s"] = row["throughput_per_s"].get<double>() / slowdown;
-    for (const char* key : {"p50_ms", "p90_ms", "p99_ms", "mean_ms"}) row[key] = row[key].get<double>() * slowdown;
+    for (const char* key : {"p50_ms", "p90_ms", "p99_ms", "mean_ms"})
+      row[key] = row[key].get<double>() * slowdown;
     row["j_per_1000"] = row["j_per_1000"].get<double>() * slowdown;
     json windows = json::array();
     for (const double wobble : {0.99, 1.0, 1.01})
@@ -375,12 +384,15 @@ TEST(GateCli, PassesOnIdenticalInputsFailsOnATenPercentRegression) {
 TEST(GateCli, RealRepeatsGiveNoiseAndSourcesAreNeverMixed) {
   testing::TempDir dir;
   // Train --repeat holds min..max of its seeds: the gate says when a difference is inside them.
-  auto result = ipj("gate --baseline " + path("repeat/repeat.json") + " --current " + path("repeat/repeat.json"));
+  auto result =
+      ipj("gate --baseline " + path("repeat/repeat.json") + " --current " + path("repeat/repeat.json"));
   EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
   json bench = json::parse(read_file(path("bench.json")));
-  for (auto& row : bench["rows"]) row["energy_source"] = "counter";
+  for (auto& row : bench["rows"])
+    row["energy_source"] = "counter";
   std::ofstream(dir.file("counter.json")) << bench.dump();
-  result = ipj("gate --baseline " + path("bench.json") + " --current " + dir.file("counter.json") + " --json");
+  result =
+      ipj("gate --baseline " + path("bench.json") + " --current " + dir.file("counter.json") + " --json");
   EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
   int not_comparable = 0;
   const json report = json::parse(result.out);
@@ -403,8 +415,7 @@ TEST(GateCli, BadInputExitsTwo) {
         "--baseline " + bench + " --current " + kFixtures + "load.json",  // different kinds
         "--baseline " + bench + " --current " + bench + " --max-regression 5",
         "--baseline " + bench + " --current " + bench + " --metric nonsense:5%",
-        "--baseline " + bench + " --current " + bench + " --metric throughput:1pt",
-        "--baseline " + bench}) {
+        "--baseline " + bench + " --current " + bench + " --metric throughput:1pt", "--baseline " + bench}) {
     const auto result = ipj("gate " + arguments);
     EXPECT_EQ(result.exit_code, 2) << arguments << ": " << result.err;
     EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;

@@ -19,7 +19,8 @@ struct ReportOptions {
 std::vector<Section> load_sections(const std::vector<std::string>& paths);
 
 // The HTML document: summary, deltas between results of the same kind, accuracy-vs-energy scatter with
-// Pareto frontiers, one part per file (facts, notes, charts, tables), energy provenance, machine and software.
+// Pareto frontiers, one part per file (facts, notes, charts, tables), energy provenance, machine and
+// software.
 std::string render_html_report(const std::vector<Section>& sections, const ReportOptions& options);
 
 // The Markdown variant: summary table, key deltas, the main table of each file, energy sources; no images.
