@@ -30,15 +30,6 @@ std::string status_badge(GateStatus status) {
   return "<span class=\"status status-" + css + "\">" + html_escape(status_name(status)) + "</span>";
 }
 
-// A cell is numeric when it starts like a number (right-aligned, tabular figures).
-bool looks_numeric(const std::string& text) {
-  if (text.empty()) return false;
-  const char first = text[0];
-  return std::isdigit(static_cast<unsigned char>(first)) ||
-         ((first == '-' || first == '+' || first == '.') && text.size() > 1 &&
-          std::isdigit(static_cast<unsigned char>(text[1])));
-}
-
 void write_table(const Table& table, std::ostringstream& out) {
   out << "<div class=\"table-wrap\"><table class=\"data\">";
   if (!table.title.empty()) out << "<caption>" << html_escape(table.title) << "</caption>";

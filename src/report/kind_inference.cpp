@@ -131,8 +131,9 @@ Section build_bench_section(const ResultsFile& file) {
     if (j_per_1000 && source != "none") {
       sources.insert(source);
       joules[variant].points.emplace_back(batch, *j_per_1000);
-      Metric metric = make_metric(key + ".j_per_1000", label + ": energy per 1000 inferences", "J",
-                                  *j_per_1000, Direction::lower_is_better, MetricCategory::energy);
+      Metric metric =
+          make_metric(key + ".j_per_1000", label + ": energy per 1000 inferences", "J/1000 inferences",
+                      *j_per_1000, Direction::lower_is_better, MetricCategory::energy);
       metric.spread = window_spread(fields, windows, "j_per_1000", at);
       EnergyProvenance provenance;
       provenance.source = source;

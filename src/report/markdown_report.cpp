@@ -17,8 +17,14 @@ void write_table(const std::vector<std::string>& header, const std::vector<std::
   for (const std::string& cell : header)
     out << " " << markdown_cell(cell) << " |";
   out << "\n|";
-  for (std::size_t column = 0; column < header.size(); ++column)
-    out << (column == 0 ? " --- |" : " ---: |");
+  // Right-aligned where every cell of the column is a number (or empty/"-").
+  for (std::size_t column = 0; column < header.size(); ++column) {
+    bool numeric = column > 0;
+    for (const auto& row : rows)
+      if (column < row.size() && !row[column].empty() && row[column] != "-")
+        numeric = numeric && looks_numeric(row[column]);
+    out << (numeric ? " ---: |" : " --- |");
+  }
   out << "\n";
   for (std::size_t index = 0; index < rows.size() && index < kMaxRows; ++index) {
     out << "|";
@@ -57,7 +63,8 @@ std::string render_markdown_report(const std::vector<Section>& sections, const R
   for (const SummaryRow& row : summary_rows(sections)) {
     const Section& section = *row.section;
     rows.push_back({std::to_string(row.index), section.kind, section.title, text_of(row.accuracy),
-                    text_of(row.throughput), text_of(row.energy),
+                    text_of(row.throughput),
+                    row.energy ? text_of(row.energy) + " (" + row.energy->label + ")" : "-",
                     row.energy && row.energy->energy ? row.energy->energy->source : "-"});
   }
   write_table({"#", "kind", "result", "accuracy", "throughput", "energy", "source"}, rows, out);

@@ -1,6 +1,7 @@
 // Formatting helpers of the report renderers.
 #include "text_format.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
@@ -35,6 +36,14 @@ std::string signed_percent(double fraction) {
 
 std::string with_unit(double value, const std::string& unit, int digits) {
   return unit.empty() ? significant(value, digits) : significant(value, digits) + " " + unit;
+}
+
+bool looks_numeric(const std::string& text) {
+  if (text.empty()) return false;
+  const auto digit = [](char character) { return std::isdigit(static_cast<unsigned char>(character)) != 0; };
+  if (digit(text[0])) return true;
+  return (text[0] == '-' || text[0] == '+' || text[0] == '.' || text[0] == '$') && text.size() > 1 &&
+         digit(text[1]);
 }
 
 std::string html_escape(const std::string& text) {

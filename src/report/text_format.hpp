@@ -14,6 +14,8 @@ std::string fixed(double value, int decimals);
 std::string signed_percent(double fraction);
 // A value with its unit: "12.5 ms", "0.8814" (no unit).
 std::string with_unit(double value, const std::string& unit, int digits = 4);
+// True when the text starts like a number ("12.5 ms", "-3%", ".5"): such cells are right-aligned.
+bool looks_numeric(const std::string& text);
 // Escapes & < > " ' so that text from files can never become markup (element content and attributes).
 std::string html_escape(const std::string& text);
 // Escapes | and newlines for a Markdown table cell, and neutralises HTML (GitHub renders inline HTML).

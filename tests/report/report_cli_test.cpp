@@ -387,6 +387,24 @@ TEST(GateCli, RealRepeatsGiveNoiseAndSourcesAreNeverMixed) {
   auto result =
       ipj("gate --baseline " + path("repeat/repeat.json") + " --current " + path("repeat/repeat.json"));
   EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+  json repeat = json::parse(read_file(path("repeat/repeat.json")));
+  const double median = repeat["summary"]["samples_per_s"]["median"].get<double>();
+  repeat["summary"]["samples_per_s"] = {
+      {"median", median}, {"min", median * 0.85}, {"max", median * 1.15}, {"count", 2}};
+  std::ofstream(dir.file("base-repeat.json")) << repeat.dump();
+  repeat["summary"]["samples_per_s"] = {
+      {"median", median * 0.9}, {"min", median * 0.8}, {"max", median * 1.1}, {"count", 2}};
+  std::ofstream(dir.file("noisy-repeat.json")) << repeat.dump();
+  result =
+      ipj("gate --baseline " + dir.file("base-repeat.json") + " --current " + dir.file("noisy-repeat.json"));
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;  // -10%, but the seeds spread +-15%
+  EXPECT_NE(result.out.find("within noise"), std::string::npos) << result.out;
+  repeat["summary"]["samples_per_s"] = {
+      {"median", median * 0.5}, {"min", median * 0.45}, {"max", median * 0.55}, {"count", 2}};
+  std::ofstream(dir.file("slow-repeat.json")) << repeat.dump();
+  result =
+      ipj("gate --baseline " + dir.file("base-repeat.json") + " --current " + dir.file("slow-repeat.json"));
+  EXPECT_EQ(result.exit_code, 1) << result.out << result.err;  // -50%: beyond the spread
   json bench = json::parse(read_file(path("bench.json")));
   for (auto& row : bench["rows"])
     row["energy_source"] = "counter";
