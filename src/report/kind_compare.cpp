@@ -72,27 +72,11 @@ std::string optional_text(const std::optional<double>& value, int digits, const 
 
 }  // namespace
 
-Section build_compare_section(const ResultsFile& file) {
-  const Fields fields(file.path, file.kind);
-  const Json& json = file.json;
-  Section section;
-  Side baseline = read_side(fields, json, "baseline");
-  Side optimized = read_side(fields, json, "optimized");
-  read_run_folder(file.path, baseline, section);
-  read_run_folder(file.path, optimized, section);
-  std::string model = "?";
-  if (const Json* model_json = fields.optional_object(json, "model"))
-    model = fields.optional_text(*model_json, "name", "?", "model");
-  const auto target = fields.optional_number(json, "target_acc");
-  section.title = "Compare: " + model + ", seed recipe vs ipj's optimized recipe";
-  section.facts.emplace_back("model", model);
-  if (target) section.facts.emplace_back("target accuracy", fixed(*target, 3));
-  section.facts.emplace_back("precision", baseline.precision + " vs " + optimized.precision);
-  if (const Json* dataset = fields.optional_object(json, "dataset"))
-    section.facts.emplace_back("data set", fields.optional_text(*dataset, "name", "?", "dataset"));
-  if (const Json* environment = fields.optional_object(json, "environment"))
-    section.environment = *environment;
+namespace {
 
+// Accuracy, throughput, time and energy to target of both sides, and the ratios between them.
+void add_compare_metrics(const Fields& fields, const Json& json, const Side& baseline, const Side& optimized,
+                         const std::string& model, Section& section) {
   for (const Side* side : {&baseline, &optimized}) {
     const bool headline = side == &optimized;
     const std::string& name = side->name;
@@ -136,15 +120,15 @@ Section build_compare_section(const ResultsFile& file) {
     section.metrics.push_back(make_metric("throughput_ratio", "training throughput, optimized / baseline",
                                           "x", *ratio, Direction::higher_is_better,
                                           MetricCategory::throughput));
-  const auto delta = fields.optional_number(json, "acc_delta_pt");
-  if (const auto within = fields.optional_flag(json, "within_half_point"); within && !*within)
-    section.notes.push_back(
-        "the optimized recipe is more than 0.5 point less accurate (fails the seeds' rule)");
+}
 
+// The side-by-side table of `ipj compare`.
+Table compare_table(const Fields& fields, const Json& json, const Side& baseline, const Side& optimized,
+                    const std::string& target_text) {
+  const auto delta = fields.optional_number(json, "acc_delta_pt");
   Table table;
   table.title = "Baseline vs optimized";
   table.header = {"", "baseline (seed recipe)", "optimized (ipj)", "optimized vs baseline"};
-  const std::string target_text = target ? fixed(*target, 3) : "target";
   table.rows.push_back({"final test accuracy", fixed(baseline.test_acc, 4), fixed(optimized.test_acc, 4),
                         delta ? (*delta >= 0 ? "+" : "") + fixed(*delta, 2) + " pt" : ""});
   const auto speedup = fields.optional_number(json, "speedup");
@@ -167,12 +151,12 @@ Section build_compare_section(const ResultsFile& file) {
   table.rows.push_back({"precision", baseline.precision, optimized.precision, ""});
   table.rows.push_back({"epochs run", optional_text(baseline.epochs_completed, 3, "-"),
                         optional_text(optimized.epochs_completed, 3, "-"), ""});
-  section.tables.push_back(table);
+  return table;
+}
 
-  if (!baseline.epochs.empty() || !optimized.epochs.empty()) {
-    section.charts = epoch_charts({{"baseline", baseline.epochs}, {"optimized", optimized.epochs}});
-  }
-  // Time and energy to the target as bars: always there, also without the run folders.
+// Time and energy to the target as bars relative to the baseline: always there, also without the run
+// folders; the training throughput when a run missed the target.
+Chart target_bars(const Side& baseline, const Side& optimized, const std::string& target_text) {
   Chart bars;
   bars.title = "Time and energy to " + target_text;
   bars.kind = ChartKind::bar;
@@ -206,7 +190,41 @@ Section build_compare_section(const ResultsFile& file) {
     if (!time_series.points.empty()) bars.series.push_back(time_series);
     if (!energy_series.points.empty()) bars.series.push_back(energy_series);
   }
-  section.charts.insert(section.charts.begin(), bars);
+  return bars;
+}
+
+}  // namespace
+
+Section build_compare_section(const ResultsFile& file) {
+  const Fields fields(file.path, file.kind);
+  const Json& json = file.json;
+  Section section;
+  Side baseline = read_side(fields, json, "baseline");
+  Side optimized = read_side(fields, json, "optimized");
+  read_run_folder(file.path, baseline, section);
+  read_run_folder(file.path, optimized, section);
+  std::string model = "?";
+  if (const Json* model_json = fields.optional_object(json, "model"))
+    model = fields.optional_text(*model_json, "name", "?", "model");
+  const auto target = fields.optional_number(json, "target_acc");
+  section.title = "Compare: " + model + ", seed recipe vs ipj's optimized recipe";
+  section.facts.emplace_back("model", model);
+  if (target) section.facts.emplace_back("target accuracy", fixed(*target, 3));
+  section.facts.emplace_back("precision", baseline.precision + " vs " + optimized.precision);
+  if (const Json* dataset = fields.optional_object(json, "dataset"))
+    section.facts.emplace_back("data set", fields.optional_text(*dataset, "name", "?", "dataset"));
+  if (const Json* environment = fields.optional_object(json, "environment"))
+    section.environment = *environment;
+
+  add_compare_metrics(fields, json, baseline, optimized, model, section);
+  if (const auto within = fields.optional_flag(json, "within_half_point"); within && !*within)
+    section.notes.push_back(
+        "the optimized recipe is more than 0.5 point less accurate (fails the seeds' rule)");
+  const std::string target_text = target ? fixed(*target, 3) : "target";
+  section.tables.push_back(compare_table(fields, json, baseline, optimized, target_text));
+  if (!baseline.epochs.empty() || !optimized.epochs.empty())
+    section.charts = epoch_charts({{"baseline", baseline.epochs}, {"optimized", optimized.epochs}});
+  section.charts.insert(section.charts.begin(), target_bars(baseline, optimized, target_text));
   return section;
 }
 

@@ -34,6 +34,134 @@ Axis batch_axis(const std::string& label) {
 
 }  // namespace
 
+namespace {
+
+// One row of `ipj bench --json` as read (required keys checked).
+struct BenchRowValues {
+  std::string variant, source, key, label;
+  double batch = 0, p50_ms = 0, p99_ms = 0, rate_per_s = 0;
+  std::optional<double> p90_ms, j_per_1000, windows_count, accuracy;
+  bool stable = true;
+  const Json* windows = nullptr;  // window_stats
+};
+
+BenchRowValues read_bench_row(const Fields& fields, const Json& row, const std::string& at) {
+  BenchRowValues values;
+  values.variant = fields.text(row, "variant", at);
+  values.batch = fields.number(row, "batch", at);
+  values.p50_ms = fields.number(row, "p50_ms", at);
+  values.p99_ms = fields.number(row, "p99_ms", at);
+  values.rate_per_s = fields.number(row, "throughput_per_s", at);
+  values.p90_ms = fields.optional_number(row, "p90_ms", at);
+  values.j_per_1000 = fields.optional_number(row, "j_per_1000", at);
+  values.source = fields.optional_text(row, "energy_source", "none", at);
+  if (values.source == "none") values.j_per_1000.reset();
+  values.stable = fields.optional_flag(row, "stable", at).value_or(true);
+  values.windows_count = fields.optional_number(row, "windows", at);
+  values.accuracy = fields.optional_number(row, "test_acc", at);
+  values.windows = fields.optional_array(row, "window_stats", at);
+  values.key = values.variant + ".b" + significant(values.batch, 8);
+  values.label = values.variant + ", batch " + significant(values.batch, 8);
+  return values;
+}
+
+// Throughput, p50, p99 and J/1000 of one row, with the spread of its windows; its energy figure and
+// accuracy-vs-energy point.
+void add_row_metrics(const Fields& fields, const Json& row, const BenchRowValues& values,
+                     const std::string& at, Section& section) {
+  auto add = [&](const char* field, const std::string& what, const std::string& unit, double value,
+                 Direction direction, MetricCategory category) -> Metric& {
+    Metric metric =
+        make_metric(values.key + "." + field, values.label + ": " + what, unit, value, direction, category);
+    metric.spread = window_spread(fields, values.windows, field, at);
+    section.metrics.push_back(metric);
+    return section.metrics.back();
+  };
+  add("throughput_per_s", "throughput", "inferences/s", values.rate_per_s, Direction::higher_is_better,
+      MetricCategory::throughput);
+  add("p50_ms", "p50 latency", "ms", values.p50_ms, Direction::lower_is_better, MetricCategory::latency);
+  add("p99_ms", "p99 latency", "ms", values.p99_ms, Direction::lower_is_better, MetricCategory::latency);
+  if (!values.j_per_1000) return;
+  EnergyProvenance provenance;
+  provenance.source = values.source;
+  provenance.model = fields.optional_text(row, "energy_model", "", at);
+  provenance.samples = fields.optional_number(row, "energy_samples", at);
+  provenance.sample_hz = fields.optional_number(row, "energy_sample_hz", at);
+  provenance.window_s = fields.optional_number(row, "energy_window_s", at);
+  add("j_per_1000", "energy per 1000 inferences", "J/1000 inferences", *values.j_per_1000,
+      Direction::lower_is_better, MetricCategory::energy)
+      .energy = provenance;
+  section.energy.push_back({values.label, *values.j_per_1000, "J/1000 inferences", provenance});
+  if (values.accuracy)
+    section.pareto.push_back({values.variant + " batch " + significant(values.batch, 8), *values.accuracy,
+                              *values.j_per_1000, values.source, EnergyDomain::inference});
+}
+
+// Latency, throughput and J/1000 against batch size, one colour per variant.
+class BenchCharts {
+ public:
+  void add(const BenchRowValues& values) {
+    if (!colors_.count(values.variant)) {
+      const int color = static_cast<int>(colors_.size());
+      colors_[values.variant] = color;
+      order_.push_back(values.variant);
+      p50_[values.variant] = {values.variant + " p50", {}, {}, false, color};
+      p99_[values.variant] = {values.variant + " p99", {}, {}, true, color};
+      rate_[values.variant] = {values.variant, {}, {}, false, color};
+      joules_[values.variant] = {values.variant, {}, {}, false, color};
+    }
+    p50_[values.variant].points.emplace_back(values.batch, values.p50_ms);
+    p99_[values.variant].points.emplace_back(values.batch, values.p99_ms);
+    rate_[values.variant].points.emplace_back(values.batch, values.rate_per_s);
+    if (values.j_per_1000) {
+      joules_[values.variant].points.emplace_back(values.batch, *values.j_per_1000);
+      sources_.insert(values.source);
+    }
+  }
+
+  const std::vector<std::string>& variants() const { return order_; }
+
+  std::vector<Chart> charts() const {
+    Chart latency = chart("Latency per call vs batch size", "latency", "ms");
+    latency.caption = "solid: p50; dashed: p99 (per forward call of the whole batch)";
+    Chart throughput = chart("Throughput vs batch size", "throughput", "inferences/s");
+    Chart energy = chart("Energy per 1000 inferences vs batch size", "energy", "J/1000 inferences");
+    for (const std::string& variant : order_) {
+      latency.series.push_back(p50_.at(variant));
+      latency.series.push_back(p99_.at(variant));
+      throughput.series.push_back(rate_.at(variant));
+      if (!joules_.at(variant).points.empty()) energy.series.push_back(joules_.at(variant));
+    }
+    std::vector<Chart> charts{latency, throughput};
+    if (!energy.series.empty()) {
+      std::string source_text;
+      for (const std::string& source : sources_)
+        source_text += (source_text.empty() ? "" : ", ") + source;
+      energy.caption = "energy source: " + source_text + " (over the same windows as the latencies)";
+      charts.push_back(energy);
+    }
+    return charts;
+  }
+
+ private:
+  static Chart chart(const std::string& title, const std::string& label, const std::string& unit) {
+    Chart result;
+    result.title = title;
+    result.x = batch_axis("batch size");
+    result.y.label = label;
+    result.y.unit = unit;
+    result.y.include_zero = true;
+    return result;
+  }
+
+  std::map<std::string, int> colors_;
+  std::vector<std::string> order_;
+  std::map<std::string, Series> p50_, p99_, rate_, joules_;
+  std::set<std::string> sources_;
+};
+
+}  // namespace
+
 Section build_bench_section(const ResultsFile& file) {
   const Fields fields(file.path, file.kind);
   const Json& json = file.json;
@@ -59,135 +187,46 @@ Section build_bench_section(const ResultsFile& file) {
   }
   const Json& rows = fields.array(json, "rows");
   if (rows.empty()) fields.fail_at("", "rows", "is empty");
-
-  Chart latency, throughput, energy;
-  latency.title = "Latency per call vs batch size";
-  latency.caption = "solid: p50; dashed: p99 (per forward call of the whole batch)";
-  latency.x = batch_axis("batch size");
-  latency.y.label = "latency";
-  latency.y.unit = "ms";
-  latency.y.include_zero = true;
-  throughput.title = "Throughput vs batch size";
-  throughput.x = batch_axis("batch size");
-  throughput.y.label = "throughput";
-  throughput.y.unit = "inferences/s";
-  throughput.y.include_zero = true;
-  energy.title = "Energy per 1000 inferences vs batch size";
-  energy.x = batch_axis("batch size");
-  energy.y.label = "energy";
-  energy.y.unit = "J/1000 inferences";
-  energy.y.include_zero = true;
-  std::map<std::string, int> colors;
-  std::map<std::string, Series> p50, p99, rate, joules;
-  std::vector<std::string> order;
-  std::set<std::string> sources;
+  BenchCharts charts;
   Table table;
   table.title = "Rows";
   table.header = {"variant", "batch",  "p50 ms",   "p90 ms",  "p99 ms", "inferences/s",
                   "J/1000",  "source", "test acc", "windows", "stable"};
   std::string best_key;  // the fastest row: its throughput and J/1000 head the summary
   double best_rate = -1.0;
-  std::vector<Metric> metrics;
   for (std::size_t index = 0; index < rows.size(); ++index) {
     const std::string at = indexed("", "rows", index);
-    const Json& row = rows[index];
-    const std::string variant = fields.text(row, "variant", at);
-    const double batch = fields.number(row, "batch", at);
-    const double p50_ms = fields.number(row, "p50_ms", at);
-    const double p99_ms = fields.number(row, "p99_ms", at);
-    const double rate_per_s = fields.number(row, "throughput_per_s", at);
-    const auto p90_ms = fields.optional_number(row, "p90_ms", at);
-    const auto j_per_1000 = fields.optional_number(row, "j_per_1000", at);
-    const std::string source = fields.optional_text(row, "energy_source", "none", at);
-    const bool stable = fields.optional_flag(row, "stable", at).value_or(true);
-    const auto windows_count = fields.optional_number(row, "windows", at);
-    const Json* windows = fields.optional_array(row, "window_stats", at);
-    if (!colors.count(variant)) {
-      colors[variant] = static_cast<int>(colors.size());
-      order.push_back(variant);
-      p50[variant] = {variant + " p50", {}, {}, false, colors[variant]};
-      p99[variant] = {variant + " p99", {}, {}, true, colors[variant]};
-      rate[variant] = {variant, {}, {}, false, colors[variant]};
-      joules[variant] = {variant, {}, {}, false, colors[variant]};
+    const BenchRowValues values = read_bench_row(fields, rows[index], at);
+    add_row_metrics(fields, rows[index], values, at, section);
+    charts.add(values);
+    if (values.rate_per_s > best_rate) {
+      best_rate = values.rate_per_s;
+      best_key = values.key;
     }
-    p50[variant].points.emplace_back(batch, p50_ms);
-    p99[variant].points.emplace_back(batch, p99_ms);
-    rate[variant].points.emplace_back(batch, rate_per_s);
-    const std::string key = variant + ".b" + significant(batch, 8);
-    const std::string label = variant + ", batch " + significant(batch, 8);
-    Metric throughput_metric =
-        make_metric(key + ".throughput_per_s", label + ": throughput", "inferences/s", rate_per_s,
-                    Direction::higher_is_better, MetricCategory::throughput);
-    throughput_metric.spread = window_spread(fields, windows, "throughput_per_s", at);
-    Metric p50_metric = make_metric(key + ".p50_ms", label + ": p50 latency", "ms", p50_ms,
-                                    Direction::lower_is_better, MetricCategory::latency);
-    p50_metric.spread = window_spread(fields, windows, "p50_ms", at);
-    Metric p99_metric = make_metric(key + ".p99_ms", label + ": p99 latency", "ms", p99_ms,
-                                    Direction::lower_is_better, MetricCategory::latency);
-    p99_metric.spread = window_spread(fields, windows, "p99_ms", at);
-    metrics.push_back(throughput_metric);
-    metrics.push_back(p50_metric);
-    metrics.push_back(p99_metric);
-    if (j_per_1000 && source != "none") {
-      sources.insert(source);
-      joules[variant].points.emplace_back(batch, *j_per_1000);
-      Metric metric =
-          make_metric(key + ".j_per_1000", label + ": energy per 1000 inferences", "J/1000 inferences",
-                      *j_per_1000, Direction::lower_is_better, MetricCategory::energy);
-      metric.spread = window_spread(fields, windows, "j_per_1000", at);
-      EnergyProvenance provenance;
-      provenance.source = source;
-      provenance.model = fields.optional_text(row, "energy_model", "", at);
-      provenance.samples = fields.optional_number(row, "energy_samples", at);
-      provenance.sample_hz = fields.optional_number(row, "energy_sample_hz", at);
-      provenance.window_s = fields.optional_number(row, "energy_window_s", at);
-      metric.energy = provenance;
-      metrics.push_back(metric);
-      section.energy.push_back({label, *j_per_1000, "J/1000 inferences", provenance});
-      if (const auto accuracy = fields.optional_number(row, "test_acc", at))
-        section.pareto.push_back({variant + " batch " + significant(batch, 8), *accuracy, *j_per_1000, source,
-                                  EnergyDomain::inference});
-    }
-    if (rate_per_s > best_rate) {
-      best_rate = rate_per_s;
-      best_key = key;
-    }
-    if (!stable)
-      section.notes.push_back(label + ": windows never agreed within 10%" +
-                              (windows_count ? " (" + significant(*windows_count, 3) + " windows)" : "") +
-                              "; the machine was busy or the window too short");
-    const auto accuracy = fields.optional_number(row, "test_acc", at);
-    table.rows.push_back({variant, significant(batch, 8), fixed(p50_ms, 3), p90_ms ? fixed(*p90_ms, 3) : "-",
-                          fixed(p99_ms, 3), significant(rate_per_s, 4),
-                          j_per_1000 ? significant(*j_per_1000, 4) : "-", source,
-                          accuracy ? fixed(*accuracy, 4) : "-",
-                          windows_count ? significant(*windows_count, 3) : "-", stable ? "yes" : "no"});
+    if (!values.stable)
+      section.notes.push_back(
+          values.label + ": windows never agreed within 10%" +
+          (values.windows_count ? " (" + significant(*values.windows_count, 3) + " windows)" : "") +
+          "; the machine was busy or the window too short");
+    table.rows.push_back(
+        {values.variant, significant(values.batch, 8), fixed(values.p50_ms, 3),
+         values.p90_ms ? fixed(*values.p90_ms, 3) : "-", fixed(values.p99_ms, 3),
+         significant(values.rate_per_s, 4), values.j_per_1000 ? significant(*values.j_per_1000, 4) : "-",
+         values.source, values.accuracy ? fixed(*values.accuracy, 4) : "-",
+         values.windows_count ? significant(*values.windows_count, 3) : "-", values.stable ? "yes" : "no"});
   }
-  for (Metric& metric : metrics)
+  for (Metric& metric : section.metrics)
     metric.headline = metric.key == best_key + ".throughput_per_s" || metric.key == best_key + ".j_per_1000";
   bool first_accuracy = true;
-  for (const std::string& variant : order) {
+  for (const std::string& variant : charts.variants()) {
     const auto found = accuracy_by_variant.find(variant);
     if (found == accuracy_by_variant.end()) continue;
-    metrics.push_back(make_metric(variant + ".test_acc", variant + ": test accuracy", "", found->second,
-                                  Direction::higher_is_better, MetricCategory::accuracy, first_accuracy));
+    section.metrics.push_back(make_metric(variant + ".test_acc", variant + ": test accuracy", "",
+                                          found->second, Direction::higher_is_better,
+                                          MetricCategory::accuracy, first_accuracy));
     first_accuracy = false;
   }
-  section.metrics = std::move(metrics);
-  for (const std::string& variant : order) {
-    latency.series.push_back(p50[variant]);
-    latency.series.push_back(p99[variant]);
-    throughput.series.push_back(rate[variant]);
-    if (!joules[variant].points.empty()) energy.series.push_back(joules[variant]);
-  }
-  section.charts = {latency, throughput};
-  if (!energy.series.empty()) {
-    std::string source_text;
-    for (const std::string& source : sources)
-      source_text += (source_text.empty() ? "" : ", ") + source;
-    energy.caption = "energy source: " + source_text + " (over the same windows as the latencies)";
-    section.charts.push_back(energy);
-  }
+  section.charts = charts.charts();
   section.tables.push_back(table);
   return section;
 }

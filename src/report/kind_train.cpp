@@ -295,6 +295,50 @@ Section build_train_section(const ResultsFile& file) {
   return section;
 }
 
+namespace {
+
+// Medians of `summary` with their min..max (the gate treats differences inside them as noise). The energy
+// window is the shortest run's, its samples derived from the sampling interval.
+void add_repeat_metrics(const Fields& fields, const Json& config, const Json& summary,
+                        const std::set<std::string>& sources, std::optional<double> shortest_s,
+                        Section& section) {
+  EnergyProvenance provenance;
+  provenance.source = sources.size() == 1 ? *sources.begin() : sources.empty() ? "none" : "mixed";
+  provenance.window_s = shortest_s;
+  if (const auto interval = fields.optional_number(config, "energy_interval_ms", "config");
+      interval && shortest_s && *interval > 0) {
+    provenance.samples = std::floor(*shortest_s * 1000.0 / *interval) + 1.0;
+    provenance.sample_hz = 1000.0 / *interval;
+    provenance.window_derived = true;
+  }
+  auto summary_metric = [&](const char* key, const std::string& label, const std::string& unit,
+                            Direction direction, MetricCategory category, bool headline) {
+    const Json* spread = fields.optional_object(summary, key, "summary");
+    if (!spread) return;
+    const std::string where = std::string("summary.") + key;
+    Metric metric = make_metric(key, label + " (median)", unit, fields.number(*spread, "median", where),
+                                direction, category, headline);
+    metric.spread = Spread{fields.number(*spread, "min", where), fields.number(*spread, "max", where),
+                           static_cast<int>(fields.number(*spread, "count", where))};
+    if (category == MetricCategory::energy) {
+      if (provenance.source == "none") return;
+      metric.energy = provenance;
+      section.energy.push_back({metric.label, metric.value, unit, provenance});
+    }
+    section.metrics.push_back(metric);
+  };
+  summary_metric("test_acc", "final test accuracy", "", Direction::higher_is_better, MetricCategory::accuracy,
+                 true);
+  summary_metric("samples_per_s", "training throughput", "samples/s", Direction::higher_is_better,
+                 MetricCategory::throughput, true);
+  summary_metric("time_to_target_s", "time to target accuracy", "s", Direction::lower_is_better,
+                 MetricCategory::time, false);
+  summary_metric("energy_to_target_j", "energy to target accuracy", "J", Direction::lower_is_better,
+                 MetricCategory::energy, true);
+}
+
+}  // namespace
+
 Section build_repeat_section(const ResultsFile& file) {
   const Fields fields(file.path, file.kind);
   const Json& json = file.json;
@@ -378,40 +422,7 @@ Section build_repeat_section(const ResultsFile& file) {
   }
   section.tables.push_back(table);
 
-  EnergyProvenance provenance;
-  provenance.source = sources.size() == 1 ? *sources.begin() : sources.empty() ? "none" : "mixed";
-  provenance.window_s = shortest_s;
-  if (const auto interval = fields.optional_number(config, "energy_interval_ms", "config");
-      interval && shortest_s && *interval > 0) {
-    provenance.samples = std::floor(*shortest_s * 1000.0 / *interval) + 1.0;
-    provenance.sample_hz = 1000.0 / *interval;
-    provenance.window_derived = true;
-  }
-  // Medians with their range: the gate treats differences inside the ranges as noise.
-  auto summary_metric = [&](const char* key, const std::string& label, const std::string& unit,
-                            Direction direction, MetricCategory category, bool headline) {
-    const Json* spread = fields.optional_object(summary, key, "summary");
-    if (!spread) return;
-    const std::string where = std::string("summary.") + key;
-    Metric metric = make_metric(key, label + " (median)", unit, fields.number(*spread, "median", where),
-                                direction, category, headline);
-    metric.spread = Spread{fields.number(*spread, "min", where), fields.number(*spread, "max", where),
-                           static_cast<int>(fields.number(*spread, "count", where))};
-    if (category == MetricCategory::energy) {
-      if (provenance.source == "none") return;
-      metric.energy = provenance;
-      section.energy.push_back({metric.label, metric.value, unit, provenance});
-    }
-    section.metrics.push_back(metric);
-  };
-  summary_metric("test_acc", "final test accuracy", "", Direction::higher_is_better, MetricCategory::accuracy,
-                 true);
-  summary_metric("samples_per_s", "training throughput", "samples/s", Direction::higher_is_better,
-                 MetricCategory::throughput, true);
-  summary_metric("time_to_target_s", "time to target accuracy", "s", Direction::lower_is_better,
-                 MetricCategory::time, false);
-  summary_metric("energy_to_target_j", "energy to target accuracy", "J", Direction::lower_is_better,
-                 MetricCategory::energy, true);
+  add_repeat_metrics(fields, config, summary, sources, shortest_s, section);
   return section;
 }
 
