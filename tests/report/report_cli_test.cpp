@@ -299,6 +299,15 @@ TEST(ReportCli, CompareReportFlagWritesTheHtmlNextToCompareJson) {
   EXPECT_NE(html.find("Accuracy per epoch"), std::string::npos);
 }
 
+TEST(ReportCli, MeasureJsonWithoutKindFromAnOlderIpj) {
+  testing::TempDir dir;
+  const auto result =
+      ipj("report " + kFixtures + "measure-before-kind.json --md " + dir.file("r.md") + " --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(json::parse(result.out)["inputs"][0]["kind"], "measure");
+  EXPECT_NE(read_file(dir.file("r.md")).find("0.6201 J"), std::string::npos);
+}
+
 TEST(ReportCli, MalformedOrForeignFilesGetClearErrorsNamingTheFile) {
   struct Case {
     std::string file;
