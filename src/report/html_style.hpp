@@ -27,7 +27,7 @@ dl.facts dt { color: var(--muted); }
 dl.facts dd { margin: 0; word-break: break-word; }
 ul.notes { margin: 8px 0; padding: 8px 12px 8px 28px; background: #fff8e6; border-left: 3px solid var(--warn);
            font-size: 14px; }
-.charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(440px, 1fr)); gap: 14px 22px; margin: 12px 0; }
+.charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(440px, 1fr)); gap: 14px 22px; margin: 12px 0; }
 figure { margin: 0; padding: 10px 12px 8px; border: 1px solid var(--rule); border-radius: 6px; background: #fff;
          break-inside: avoid; page-break-inside: avoid; }
 figcaption { font-weight: 600; font-size: 14px; margin-bottom: 4px; }
