@@ -21,8 +21,14 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   static bool no_save = false;
   static std::string thread_plan = "tuned";
   static int repeat = 1;
+  static std::string model = "mlp", input_shape;
   add_output_flags(*command, flags);
-  command->add_option("--model", config.model, "mlp | cnn | resnet18 | resnet50")->capture_default_str();
+  command
+      ->add_option("--model", model,
+                   "mlp | cnn | resnet18 | resnet50, or a TorchScript file (torch.jit.script/trace .save); "
+                   "a file's trained weights go to OUT/model.pt")
+      ->capture_default_str();
+  command->add_option("--input-shape", input_shape, kInputShapeHelp);
   command->add_option("--data", config.data_dir, "Data folder (IDX .gz/plain or CIFAR-10 binary)")
       ->capture_default_str();
   command->add_option("--epochs", config.epochs, "Training epochs")->capture_default_str();
@@ -104,10 +110,12 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
     runner = [] {
       if (no_save && (config.resume || !config.out_dir.empty()))
         throw ipj::Error(ipj::ErrorCategory::usage, "--no-save cannot be combined with --out or --resume");
-      if (!no_save && config.out_dir.empty()) config.out_dir = default_run_folder(config.model);
+      config.model = parse_model_flags(model, input_shape);
+      if (!no_save && config.out_dir.empty())
+        config.out_dir = default_run_folder(models::short_name(config.model));
       config.tune_threads = thread_plan == "tuned";
       train::validate(config);
-      if (config.compile == "jit") infer::require_compilable(config.model);
+      if (config.compile == "jit") infer::require_compilable(config.model.zoo_name);
       train::resolve_precision_here(config.precision,
                                     config.device);  // fail before loading data (e.g. fp16 on a CPU)
       const data::Dataset dataset = data::load_dataset(config.data_dir, config.limit, config.test_limit);
@@ -119,7 +127,7 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
       if (config.compile == "jit") {
         hooks.compiled_evaluate = [](models::Classifier& model, const data::Dataset& data,
                                      std::int64_t batch) {
-          return infer::evaluate_compiled(model, config.model, data, batch);
+          return infer::evaluate_compiled(model, config.model.zoo_name, data, batch);
         };
       }
       hooks.on_epoch_end = [](const train::EpochMetrics& metrics) {
@@ -162,6 +170,10 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
             format_duration(result.train_wall_s).c_str(), result.energy_j, result.energy_source.c_str(),
             result.samples > 0 ? result.energy_j / result.samples : 0.0);
         if (!config.out_dir.empty()) std::printf("results: %s/results.json\n", config.out_dir.c_str());
+        if (!config.out_dir.empty() && config.model.is_file())
+          std::printf(
+              "trained TorchScript: %s/model.pt (takes images normalised with the data set's mean/std)\n",
+              config.out_dir.c_str());
       }
       return 0;
     };

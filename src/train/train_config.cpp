@@ -17,7 +17,16 @@ void require(bool condition, const std::string& message) {
 }  // namespace
 
 void validate(const TrainConfig& config) {
-  models::require_known_model(config.model);
+  if (config.model.is_file()) {
+    require(!config.model.file.empty(), "--model: empty file name");
+    if (config.compile == "jit")
+      fail(
+          ErrorCategory::unsupported,
+          "--compile jit builds ipj's own TorchScript program of mlp/cnn; a TorchScript model from a file is "
+          "evaluated as it is: use --compile none");
+  } else {
+    models::require_known_model(config.model.zoo_name);
+  }
   require(config.epochs >= 1, "--epochs must be at least 1, got " + std::to_string(config.epochs));
   require(config.batch_size >= 1, "--batch must be at least 1, got " + std::to_string(config.batch_size));
   require(std::isfinite(config.learning_rate) && config.learning_rate > 0.0,
@@ -83,7 +92,9 @@ void validate(const TrainConfig& config) {
 }
 
 Json to_json(const TrainConfig& config) {
-  return Json{{"model", config.model},
+  return Json{{"model", config.model.label()},
+              {"model_source", config.model.is_file() ? "torchscript" : "zoo"},
+              {"input_shape", config.model.input_shape},
               {"data", config.data_dir},
               {"epochs", config.epochs},
               {"batch", config.batch_size},
@@ -122,7 +133,13 @@ TrainConfig config_from_json(const Json& json) {
   auto read = [&](const char* key, auto& field) {
     if (json.contains(key) && !json[key].is_null()) field = json[key].get<std::decay_t<decltype(field)>>();
   };
-  read("model", config.model);
+  std::string model = config.model.zoo_name, model_source = "zoo";
+  std::vector<std::int64_t> input_shape;
+  read("model", model);
+  read("model_source", model_source);
+  read("input_shape", input_shape);
+  config.model = model_source == "torchscript" ? models::ModelSource::torchscript(model, input_shape)
+                                               : models::ModelSource(model);
   read("data", config.data_dir);
   read("epochs", config.epochs);
   read("batch", config.batch_size);
@@ -161,9 +178,13 @@ void check_resumable(const TrainConfig& saved, const TrainConfig& requested) {
   const Json before = to_json(saved);
   const Json now = to_json(requested);
   // Flags that may change on resume: more epochs, threads, prefetch depth, eval batch, folder spelling.
-  for (const char* key :
-       {"model", "data", "batch", "lr", "optimizer", "momentum", "weight_decay", "schedule", "step_size",
-        "step_gamma", "seed", "limit", "test_limit", "augment", "precision", "loss_scale", "accum"}) {
+  for (const char* key : {"model", "model_source", "input_shape", "data", "batch", "lr", "optimizer",
+                          "momentum", "weight_decay", "schedule", "step_size", "step_gamma", "seed", "limit",
+                          "test_limit", "augment", "precision", "loss_scale", "accum"}) {
+    // Files: the path may be spelt differently and --input-shape 1,28,28 equals leaving it out; the trainer
+    // compares the file's fingerprint and the resolved input shape instead (check_same_model_file).
+    const bool both_files = saved.model.is_file() && requested.model.is_file();
+    if (both_files && (std::string(key) == "model" || std::string(key) == "input_shape")) continue;
     if (before[key] != now[key]) {
       std::string flag = key;  // JSON keys spell flags with '_' where the CLI has '-'
       std::replace(flag.begin(), flag.end(), '_', '-');
