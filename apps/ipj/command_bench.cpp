@@ -8,6 +8,7 @@
 #include "cli_support.hpp"
 #include "ipj/core/text_table.hpp"
 #include "ipj/data/dataset.hpp"
+#include "ipj/device/device_report.hpp"
 #include "ipj/device/threading.hpp"
 #include "ipj/energy/meter.hpp"
 #include "ipj/infer/latency_bench.hpp"
@@ -153,7 +154,8 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
                      {"model", model_path},
                      {"window_s", bench.window_s},
                      {"variants", models_json},
-                     {"rows", rows}};
+                     {"rows", rows},
+                     {"environment", device::device_report()}};
       if (flags.json) {
         print_json(result);
         return 0;
