@@ -9,6 +9,7 @@
 #include "cli_support.hpp"
 #include "ipj/core/text_table.hpp"
 #include "ipj/data/dataset.hpp"
+#include "ipj/device/device_report.hpp"
 #include "ipj/device/threading.hpp"
 #include "ipj/energy/meter.hpp"
 #include "ipj/infer/latency_bench.hpp"
@@ -63,6 +64,7 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
   static bool no_accuracy = false, no_energy = false;
   static std::int64_t test_limit = 0;
   static double tdp = 0.0;
+  static int energy_interval_ms = 100;
   add_output_flags(*command, flags);
   command
       ->add_option("--model", model_path, "ipj checkpoint / run folder, ipj int8 file, or TorchScript file")
@@ -97,6 +99,12 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
   command->add_flag("--no-energy", no_energy, "Do not measure energy");
   command->add_option("--cpu-tdp-w", tdp, "CPU power at full load for the energy estimate")
       ->check(finite_range(0.0, 1e5));
+  command
+      ->add_option("--energy-interval-ms", energy_interval_ms,
+                   "Energy sampling period (ipj gate compares energy over >= 60 samples: e.g. 20 ms with "
+                   "0.5 s windows)")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
   command->callback([&runner] {
     runner = [] {
       if (!input_shape.empty()) load.input_shape = infer::parse_shape(input_shape, "--input-shape");
@@ -119,7 +127,10 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
 
       energy::MeterOptions meter_options;
       meter_options.cpu_tdp_w = tdp;
-      energy::EnergyMonitor monitor(no_energy ? energy::MeterSet{} : energy::discover_meters(meter_options));
+      energy::MonitorOptions monitor_options;
+      monitor_options.interval_ms = energy_interval_ms;
+      energy::EnergyMonitor monitor(no_energy ? energy::MeterSet{} : energy::discover_meters(meter_options),
+                                    monitor_options);
       std::optional<data::Dataset> dataset;
       Json rows = Json::array();
       Json models_json = Json::array();
@@ -161,7 +172,8 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
                      {"model", model_path},
                      {"window_s", bench.window_s},
                      {"variants", models_json},
-                     {"rows", rows}};
+                     {"rows", rows},
+                     {"environment", device::device_report()}};
       if (flags.json) {
         print_json(result);
         return 0;

@@ -1,10 +1,12 @@
 // `ipj compare`: the seeds' case study, baseline recipe vs ipj's optimized recipe, side by side (the main
 // job).
+#include <filesystem>
 #include <iostream>
 
 #include "cli_support.hpp"
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/device/device_report.hpp"
+#include "ipj/report/report.hpp"
 #include "ipj/train/compare.hpp"
 
 namespace ipj::cli {
@@ -17,6 +19,7 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
   static CommonOutputFlags flags;
   static train::CompareConfig config;
   static std::string model = "mlp", input_shape;
+  static bool write_report = false;
   add_output_flags(*command, flags);
   command
       ->add_option("--model", model,
@@ -35,6 +38,7 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--threads", config.threads, "Cores to use (0 = all)");
   command->add_option("--out", config.out_dir,
                       "Folder for compare.json and the two run folders (default runs/)");
+  command->add_flag("--report", write_report, "Also write report.html (charts, tables) next to compare.json");
   command->callback([&runner] {
     runner = [] {
       config.model = parse_model_flags(model, input_shape);
@@ -46,12 +50,24 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
       hooks.show_progress = !flags.quiet;
       hooks.environment = device::device_report();
       const train::CompareResult result = train::run_compare(config, dataset, hooks);
+      const std::filesystem::path folder(config.out_dir);
+      if (write_report) {
+        report::ReportOptions options;
+        options.title = "ipj compare: " + config.model.label();
+        options.generator = "ipj 0.1.0";
+        write_file_atomically(
+            (folder / "report.html").string(),
+            report::render_html_report(report::load_sections({(folder / "compare.json").string()}), options));
+      }
       if (flags.json) {
-        print_json(result.report);
+        Json printed = result.report;
+        if (write_report) printed["report"] = (folder / "report.html").string();
+        print_json(printed);
       } else {
         std::cout << data::describe(dataset) << ", model " << config.model.label() << "\n"
                   << train::render_compare_table(result.report) << "results: " << config.out_dir
                   << "/compare.json\n";
+        if (write_report) std::cout << "report: " << (folder / "report.html").string() << "\n";
       }
       return 0;
     };

@@ -48,7 +48,8 @@ CLI::App* register_measure_command(CLI::App& app, CommandRunner& runner) {
       energy::Tariff tariff;
       if (grid >= 0) tariff.grid_g_per_kwh = grid;
       if (price >= 0) tariff.usd_per_kwh = price;
-      Json json = energy::with_costs(result.energy, tariff);
+      Json json = {{"schema_version", kResultsSchemaVersion}, {"kind", "measure"}};
+      json.update(energy::with_costs(result.energy, tariff));
       json.erase("name");
       json["exit_code"] = result.exit_code;
       json["command"] = target;
