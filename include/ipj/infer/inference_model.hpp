@@ -49,7 +49,10 @@ const std::vector<std::string>& variant_names();
 // Detects the file format and builds the requested variant. Throws ipj::Error: io (missing file),
 // invalid_input (foreign or damaged file, shape mismatch), unsupported (variant impossible for this format),
 // usage (unknown variant).
-InferenceModelPtr load_inference_model(const std::string& path, const LoadOptions& options = {});
+InferenceModelPtr load_inference_model(const std::string& path, const LoadOptions& options);
+// With default LoadOptions (an overload, not a default argument: GCC 12 reports a false "may be used
+// uninitialized" for the vectors of a temporary LoadOptions{} inlined into callers).
+InferenceModelPtr load_inference_model(const std::string& path);
 
 // "1,28,28" -> {1, 28, 28}; throws ipj::Error(usage) naming the flag on bad text.
 std::vector<std::int64_t> parse_shape(const std::string& text, const std::string& flag);
