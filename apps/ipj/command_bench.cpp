@@ -180,7 +180,12 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
                      {"variants", models_json},
                      {"rows", rows},
                      {"environment", device::device_report()}};
-      if (dataset) result["dataset"] = data::to_json(*dataset);  // the accuracy pass's data
+      if (dataset) {  // the accuracy pass's data: test images only (a 1-sample training split is read)
+        result["dataset"] = data::to_json(*dataset);
+        // The models normalise with the statistics they were trained with, not these of one training image.
+        for (const char* key : {"train_samples", "mean", "std"})
+          result["dataset"].erase(key);
+      }
       if (flags.json) {
         print_json(result);
         return 0;

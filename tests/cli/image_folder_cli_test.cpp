@@ -1,6 +1,7 @@
 // `--data DIR` with DIR/train/<class>/*.png and DIR/test/<class>/*.png through the real binary: every
 // command that takes --data, --resize recorded and reused, bad images (exit 3 or skipped and counted), and
-// bit-identical training on a PNG folder and on the same samples as IDX (scripts/make_image_folder.py).
+// bit-identical training on a PNG folder and on the same samples as IDX (scripts/make_image_folder.py), and
+// users' TorchScript models (--model FILE.pt) on a folder.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,6 +10,7 @@
 
 #include "ipj/core/atomic_file.hpp"
 #include "support/test_support.hpp"
+#include "support/user_models.hpp"
 
 namespace ipj {
 namespace {
@@ -96,6 +98,10 @@ TEST(ImageFolderCli, EveryDataCommandReadsTheFolder) {
                               " --variants fp32,int8-static --batch 4 --window-s 0.05 --warmup-s 0.01 "
                               "--max-windows 2 --calib 16 --no-energy");
   EXPECT_EQ(bench["dataset"]["format"], "image-folder");
+  EXPECT_EQ(bench["dataset"]["test_samples"], 12);
+  // Its statistics would be those of the one training image read (the model uses its own): left out.
+  EXPECT_FALSE(bench["dataset"].contains("mean")) << bench["dataset"];
+  EXPECT_FALSE(bench["dataset"].contains("train_samples")) << bench["dataset"];
   EXPECT_GT(bench["variants"][0]["test_acc"].get<double>(), 0.6);
   const json distilled = run_json("distill --teacher " + run + " --student mlp --epochs 1 --data " + data +
                                   " --resize 8,8 --quiet");
@@ -144,6 +150,71 @@ TEST(ImageFolderCli, PngFolderTrainsBitIdenticallyToTheSameSamplesAsIdx) {
   EXPECT_EQ(from_png["epochs"][0]["test_loss"], from_idx["epochs"][0]["test_loss"]);
   EXPECT_EQ(from_png["final"]["test_acc"], from_idx["final"]["test_acc"]);
   EXPECT_GT(from_png["final"]["test_acc"].get<double>(), 0.5);
+}
+
+TEST(ImageFolderCli, TorchScriptModelsTrainCompareDistillAndBenchOnAFolder) {
+  testing::TempDir dir;
+  const auto converted = testing::run_process(
+      std::string(IPJ_PYTHON) + " " + IPJ_TEST_SOURCE_DIR +
+      "/../scripts/make_image_folder.py --data /usr/share/datasets/fashion-mnist --limit 300 --test-limit 60 "
+      "--out " +
+      dir.file("png"));
+  ASSERT_EQ(converted.exit_code, 0) << converted.err;
+  const auto made = testing::make_user_models(dir.path(), {"residual_scripted", "mlp_traced"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const std::string data = " --data " + dir.file("png");
+  const std::string residual = dir.file("residual_scripted.pt");
+
+  // A residual net (adaptive pooling: any image size) on the folder, resized; the trained file records the
+  // class names and the statistics it needs.
+  const json trained =
+      run_json("train --model " + residual + data +
+               " --resize 20,20 --epochs 1 --batch 32 --no-energy --quiet --out " + dir.file("run"));
+  EXPECT_EQ(trained["dataset"]["format"], "image-folder");
+  EXPECT_EQ(trained["config"]["model_source"], "torchscript");
+  EXPECT_EQ(trained["config"]["data_options"]["resize"], json({20, 20}));
+  EXPECT_EQ(trained["dataset"]["input_shape"], json({1, 20, 20}));
+  ASSERT_TRUE(std::filesystem::exists(dir.file("run/model.pt")));
+  // --resume keeps the data flags: a different --resize is refused, the same continues.
+  expect_one_line_failure(ipj("train --model " + residual + data +
+                              " --resize 16,16 --epochs 2 --resume --out " + dir.file("run")),
+                          2, {"--resume", "--resize", "[20,20]"});
+  EXPECT_EQ(
+      ipj("train --model " + residual + data + " --resize 20,20 --epochs 2 --batch 32 --resume --quiet " +
+          "--no-energy --out " + dir.file("run"))
+          .exit_code,
+      0);
+  // A flat --input-shape must be the resized image's size; the message says which.
+  expect_one_line_failure(ipj("train --model " + dir.file("mlp_traced.pt") + data +
+                              " --resize 20,20 --input-shape 784 --no-save --quiet"),
+                          2, {"--input-shape 784", "1x20x20 = 400", "--input-shape 400"});
+
+  const json compared = run_json("compare --model " + residual + data +
+                                 " --resize 20,20 --max-epochs 1 --epochs 1 --target-acc 0.99 --limit 128 "
+                                 "--quiet --out " +
+                                 dir.file("compare"));
+  EXPECT_EQ(compared["optimized"]["recipe"]["data_options"]["resize"], json({20, 20}));
+  EXPECT_TRUE(std::filesystem::exists(dir.file("compare/optimized/model.pt")));
+
+  // The trained run as teacher, the traced MLP file as student, on the folder's 28x28 images (the residual
+  // net pools adaptively, so it takes them too).
+  const json distilled =
+      run_json("distill --teacher " + dir.file("run") + " --student " + dir.file("mlp_traced.pt") + data +
+               " --epochs 1 --quiet --out " + dir.file("kd"));
+  EXPECT_EQ(distilled["dataset"]["format"], "image-folder");
+  EXPECT_TRUE(std::filesystem::exists(dir.file("kd/model.pt")));
+
+  // bench on the run folder reuses its data folder and --resize; the user's file with --input-shape and
+  // --data.
+  const std::string bench_flags =
+      " --variants fp32 --batch 4 --window-s 0.05 --warmup-s 0.01 --max-windows 2 --no-energy";
+  const json from_run = run_json("bench --model " + dir.file("run") + bench_flags);
+  EXPECT_EQ(from_run["dataset"]["input_shape"], json({1, 20, 20}));
+  EXPECT_EQ(from_run["dataset"]["test_samples"], 60);
+  const json from_file =
+      run_json("bench --model " + residual + " --input-shape 1,28,28" + data + bench_flags);
+  EXPECT_EQ(from_file["dataset"]["format"], "image-folder");
+  EXPECT_EQ(from_file["rows"].size(), 1u);
 }
 
 }  // namespace ipj
