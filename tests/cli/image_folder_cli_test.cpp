@@ -177,7 +177,7 @@ TEST(ImageFolderCli, TorchScriptModelsTrainCompareDistillAndBenchOnAFolder) {
   ASSERT_TRUE(std::filesystem::exists(dir.file("run/model.pt")));
   // --resume keeps the data flags: a different --resize is refused, the same continues.
   expect_one_line_failure(ipj("train --model " + residual + data +
-                              " --resize 16,16 --epochs 2 --resume --out " + dir.file("run")),
+                              " --resize 16,16 --epochs 2 --resume --quiet --out " + dir.file("run")),
                           2, {"--resume", "--resize", "[20,20]"});
   EXPECT_EQ(
       ipj("train --model " + residual + data + " --resize 20,20 --epochs 2 --batch 32 --resume --quiet " +
