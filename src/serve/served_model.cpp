@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <sstream>
@@ -25,12 +26,24 @@ std::int64_t unix_ms() {
 }  // namespace
 
 EnergyLedger::Reading EnergyLedger::take() {
+  return take_at(std::chrono::duration<double>(Clock::now() - epoch_).count());
+}
+
+EnergyLedger::Reading EnergyLedger::take_at(double now_s) {
   if (!read_total_) return {};
   std::lock_guard<std::mutex> lock(mutex_);
   Reading reading = read_total_();
-  const double delta = std::max(0.0, reading.total_j - last_total_j_);
-  last_total_j_ = reading.total_j;
-  reading.total_j = delta;
+  if (reading.time_s >= 0.0 && reading.time_s > sample_time_s_) {
+    if (sample_time_s_ >= 0.0)
+      power_w_ = std::max(0.0, (reading.total_j - sample_j_) / (reading.time_s - sample_time_s_));
+    sample_j_ = reading.total_j;
+    sample_time_s_ = reading.time_s;
+  }
+  double estimate = reading.total_j;
+  if (reading.time_s >= 0.0) estimate += power_w_ * std::clamp(now_s - reading.time_s, 0.0, 1.0);
+  estimate = std::max(estimate, attributed_j_);  // a glitch back or an overshoot: charge nothing until caught up
+  reading.total_j = estimate - attributed_j_;
+  attributed_j_ = estimate;
   return reading;
 }
 
@@ -130,7 +143,8 @@ void ServedModel::execute(std::vector<RequestPtr>& batch) {
     const std::int64_t count = batched ? values_per_row * request->rows() : values_per_row;
     outcome.output.assign(values, values + count);
     values += count;
-    request->promise.set_value(std::move(outcome));
+    outcome.energy_source = energy.source;
+    request->complete(std::move(outcome));
   }
 }
 

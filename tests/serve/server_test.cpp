@@ -185,7 +185,7 @@ TEST(Serve, BinaryTensorExtensionBothWays) {
 
 TEST(Serve, BadRequestsGet4xxWithJsonErrorsAndTheServerKeepsServing) {
   ServeOptions options;
-  options.max_body_bytes = 1 << 20;
+  options.http.max_body_bytes = 1 << 20;
   RunningServer running(kContractConfig, options);
   auto client = running.client();
   const Json good = request_body(torch::rand({1, 1, 28, 28}), false);

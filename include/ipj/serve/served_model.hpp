@@ -21,22 +21,32 @@ namespace ipj::serve {
 // previous attribution (any model) are charged to that batch and split over its requests by rows. Idle energy
 // between batches is charged to the next batch, so the per-model totals add up to what the meters saw. The
 // server reads the monitor's latest sample (taken every 100 ms) instead of the meters, keeping file reads off
-// the request path: exact in total, per batch with the sampler's granularity.
+// the request path, and extrapolates from that sample with the power between the last two samples (at most
+// 1 s ahead), so each batch gets its share instead of one batch per sampling period getting all of it. The
+// attributed total never decreases and trails or leads the meters by at most one extrapolation.
 class EnergyLedger {
  public:
   struct Reading {
     double total_j = 0.0;
     std::string source = "none";
+    double time_s = -1.0;  // when total_j was sampled, on the ledger's clock (seconds); < 0: unknown
   };
-  // `read_total` returns the cumulative energy since start; null = no energy measurement.
-  explicit EnergyLedger(std::function<Reading()> read_total) : read_total_(std::move(read_total)) {}
+  // `read_total` returns the cumulative energy since `epoch`; null = no energy measurement.
+  explicit EnergyLedger(std::function<Reading()> read_total, Clock::time_point epoch = Clock::now())
+      : read_total_(std::move(read_total)), epoch_(epoch) {}
   // Joules since the last call, and their source.
   Reading take();
+  // take() at a given time on the ledger's clock (tests).
+  Reading take_at(double now_s);
 
  private:
   std::function<Reading()> read_total_;
+  Clock::time_point epoch_;
   std::mutex mutex_;
-  double last_total_j_ = 0.0;
+  double attributed_j_ = 0.0;     // charged to batches so far
+  double sample_j_ = 0.0;         // the latest distinct sample
+  double sample_time_s_ = -1.0;
+  double power_w_ = 0.0;          // between the last two samples
 };
 
 struct ModelStatistics {

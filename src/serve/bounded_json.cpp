@@ -1,0 +1,247 @@
+// The bounded JSON cursor: RFC 8259 grammar checks, string unescaping, depth- and size-limited skipping.
+// Recursion depth is at most the caller's max_depth (small constants), never the body's nesting.
+#include "bounded_json.hpp"
+
+#include "ipj/core/error.hpp"
+
+namespace ipj::serve {
+namespace {
+
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+void append_utf8(std::string& out, unsigned code_point) {
+  if (code_point < 0x80) {
+    out += static_cast<char>(code_point);
+  } else if (code_point < 0x800) {
+    out += static_cast<char>(0xC0 | (code_point >> 6));
+    out += static_cast<char>(0x80 | (code_point & 0x3F));
+  } else if (code_point < 0x10000) {
+    out += static_cast<char>(0xE0 | (code_point >> 12));
+    out += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (code_point & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (code_point >> 18));
+    out += static_cast<char>(0x80 | ((code_point >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (code_point & 0x3F));
+  }
+}
+
+}  // namespace
+
+void JsonCursor::fail_here(const std::string& message) const {
+  fail(ErrorCategory::invalid_input,
+       "request body is not valid: " + message + " (at byte " + std::to_string(offset()) + ")");
+}
+
+void JsonCursor::skip_space() {
+  while (at_ < end_ && (*at_ == ' ' || *at_ == '\n' || *at_ == '\r' || *at_ == '\t'))
+    ++at_;
+}
+
+char JsonCursor::peek() {
+  skip_space();
+  return at_ < end_ ? *at_ : '\0';
+}
+
+bool JsonCursor::consume(char expected) {
+  if (peek() != expected || at_ >= end_) return false;
+  ++at_;
+  return true;
+}
+
+void JsonCursor::expect(char expected, const char* context) {
+  if (!consume(expected))
+    fail_here(std::string("expected '") + expected + "' in " + context +
+              (at_ < end_ ? "" : " but the body ended"));
+}
+
+void JsonCursor::expect_end() {
+  skip_space();
+  if (at_ != end_) fail_here("unexpected text after the JSON object");
+}
+
+std::string JsonCursor::read_string(std::size_t max_bytes, const char* context) {
+  if (peek() != '"') fail_here(std::string(context) + " must be a string");
+  ++at_;
+  std::string out;
+  while (at_ < end_) {
+    const char c = *at_++;
+    if (c == '"') return out;
+    if (static_cast<unsigned char>(c) < 0x20) fail_here(std::string("control character in ") + context);
+    if (out.size() >= max_bytes)
+      fail_here(std::string(context) + " is longer than " + std::to_string(max_bytes) + " bytes");
+    if (c != '\\') {
+      out += c;
+      continue;
+    }
+    if (at_ >= end_) break;
+    const char escape = *at_++;
+    switch (escape) {
+      case '"': out += '"'; break;
+      case '\\': out += '\\'; break;
+      case '/': out += '/'; break;
+      case 'b': out += '\b'; break;
+      case 'f': out += '\f'; break;
+      case 'n': out += '\n'; break;
+      case 'r': out += '\r'; break;
+      case 't': out += '\t'; break;
+      case 'u': {
+        auto read_hex4 = [&]() -> unsigned {
+          if (end_ - at_ < 4) fail_here(std::string("truncated \\u escape in ") + context);
+          unsigned value = 0;
+          for (int digit = 0; digit < 4; ++digit) {
+            const int nibble = hex_value(*at_++);
+            if (nibble < 0) fail_here(std::string("bad \\u escape in ") + context);
+            value = value * 16 + static_cast<unsigned>(nibble);
+          }
+          return value;
+        };
+        unsigned code_point = read_hex4();
+        if (code_point >= 0xD800 && code_point < 0xDC00) {  // a high surrogate needs its low half
+          if (end_ - at_ < 2 || at_[0] != '\\' || at_[1] != 'u')
+            fail_here(std::string("unpaired surrogate in ") + context);
+          at_ += 2;
+          const unsigned low = read_hex4();
+          if (low < 0xDC00 || low > 0xDFFF) fail_here(std::string("unpaired surrogate in ") + context);
+          code_point = 0x10000 + ((code_point - 0xD800) << 10) + (low - 0xDC00);
+        } else if (code_point >= 0xDC00 && code_point <= 0xDFFF) {
+          fail_here(std::string("unpaired surrogate in ") + context);
+        }
+        append_utf8(out, code_point);
+        break;
+      }
+      default:
+        fail_here(std::string("bad escape in ") + context);
+    }
+  }
+  fail_here(std::string("unterminated string in ") + context);
+}
+
+void JsonCursor::skip_string(const char* context) {
+  ++at_;  // the opening quote
+  while (at_ < end_) {
+    const char c = *at_++;
+    if (c == '"') return;
+    if (static_cast<unsigned char>(c) < 0x20) fail_here(std::string("control character in ") + context);
+    if (c != '\\') continue;
+    if (at_ >= end_) break;
+    const char escape = *at_++;
+    if (escape == 'u') {
+      for (int digit = 0; digit < 4; ++digit, ++at_)
+        if (at_ >= end_ || hex_value(*at_) < 0) fail_here(std::string("bad \\u escape in ") + context);
+    } else if (std::string_view("\"\\/bfnrt").find(escape) == std::string_view::npos) {
+      fail_here(std::string("bad escape in ") + context);
+    }
+  }
+  fail_here(std::string("unterminated string in ") + context);
+}
+
+std::string_view JsonCursor::read_number_text(const char* context) {
+  skip_space();
+  const char* start = at_;
+  if (at_ < end_ && *at_ == '-') ++at_;
+  if (at_ >= end_ || !is_digit(*at_)) fail_here(std::string("expected a number in ") + context);
+  if (*at_ == '0') {
+    ++at_;
+  } else {
+    while (at_ < end_ && is_digit(*at_))
+      ++at_;
+  }
+  if (at_ < end_ && *at_ == '.') {
+    ++at_;
+    if (at_ >= end_ || !is_digit(*at_)) fail_here(std::string("digits must follow '.' in ") + context);
+    while (at_ < end_ && is_digit(*at_))
+      ++at_;
+  }
+  if (at_ < end_ && (*at_ == 'e' || *at_ == 'E')) {
+    ++at_;
+    if (at_ < end_ && (*at_ == '+' || *at_ == '-')) ++at_;
+    if (at_ >= end_ || !is_digit(*at_)) fail_here(std::string("digits must follow the exponent in ") + context);
+    while (at_ < end_ && is_digit(*at_))
+      ++at_;
+  }
+  return {start, static_cast<std::size_t>(at_ - start)};
+}
+
+void JsonCursor::skip_literal(const char* literal, const char* context) {
+  const std::string_view text(literal);
+  if (static_cast<std::size_t>(end_ - at_) < text.size() || std::string_view(at_, text.size()) != text)
+    fail_here(std::string("unexpected character in ") + context);
+  at_ += text.size();
+}
+
+void JsonCursor::skip_nested(int depth_left, const char* context) {
+  const char c = peek();
+  switch (c) {
+    case '"':
+      skip_string(context);
+      return;
+    case 't':
+      skip_literal("true", context);
+      return;
+    case 'f':
+      skip_literal("false", context);
+      return;
+    case 'n':
+      skip_literal("null", context);
+      return;
+    case '{':
+    case '[': {
+      if (depth_left <= 0) fail_here(std::string(context) + " is nested too deeply");
+      ++at_;
+      const char close = c == '{' ? '}' : ']';
+      if (consume(close)) return;
+      for (;;) {
+        if (c == '{') {
+          if (peek() != '"') fail_here(std::string("expected a key in ") + context);
+          skip_string(context);
+          expect(':', context);
+        }
+        skip_nested(depth_left - 1, context);
+        if (consume(',')) continue;
+        expect(close, context);
+        return;
+      }
+    }
+    default:
+      if (c == '-' || is_digit(c)) {
+        read_number_text(context);
+        return;
+      }
+      fail_here(at_ < end_ ? std::string("unexpected character in ") + context
+                           : std::string("the body ended inside ") + context);
+  }
+}
+
+std::string_view JsonCursor::skip_value(int max_depth, std::size_t max_bytes, const char* context) {
+  skip_space();
+  const char* start = at_;
+  // Scans a window of max_bytes + 1: a longer value is refused after that much work, whatever follows.
+  const char* real_end = end_;
+  if (static_cast<std::size_t>(end_ - at_) > max_bytes) end_ = at_ + max_bytes + 1;
+  const bool windowed = end_ != real_end;
+  try {
+    skip_nested(max_depth, context);
+  } catch (const Error&) {
+    end_ = real_end;
+    if (windowed && static_cast<std::size_t>(at_ - start) >= max_bytes)
+      fail_here(std::string(context) + " is longer than " + std::to_string(max_bytes) + " bytes");
+    throw;
+  }
+  end_ = real_end;
+  if (static_cast<std::size_t>(at_ - start) > max_bytes)
+    fail_here(std::string(context) + " is longer than " + std::to_string(max_bytes) + " bytes");
+  return {start, static_cast<std::size_t>(at_ - start)};
+}
+
+}  // namespace ipj::serve
