@@ -72,29 +72,66 @@ void JsonCursor::expect_end() {
 
 std::string JsonCursor::read_string(std::size_t max_bytes, const char* context) {
   if (peek() != '"') fail_here(std::string(context) + " must be a string");
-  ++at_;
   std::string out;
-  while (at_ < end_) {
-    const char c = *at_++;
-    if (c == '"') return out;
-    if (static_cast<unsigned char>(c) < 0x20) fail_here(std::string("control character in ") + context);
-    if (out.size() >= max_bytes)
+  scan_string(&out, max_bytes, context);
+  return out;
+}
+
+void JsonCursor::skip_string(const char* context) {
+  scan_string(nullptr, 0, context);
+}
+
+// One string from its opening quote: escapes and UTF-8 checked as RFC 8259 (and nlohmann::json) require;
+// decoded into `out` (at most max_bytes) unless out is null.
+void JsonCursor::scan_string(std::string* out, std::size_t max_bytes, const char* context) {
+  ++at_;  // the opening quote
+  auto put = [&](char c) {
+    if (!out) return;
+    if (out->size() >= max_bytes)
       fail_here(std::string(context) + " is longer than " + std::to_string(max_bytes) + " bytes");
+    *out += c;
+  };
+  while (at_ < end_) {
+    const unsigned char c = static_cast<unsigned char>(*at_);
+    if (c == '"') {
+      ++at_;
+      return;
+    }
+    if (c < 0x20) fail_here(std::string("control character in ") + context);
+    if (c >= 0x80) {  // a multi-byte UTF-8 sequence: well-formed, shortest form, no surrogates, <= U+10FFFF
+      const int length = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+      if (length == 0 || c > 0xF4 || end_ - at_ < length) fail_here(std::string("invalid UTF-8 in ") + context);
+      const unsigned char second = static_cast<unsigned char>(at_[1]);
+      unsigned low = 0x80, high = 0xBF;
+      if (c == 0xE0) low = 0xA0;
+      if (c == 0xED) high = 0x9F;
+      if (c == 0xF0) low = 0x90;
+      if (c == 0xF4) high = 0x8F;
+      if (second < low || second > high) fail_here(std::string("invalid UTF-8 in ") + context);
+      for (int index = 2; index < length; ++index)
+        if ((static_cast<unsigned char>(at_[index]) & 0xC0) != 0x80)
+          fail_here(std::string("invalid UTF-8 in ") + context);
+      for (int index = 0; index < length; ++index)
+        put(at_[index]);
+      at_ += length;
+      continue;
+    }
+    ++at_;
     if (c != '\\') {
-      out += c;
+      put(static_cast<char>(c));
       continue;
     }
     if (at_ >= end_) break;
     const char escape = *at_++;
     switch (escape) {
-      case '"': out += '"'; break;
-      case '\\': out += '\\'; break;
-      case '/': out += '/'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'n': out += '\n'; break;
-      case 'r': out += '\r'; break;
-      case 't': out += '\t'; break;
+      case '"': put('"'); break;
+      case '\\': put('\\'); break;
+      case '/': put('/'); break;
+      case 'b': put('\b'); break;
+      case 'f': put('\f'); break;
+      case 'n': put('\n'); break;
+      case 'r': put('\r'); break;
+      case 't': put('\t'); break;
       case 'u': {
         auto read_hex4 = [&]() -> unsigned {
           if (end_ - at_ < 4) fail_here(std::string("truncated \\u escape in ") + context);
@@ -117,30 +154,14 @@ std::string JsonCursor::read_string(std::size_t max_bytes, const char* context) 
         } else if (code_point >= 0xDC00 && code_point <= 0xDFFF) {
           fail_here(std::string("unpaired surrogate in ") + context);
         }
-        append_utf8(out, code_point);
+        std::string encoded;
+        append_utf8(encoded, code_point);
+        for (const char byte : encoded)
+          put(byte);
         break;
       }
       default:
         fail_here(std::string("bad escape in ") + context);
-    }
-  }
-  fail_here(std::string("unterminated string in ") + context);
-}
-
-void JsonCursor::skip_string(const char* context) {
-  ++at_;  // the opening quote
-  while (at_ < end_) {
-    const char c = *at_++;
-    if (c == '"') return;
-    if (static_cast<unsigned char>(c) < 0x20) fail_here(std::string("control character in ") + context);
-    if (c != '\\') continue;
-    if (at_ >= end_) break;
-    const char escape = *at_++;
-    if (escape == 'u') {
-      for (int digit = 0; digit < 4; ++digit, ++at_)
-        if (at_ >= end_ || hex_value(*at_) < 0) fail_here(std::string("bad \\u escape in ") + context);
-    } else if (std::string_view("\"\\/bfnrt").find(escape) == std::string_view::npos) {
-      fail_here(std::string("bad escape in ") + context);
     }
   }
   fail_here(std::string("unterminated string in ") + context);

@@ -35,6 +35,7 @@ class JsonCursor {
  private:
   void skip_space();
   void skip_string(const char* context);
+  void scan_string(std::string* out, std::size_t max_bytes, const char* context);
   void skip_literal(const char* literal, const char* context);
   void skip_nested(int depth_left, const char* context);
 

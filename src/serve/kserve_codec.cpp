@@ -158,17 +158,22 @@ void RequestReader::read_inputs() {
 void RequestReader::read_input_tensor() {
   cursor_.expect('{', "\"inputs\"[0]");
   if (cursor_.consume('}')) bad("input needs a \"shape\" list");
+  bool seen_parameters = false;
   do {
     const std::string key = cursor_.read_string(kMaxKeyBytes, "a key of \"inputs\"[0]");
     cursor_.expect(':', "\"inputs\"[0]");
+    const bool duplicate = (key == "name" && input_name_) || (key == "datatype" && input_datatype_) ||
+                           (key == "shape" && has_shape_) || (key == "data" && has_data_) ||
+                           (key == "parameters" && seen_parameters);
+    if (duplicate) cursor_.fail_here("duplicate key \"" + key + "\" in \"inputs\"[0]");
     if (key == "name") {
       input_name_ = cursor_.read_string(kMaxNameBytes, "the input's \"name\"");
     } else if (key == "datatype") {
       input_datatype_ = cursor_.read_string(kMaxNameBytes, "the input's \"datatype\"");
     } else if (key == "shape") {
-      if (has_shape_) cursor_.fail_here("duplicate key \"shape\"");
       read_shape();
     } else if (key == "parameters") {
+      seen_parameters = true;
       const Json parameters = read_small(limits_.max_parameters_bytes, "the input's \"parameters\"");
       if (!parameters.is_object()) bad("the input's \"parameters\" must be an object");
       if (parameters.contains("binary_data_size")) {
@@ -178,7 +183,6 @@ void RequestReader::read_input_tensor() {
         binary_data_size_ = size.get<std::int64_t>();
       }
     } else if (key == "data") {
-      if (has_data_) cursor_.fail_here("duplicate key \"data\"");
       read_data();
     } else {
       cursor_.skip_value(limits_.max_small_depth, limits_.max_parameters_bytes, "an unknown key's value");

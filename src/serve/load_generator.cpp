@@ -258,7 +258,8 @@ std::vector<LoadLevel> run_load(const LoadOptions& options, bool show_progress) 
   if (!(options.duration_s > 0) || options.duration_s > 86400)
     fail(ErrorCategory::usage, "--duration must be in (0, 86400] seconds");
   if (options.max_windows < 1) fail(ErrorCategory::usage, "--max-windows must be >= 1");
-  if (options.batch < 1) fail(ErrorCategory::usage, "--batch must be >= 1");
+  if (options.batch < 1 || options.batch > (std::int64_t{1} << 20))
+    fail(ErrorCategory::usage, "--batch must be in [1, 1048576] rows");
   if (options.concurrency.empty()) fail(ErrorCategory::usage, "--concurrency needs at least one value");
   for (const int concurrency : options.concurrency)
     if (concurrency < 1 || concurrency > 4096)

@@ -25,11 +25,11 @@ std::int64_t unix_ms() {
 
 }  // namespace
 
-EnergyLedger::Reading EnergyLedger::take() {
-  return take_at(std::chrono::duration<double>(Clock::now() - epoch_).count());
+EnergyLedger::Reading EnergyLedger::take(double busy_s) {
+  return take_at(std::chrono::duration<double>(Clock::now() - epoch_).count(), busy_s);
 }
 
-EnergyLedger::Reading EnergyLedger::take_at(double now_s) {
+EnergyLedger::Reading EnergyLedger::take_at(double now_s, double busy_s) {
   if (!read_total_) return {};
   std::lock_guard<std::mutex> lock(mutex_);
   Reading reading = read_total_();
@@ -44,6 +44,9 @@ EnergyLedger::Reading EnergyLedger::take_at(double now_s) {
   estimate = std::max(estimate, attributed_j_);  // a glitch back or an overshoot: charge nothing until caught up
   reading.total_j = estimate - attributed_j_;
   attributed_j_ = estimate;
+  // The power: between the last two samples, else the average since the start, else unknown (tests).
+  const double power_w = power_w_ > 0.0 ? power_w_ : sample_time_s_ > 0.0 ? sample_j_ / sample_time_s_ : -1.0;
+  reading.busy_j = power_w >= 0.0 ? power_w * std::max(0.0, busy_s) : reading.total_j;
   return reading;
 }
 
@@ -112,7 +115,7 @@ void ServedModel::execute(std::vector<RequestPtr>& batch) {
   const torch::Tensor output = model_->forward(input).contiguous();  // [rows, ...]
   const Clock::time_point done = Clock::now();
   const double compute_us = microseconds_between(formed, done);
-  const EnergyLedger::Reading energy = ledger_.take();
+  const EnergyLedger::Reading energy = ledger_.take(compute_us * 1e-6);
   if (batched && (output.dim() == 0 || output.size(0) != rows))
     throw std::runtime_error("model returned " + std::to_string(output.dim() ? output.size(0) : 0) +
                              " rows for " + std::to_string(rows));
@@ -137,7 +140,7 @@ void ServedModel::execute(std::vector<RequestPtr>& batch) {
     outcome.queue_us = microseconds_between(request->enqueued, formed);
     outcome.compute_us = compute_us;
     outcome.batch_rows = rows;
-    outcome.energy_j = energy.total_j * static_cast<double>(request->rows()) / static_cast<double>(rows);
+    outcome.energy_j = energy.busy_j * static_cast<double>(request->rows()) / static_cast<double>(rows);
     outcome.output_shape.assign(output.sizes().begin(), output.sizes().end());
     if (batched) outcome.output_shape[0] = request->rows();
     const std::int64_t count = batched ? values_per_row * request->rows() : values_per_row;

@@ -6,12 +6,19 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <sstream>
+#include <thread>
+
+#include "support/test_support.hpp"
 
 namespace ipj::testing {
 namespace {
@@ -121,6 +128,62 @@ std::string get_request(const std::string& path) {
 std::string post_request(const std::string& path, const std::string& body, const std::string& content_type) {
   return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: " + content_type +
          "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+ServeProcess::ServeProcess(const std::string& arguments, const std::string& folder, double start_timeout_s)
+    : folder_(folder) {
+  const std::string command = ipj_binary() + " serve " + arguments;
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    const int out = ::open((folder + "/serve.out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = ::open((folder + "/serve.err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    ::execl("/bin/sh", "sh", "-c", ("exec " + command).c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto deadline = Clock::now() + std::chrono::duration<double>(start_timeout_s);
+  while (Clock::now() < deadline) {
+    std::ifstream out(folder + "/serve.out");
+    std::string word, address;
+    if (out >> word >> word >> address) {
+      port_ = std::atoi(address.substr(address.rfind(':') + 1).c_str());
+      return;
+    }
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+ServeProcess::~ServeProcess() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+}
+
+std::string ServeProcess::error_output() const {
+  std::ifstream err(folder_ + "/serve.err");
+  return std::string(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
+}
+
+int ServeProcess::signal_and_wait(int signal, double timeout_s) {
+  if (pid_ <= 0) return -1;
+  ::kill(pid_, signal);
+  const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+  while (Clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
 }
 
 ProcessFigures process_figures(int pid) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace ipj::testing {
 
@@ -37,6 +38,23 @@ std::string get_request(const std::string& path);
 // A POST request with a JSON body (keep-alive).
 std::string post_request(const std::string& path, const std::string& body,
                          const std::string& content_type = "application/json");
+
+// A real `ipj serve` process (stdout and stderr to files in `folder`); the constructor waits until it prints
+// "listening on HOST:PORT" (port() > 0) or exits (port() == 0, see error_output()).
+class ServeProcess {
+ public:
+  ServeProcess(const std::string& arguments, const std::string& folder, double start_timeout_s = 60.0);
+  ~ServeProcess();  // SIGKILL if still running
+  int pid() const { return pid_; }
+  int port() const { return port_; }
+  std::string error_output() const;
+  // Sends `signal` and waits for the exit; the exit code, or -1 if still running after timeout_s.
+  int signal_and_wait(int signal, double timeout_s);
+
+ private:
+  int pid_ = -1, port_ = 0;
+  std::string folder_;
+};
 
 // From /proc/<pid>/status: resident set (VmRSS) and its peak (VmHWM) in KiB, and the thread count.
 struct ProcessFigures {

@@ -24,20 +24,24 @@ namespace ipj::serve {
 // the request path, and extrapolates from that sample with the power between the last two samples (at most
 // 1 s ahead), so each batch gets its share instead of one batch per sampling period getting all of it. The
 // attributed total never decreases and trails or leads the meters by at most one extrapolation.
+// A batch's own energy (what its requests' answers carry) is the recent power times its compute time: idle
+// time between batches is in the per-model totals, not in any one answer.
 class EnergyLedger {
  public:
   struct Reading {
     double total_j = 0.0;
     std::string source = "none";
     double time_s = -1.0;  // when total_j was sampled, on the ledger's clock (seconds); < 0: unknown
+    double busy_j = 0.0;   // take(): the busy interval's own energy (power x busy_s; total_j if no time)
   };
   // `read_total` returns the cumulative energy since `epoch`; null = no energy measurement.
   explicit EnergyLedger(std::function<Reading()> read_total, Clock::time_point epoch = Clock::now())
       : read_total_(std::move(read_total)), epoch_(epoch) {}
-  // Joules since the last call, and their source.
-  Reading take();
+  // Joules since the last call (total_j), the energy of the last busy_s seconds alone (busy_j: the power
+  // between the last two samples, or the average since the start, times busy_s), and their source.
+  Reading take(double busy_s = 0.0);
   // take() at a given time on the ledger's clock (tests).
-  Reading take_at(double now_s);
+  Reading take_at(double now_s, double busy_s = 0.0);
 
  private:
   std::function<Reading()> read_total_;
