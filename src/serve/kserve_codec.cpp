@@ -272,7 +272,9 @@ void RequestReader::read_numbers(int depth_left, std::size_t limit) {
                               " bytes of FP32 (the server's per-request limit)");
       bad("input data holds more values than its shape says");
     }
-    out_.data.push_back(to_float(cursor_.read_number_text("input data"), cursor_));
+    out_.data.push_back(
+        to_float(cursor_.read_number_text("input data (JSON numbers only: NaN and Inf are refused on every path)"),
+                 cursor_));
   } while (cursor_.consume(','));
   cursor_.expect(']', "input data");
 }
