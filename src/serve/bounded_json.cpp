@@ -2,6 +2,12 @@
 // Recursion depth is at most the caller's max_depth (small constants), never the body's nesting.
 #include "bounded_json.hpp"
 
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
 #include "ipj/core/error.hpp"
 
 namespace ipj::serve {
@@ -41,22 +47,6 @@ void append_utf8(std::string& out, unsigned code_point) {
 void JsonCursor::fail_here(const std::string& message) const {
   fail(ErrorCategory::invalid_input,
        "request body is not valid: " + message + " (at byte " + std::to_string(offset()) + ")");
-}
-
-void JsonCursor::skip_space() {
-  while (at_ < end_ && (*at_ == ' ' || *at_ == '\n' || *at_ == '\r' || *at_ == '\t'))
-    ++at_;
-}
-
-char JsonCursor::peek() {
-  skip_space();
-  return at_ < end_ ? *at_ : '\0';
-}
-
-bool JsonCursor::consume(char expected) {
-  if (peek() != expected || at_ >= end_) return false;
-  ++at_;
-  return true;
 }
 
 void JsonCursor::expect(char expected, const char* context) {
@@ -100,7 +90,8 @@ void JsonCursor::scan_string(std::string* out, std::size_t max_bytes, const char
     if (c < 0x20) fail_here(std::string("control character in ") + context);
     if (c >= 0x80) {  // a multi-byte UTF-8 sequence: well-formed, shortest form, no surrogates, <= U+10FFFF
       const int length = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
-      if (length == 0 || c > 0xF4 || end_ - at_ < length) fail_here(std::string("invalid UTF-8 in ") + context);
+      if (length == 0 || c > 0xF4 || end_ - at_ < length)
+        fail_here(std::string("invalid UTF-8 in ") + context);
       const unsigned char second = static_cast<unsigned char>(at_[1]);
       unsigned low = 0x80, high = 0xBF;
       if (c == 0xE0) low = 0xA0;
@@ -124,14 +115,30 @@ void JsonCursor::scan_string(std::string* out, std::size_t max_bytes, const char
     if (at_ >= end_) break;
     const char escape = *at_++;
     switch (escape) {
-      case '"': put('"'); break;
-      case '\\': put('\\'); break;
-      case '/': put('/'); break;
-      case 'b': put('\b'); break;
-      case 'f': put('\f'); break;
-      case 'n': put('\n'); break;
-      case 'r': put('\r'); break;
-      case 't': put('\t'); break;
+      case '"':
+        put('"');
+        break;
+      case '\\':
+        put('\\');
+        break;
+      case '/':
+        put('/');
+        break;
+      case 'b':
+        put('\b');
+        break;
+      case 'f':
+        put('\f');
+        break;
+      case 'n':
+        put('\n');
+        break;
+      case 'r':
+        put('\r');
+        break;
+      case 't':
+        put('\t');
+        break;
       case 'u': {
         auto read_hex4 = [&]() -> unsigned {
           if (end_ - at_ < 4) fail_here(std::string("truncated \\u escape in ") + context);
@@ -187,11 +194,88 @@ std::string_view JsonCursor::read_number_text(const char* context) {
   if (at_ < end_ && (*at_ == 'e' || *at_ == 'E')) {
     ++at_;
     if (at_ < end_ && (*at_ == '+' || *at_ == '-')) ++at_;
-    if (at_ >= end_ || !is_digit(*at_)) fail_here(std::string("digits must follow the exponent in ") + context);
+    if (at_ >= end_ || !is_digit(*at_))
+      fail_here(std::string("digits must follow the exponent in ") + context);
     while (at_ < end_ && is_digit(*at_))
       ++at_;
   }
   return {start, static_cast<std::size_t>(at_ - start)};
+}
+
+float JsonCursor::read_float(const char* context) {
+  skip_space();
+  const char* const start = at_;
+  const char* at = at_;  // a local cursor: the loops below keep it in a register
+  const char* const end = end_;
+  auto fail_at = [&](const std::string& message) {
+    at_ = at;
+    fail_here(message);
+  };
+  const bool negative = at < end && *at == '-';
+  if (negative) ++at;
+  if (at >= end || !is_digit(*at)) fail_at(std::string("expected a number in ") + context);
+  // Clinger's fast path: a mantissa below 2^24 and a power of ten up to 10^10 are exact in FP32, so one FP32
+  // multiplication or division rounds correctly. Anything else goes through std::from_chars.
+  std::uint64_t mantissa = 0;
+  std::int64_t digits = 0, exponent = 0;  // 64 bits: a body of billions of digits cannot overflow them
+  if (*at == '0') {
+    ++at;
+  } else {
+    for (; at < end && is_digit(*at); ++at, ++digits)
+      if (digits < 19) mantissa = mantissa * 10 + static_cast<std::uint64_t>(*at - '0');
+    if (digits > 19) exponent += digits - 19;
+  }
+  if (at < end && *at == '.') {
+    ++at;
+    if (at >= end || !is_digit(*at)) fail_at(std::string("digits must follow '.' in ") + context);
+    for (; at < end && is_digit(*at); ++at) {
+      if (mantissa == 0 && *at == '0') {
+        --exponent;  // leading zeros of a fraction do not count as digits
+        continue;
+      }
+      if (digits < 19) {
+        mantissa = mantissa * 10 + static_cast<std::uint64_t>(*at - '0');
+        --exponent;
+      }
+      ++digits;
+    }
+  }
+  bool explicit_exponent = false;
+  int written_exponent = 0;  // saturated at +-100000: far beyond any double
+  if (at < end && (*at == 'e' || *at == 'E')) {
+    explicit_exponent = true;
+    ++at;
+    const bool negative_exponent = at < end && *at == '-';
+    if (at < end && (*at == '+' || *at == '-')) ++at;
+    if (at >= end || !is_digit(*at)) fail_at(std::string("digits must follow the exponent in ") + context);
+    for (; at < end && is_digit(*at); ++at)
+      written_exponent = std::min(written_exponent * 10 + (*at - '0'), 100000);
+    if (negative_exponent) written_exponent = -written_exponent;
+  }
+  static constexpr float kPowers[] = {1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e7f, 1e8f, 1e9f, 1e10f};
+  if (!explicit_exponent && digits <= 19 && mantissa < (1u << 24) && exponent >= -10 && exponent <= 10) {
+    const float value = static_cast<float>(mantissa);
+    const float magnitude = exponent < 0 ? value / kPowers[-exponent] : value * kPowers[exponent];
+    at_ = at;
+    return negative ? -magnitude : magnitude;
+  }
+  at_ = at;
+  float value = 0.0f;
+  const auto result = std::from_chars(start, at, value);
+  if (result.ec == std::errc() && result.ptr == at) return value;
+  double wide = 0.0;
+  const auto retry = std::from_chars(start, at, wide);
+  if (retry.ec == std::errc() && std::isfinite(wide) &&
+      std::fabs(wide) <= static_cast<double>(std::numeric_limits<float>::max()))
+    return static_cast<float>(wide);  // an underflow: rounds to a subnormal or zero
+  // Beyond double's range too: the value is about mantissa x 10^(exponent + written_exponent), with mantissa
+  // below 10^19; a negative magnitude means a value below 1, i.e. an underflow (e.g. 1e-400): zero.
+  const std::int64_t magnitude = std::min<std::int64_t>(digits, 19) + exponent + written_exponent;
+  if (retry.ec == std::errc::result_out_of_range && (mantissa == 0 || magnitude < 0))
+    return negative ? -0.0f : 0.0f;
+  fail_here("input data holds " +
+            std::string(start, static_cast<std::size_t>(std::min<std::ptrdiff_t>(at - start, 40))) +
+            ", outside the FP32 range (NaN and Inf are refused on every path)");
 }
 
 void JsonCursor::skip_literal(const char* literal, const char* context) {

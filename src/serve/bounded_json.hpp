@@ -14,9 +14,16 @@ class JsonCursor {
   JsonCursor(const char* begin, const char* end) : begin_(begin), at_(begin), end_(end) {}
 
   // The next non-space character, or '\0' at the end of the range.
-  char peek();
+  char peek() {
+    skip_space();
+    return at_ < end_ ? *at_ : '\0';
+  }
   // Consumes `expected` after optional whitespace; false (nothing consumed) when another character follows.
-  bool consume(char expected);
+  bool consume(char expected) {
+    if (peek() != expected || at_ >= end_) return false;
+    ++at_;
+    return true;
+  }
   // Consumes `expected` or throws naming `context`.
   void expect(char expected, const char* context);
   // Reads a string (decoding escapes to UTF-8) of at most `max_bytes` decoded bytes.
@@ -26,6 +33,9 @@ class JsonCursor {
   std::string_view skip_value(int max_depth, std::size_t max_bytes, const char* context);
   // The extent [begin, end) of the JSON number at the cursor (grammar-checked), the cursor moved past it.
   std::string_view read_number_text(const char* context);
+  // The JSON number at the cursor as FP32, correctly rounded (an exact fast path for short decimals, else
+  // std::from_chars); numbers beyond FP32's range are refused, underflows round to a subnormal or zero.
+  float read_float(const char* context);
   // Throws unless only whitespace is left.
   void expect_end();
   // Byte offset of the cursor in the body, for error messages.
@@ -33,7 +43,10 @@ class JsonCursor {
   [[noreturn]] void fail_here(const std::string& message) const;
 
  private:
-  void skip_space();
+  void skip_space() {
+    while (at_ < end_ && (*at_ == ' ' || *at_ == '\n' || *at_ == '\r' || *at_ == '\t'))
+      ++at_;
+  }
   void skip_string(const char* context);
   void scan_string(std::string* out, std::size_t max_bytes, const char* context);
   void skip_literal(const char* literal, const char* context);

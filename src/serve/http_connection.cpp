@@ -14,7 +14,8 @@ namespace ipj::serve {
 namespace {
 
 std::chrono::steady_clock::duration seconds(double value) {
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(value));
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(value));
 }
 
 std::string error_body(const std::string& message) {
@@ -52,7 +53,8 @@ void HttpConnection::post_close_if_idle() {
 }
 
 void HttpConnection::close_if_idle() {
-  if (state_ == State::waiting || state_ == State::reading_header || state_ == State::reading_body) close_now();
+  if (state_ == State::waiting || state_ == State::reading_header || state_ == State::reading_body)
+    close_now();
 }
 
 void HttpConnection::count_error(const boost::system::error_code& error) {
@@ -63,7 +65,7 @@ void HttpConnection::wait_for_request() {
   state_ = State::waiting;
   if (server_.draining) return close_now();
   if (buffer_.size() > 0) return read_header();  // a pipelined request is already here
-  buffer_.shrink_to_fit();                        // idle connections keep no large buffers
+  buffer_.shrink_to_fit();                       // idle connections keep no large buffers
   stream_.expires_after(seconds(server_.limits.idle_timeout_s));
   stream_.async_read_some(buffer_.prepare(4096),
                           [self = shared_from_this()](boost::system::error_code error, std::size_t bytes) {
@@ -81,11 +83,11 @@ void HttpConnection::read_header() {
   parser_.emplace();
   parser_->header_limit(static_cast<std::uint32_t>(server_.limits.max_header_bytes));
   parser_->body_limit(server_.limits.max_body_bytes);
-  stream_.expires_after(seconds(server_.limits.header_timeout_s));  // from the first byte: trickling cannot extend it
-  http::async_read_header(stream_, buffer_, *parser_,
-                          [self = shared_from_this()](boost::system::error_code error, std::size_t) {
-                            self->on_header(error);
-                          });
+  stream_.expires_after(
+      seconds(server_.limits.header_timeout_s));  // from the first byte: trickling cannot extend it
+  http::async_read_header(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](boost::system::error_code error, std::size_t) { self->on_header(error); });
 }
 
 void HttpConnection::on_header(const boost::system::error_code& error) {
@@ -104,18 +106,18 @@ void HttpConnection::on_header(const boost::system::error_code& error) {
   request_keep_alive_ = request.keep_alive();
   request_version_ = request.version();
   const auto length = parser_->content_length();
-  if (length && *length > server_.limits.max_body_bytes)
-    return fail_request(413, "request body too large");
+  if (length && *length > server_.limits.max_body_bytes) return fail_request(413, "request body too large");
   if (beast::iequals(request[http::field::expect], "100-continue") && !parser_->is_done()) {
     continue_ = http::response<http::empty_body>(http::status::continue_, request.version());
     stream_.expires_after(seconds(server_.limits.write_timeout_s));
-    http::async_write(stream_, continue_, [self = shared_from_this()](boost::system::error_code error, std::size_t) {
-      if (error) {
-        self->count_error(error);
-        return self->close_now();
-      }
-      self->read_body();
-    });
+    http::async_write(stream_, continue_,
+                      [self = shared_from_this()](boost::system::error_code error, std::size_t) {
+                        if (error) {
+                          self->count_error(error);
+                          return self->close_now();
+                        }
+                        self->read_body();
+                      });
     return;
   }
   read_body();
@@ -125,10 +127,9 @@ void HttpConnection::read_body() {
   state_ = State::reading_body;
   if (parser_->is_done()) return dispatch_request();
   stream_.expires_after(seconds(server_.limits.body_timeout_s));
-  http::async_read(stream_, buffer_, *parser_,
-                   [self = shared_from_this()](boost::system::error_code error, std::size_t) {
-                     self->on_body(error);
-                   });
+  http::async_read(
+      stream_, buffer_, *parser_,
+      [self = shared_from_this()](boost::system::error_code error, std::size_t) { self->on_body(error); });
 }
 
 void HttpConnection::on_body(const boost::system::error_code& error) {
@@ -165,7 +166,8 @@ void HttpConnection::dispatch_request() {
       try {
         response = build();
       } catch (const std::exception& error) {
-        response = HttpResponse{500, error_body(std::string("internal error: ") + error.what()), "application/json", {}};
+        response = HttpResponse{
+            500, error_body(std::string("internal error: ") + error.what()), "application/json", {}};
       }
       self->send(std::move(response), self->request_keep_alive_);
     });
@@ -173,7 +175,8 @@ void HttpConnection::dispatch_request() {
   try {
     server_.handler(std::move(request), reply);  // last: the reply may already have run
   } catch (const std::exception& error) {
-    reply(HttpResponse{500, error_body(std::string("internal error: ") + error.what()), "application/json", {}});
+    reply(HttpResponse{
+        500, error_body(std::string("internal error: ") + error.what()), "application/json", {}});
   }
 }
 

@@ -20,8 +20,8 @@ namespace {
 
 void check_seconds(double value, const char* flag) {
   if (!std::isfinite(value) || value <= 0.0 || value > 86400.0)
-    fail(ErrorCategory::usage, std::string(flag) + " must be a number of seconds in (0, 86400], got " +
-                                   std::to_string(value));
+    fail(ErrorCategory::usage,
+         std::string(flag) + " must be a number of seconds in (0, 86400], got " + std::to_string(value));
 }
 
 // Answers one connection over the limit with a fixed 503 and closes it: no parsing, a 2 s bound on all of it.
@@ -61,8 +61,8 @@ class Refusal : public std::enable_shared_from_this<Refusal> {
 
 void validate(const HttpLimits& limits) {
   if (limits.max_connections < 1 || limits.max_connections > 1000000)
-    fail(ErrorCategory::usage, "--max-connections must be in [1, 1000000], got " +
-                                   std::to_string(limits.max_connections));
+    fail(ErrorCategory::usage,
+         "--max-connections must be in [1, 1000000], got " + std::to_string(limits.max_connections));
   if (limits.io_threads < 1 || limits.io_threads > 64)
     fail(ErrorCategory::usage, "--io-threads must be in [1, 64], got " + std::to_string(limits.io_threads));
   check_seconds(limits.header_timeout_s, "--header-timeout-s");
@@ -84,13 +84,14 @@ const std::string* HttpRequest::header(std::string_view name) const {
 HttpFrontEnd::Impl::Impl(HttpLimits limits_in, HttpHandler handler_in)
     : limits(limits_in), handler(std::move(handler_in)) {
   work.emplace(io.get_executor());
-  const std::string body =
-      Json{{"error", "too many connections (--max-connections " + std::to_string(limits.max_connections) +
-                         "); retry later"}}
-          .dump();
-  refusal = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-            "Connection: close\r\nContent-Length: " +
-            std::to_string(body.size()) + "\r\n\r\n" + body;
+  const std::string body = Json{
+      {"error",
+       "too many connections (--max-connections " + std::to_string(limits.max_connections) +
+           "); retry later"}}.dump();
+  refusal =
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+      "Connection: close\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
 std::list<std::weak_ptr<HttpConnection>>::iterator HttpFrontEnd::Impl::enroll(
@@ -153,7 +154,8 @@ HttpFrontEnd::~HttpFrontEnd() {
 
 int HttpFrontEnd::bind(const std::string& host, int port) {
   if (port < 0 || port > 65535)
-    fail(ErrorCategory::usage, "--port " + std::to_string(port) + " is not a TCP port (0..65535; 0 = any free port)");
+    fail(ErrorCategory::usage,
+         "--port " + std::to_string(port) + " is not a TCP port (0..65535; 0 = any free port)");
   boost::system::error_code error;
   asio::ip::address address = asio::ip::make_address(host == "localhost" ? "127.0.0.1" : host, error);
   if (error)
@@ -162,7 +164,9 @@ int HttpFrontEnd::bind(const std::string& host, int port) {
   const std::string where = host + ":" + std::to_string(port);
   tcp::acceptor& acceptor = impl_->acceptor;
   acceptor.open(endpoint.protocol(), error);
-  if (!error) acceptor.set_option(tcp::acceptor::reuse_address(true), error);  // TIME_WAIT only, never a second listener
+  if (!error)
+    acceptor.set_option(tcp::acceptor::reuse_address(true),
+                        error);  // TIME_WAIT only, never a second listener
   if (!error) acceptor.bind(endpoint, error);
   if (!error) acceptor.listen(asio::socket_base::max_listen_connections, error);
   if (error) {
@@ -171,7 +175,8 @@ int HttpFrontEnd::bind(const std::string& host, int port) {
     if (error == asio::error::address_in_use)
       fail(ErrorCategory::io, "cannot listen on " + where + ": port " + std::to_string(port) +
                                   " is already in use (another server?); stop it or pick another --port");
-    fail(ErrorCategory::io, "cannot listen on " + where + ": " + error.message() + " (check --host and --port)");
+    fail(ErrorCategory::io,
+         "cannot listen on " + where + ": " + error.message() + " (check --host and --port)");
   }
   // Each connection holds a descriptor: make sure max_connections of them fit (raising the soft limit).
   rlimit files{};

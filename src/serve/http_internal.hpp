@@ -37,7 +37,8 @@ struct HttpFrontEnd::Impl {
   void on_accept(const boost::system::error_code& error, tcp::socket socket);
   void refuse(tcp::socket socket);  // 503 + close, without reading the request
   // The registry holds every open connection so drain() can reach the idle ones.
-  std::list<std::weak_ptr<HttpConnection>>::iterator enroll(const std::shared_ptr<HttpConnection>& connection);
+  std::list<std::weak_ptr<HttpConnection>>::iterator enroll(
+      const std::shared_ptr<HttpConnection>& connection);
   void leave(std::list<std::weak_ptr<HttpConnection>>::iterator entry);
 
   HttpLimits limits;
@@ -52,7 +53,7 @@ struct HttpFrontEnd::Impl {
   asio::strand<asio::io_context::executor_type> accept_strand{asio::make_strand(io)};
   tcp::acceptor acceptor{accept_strand};  // touched only on accept_strand once run() started
   asio::steady_timer accept_retry{accept_strand};
-  std::string refusal;  // the whole 503 answer to a connection over max_connections
+  std::string refusal;         // the whole 503 answer to a connection over max_connections
   std::mutex lifecycle_mutex;  // orders run() against drain() / stop()
   bool running = false, stopped = false;
 };

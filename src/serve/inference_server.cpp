@@ -44,8 +44,8 @@ void validate(const ServeOptions& options) {
     fail(ErrorCategory::usage,
          "--port " + std::to_string(options.port) + " is not a TCP port (0..65535; 0 = any free port)");
   if (!std::isfinite(options.drain_s) || options.drain_s < 0.0 || options.drain_s > 3600.0)
-    fail(ErrorCategory::usage, "--drain-s must be a number of seconds in [0, 3600], got " +
-                                   std::to_string(options.drain_s));
+    fail(ErrorCategory::usage,
+         "--drain-s must be a number of seconds in [0, 3600], got " + std::to_string(options.drain_s));
   if (std::isnan(options.usd_per_kwh) || std::isinf(options.usd_per_kwh))
     fail(ErrorCategory::usage, "--usd-per-kwh must be a finite price");
   if (!std::isfinite(options.cpu_tdp_w) || options.cpu_tdp_w < 0.0)
@@ -58,9 +58,9 @@ void validate(const ServeOptions& options) {
 InferenceServer::InferenceServer(ServeOptions options) : options_(std::move(options)) {
   validate(options_);
   std::vector<ModelConfig> configs = read_model_repository(options_.model_repository);
-  http_ = std::make_unique<HttpFrontEnd>(options_.http, [this](HttpRequest&& request, const HttpReply& reply) {
-    handle(std::move(request), reply);
-  });
+  http_ = std::make_unique<HttpFrontEnd>(
+      options_.http,
+      [this](HttpRequest&& request, const HttpReply& reply) { handle(std::move(request), reply); });
   port_ = http_->bind(options_.host, options_.port);  // before loading: a port in use fails in milliseconds
   energy::MeterOptions meter_options;
   meter_options.cpu_tdp_w = options_.cpu_tdp_w;
@@ -73,9 +73,8 @@ InferenceServer::InferenceServer(ServeOptions options) : options_(std::move(opti
   if (options_.measure_energy)
     read_total = [monitor] {
       const energy::Measurement total = monitor->latest();  // no meter read per batch
-      return EnergyLedger::Reading{total.energy_j,
-                                   total.devices.empty() ? "none" : energy::source_name(total.source),
-                                   total.wall_s};
+      return EnergyLedger::Reading{
+          total.energy_j, total.devices.empty() ? "none" : energy::source_name(total.source), total.wall_s};
     };
   ledger_ = std::make_unique<EnergyLedger>(std::move(read_total), monitor_epoch);
   for (ModelConfig& config : configs) {
@@ -87,7 +86,8 @@ InferenceServer::InferenceServer(ServeOptions options) : options_(std::move(opti
 
 InferenceServer::~InferenceServer() {
   if (http_) http_->stop();
-  models_.clear();  // stops the batchers (their last replies go nowhere) before the front end and the ledger go
+  models_
+      .clear();  // stops the batchers (their last replies go nowhere) before the front end and the ledger go
 }
 
 void InferenceServer::serve() {
@@ -147,9 +147,10 @@ void InferenceServer::handle(HttpRequest&& request, const HttpReply& reply) {
   }
   switch (route.endpoint) {
     case Endpoint::server_metadata:
-      return reply(json_response({{"name", "ipj"},
-                                  {"version", "0.1.0"},
-                                  {"extensions", {"binary_tensor_data", "model_configuration", "statistics"}}}));
+      return reply(
+          json_response({{"name", "ipj"},
+                         {"version", "0.1.0"},
+                         {"extensions", {"binary_tensor_data", "model_configuration", "statistics"}}}));
     case Endpoint::health_live:
       return reply(empty_response(200));
     case Endpoint::health_ready:
@@ -182,8 +183,8 @@ void InferenceServer::handle(HttpRequest&& request, const HttpReply& reply) {
   }
 }
 
-void InferenceServer::handle_infer(HttpRequest&& request, const HttpReply& reply, const std::string& model_name,
-                                   const std::string& version) {
+void InferenceServer::handle_infer(HttpRequest&& request, const HttpReply& reply,
+                                   const std::string& model_name, const std::string& version) {
   const auto arrived = Clock::now();
   std::string error;
   ServedModel* model = find_model(model_name, version, error);
@@ -199,8 +200,8 @@ void InferenceServer::handle_infer(HttpRequest&& request, const HttpReply& reply
       std::size_t length = 0;
       const auto result = std::from_chars(value->data(), value->data() + value->size(), length);
       if (result.ec != std::errc() || result.ptr != value->data() + value->size())
-        fail(ErrorCategory::invalid_input, "Inference-Header-Content-Length '" + value->substr(0, 40) +
-                                               "' is not a number");
+        fail(ErrorCategory::invalid_input,
+             "Inference-Header-Content-Length '" + value->substr(0, 40) + "' is not a number");
       header_length = length;
     }
     parsed = parse_infer_request(request.body, header_length, model->config(), options_.request);
@@ -238,7 +239,8 @@ void InferenceServer::handle_infer(HttpRequest&& request, const HttpReply& reply
       response.body = std::move(encoded.body);
       response.content_type = encoded.content_type;
       if (encoded.header_length)
-        response.headers.emplace_back("Inference-Header-Content-Length", std::to_string(*encoded.header_length));
+        response.headers.emplace_back("Inference-Header-Content-Length",
+                                      std::to_string(*encoded.header_length));
       model->record_success(std::chrono::duration<double, std::micro>(Clock::now() - arrived).count());
       return response;
     });

@@ -1,6 +1,6 @@
-// Parsing and encoding of KServe v2 inference bodies for one FP32 input and one FP32 output. One pass over the
-// body with a bounded cursor: the small parts ("id", "parameters", "outputs", name, datatype) are size- and
-// depth-checked before nlohmann::json sees them; inputs[0].data is read number by number into the tensor.
+// Parsing and encoding of KServe v2 inference bodies for one FP32 input and one FP32 output. One pass over
+// the body with a bounded cursor: the small parts ("id", "parameters", "outputs", name, datatype) are size-
+// and depth-checked before nlohmann::json sees them; inputs[0].data is read number by number into the tensor.
 #include "ipj/serve/kserve_codec.hpp"
 
 #include <charconv>
@@ -21,21 +21,6 @@ constexpr std::size_t kMaxKeyBytes = 256;
 constexpr std::size_t kMaxNameBytes = 256;
 constexpr std::size_t kMaxDims = 16;
 
-// One JSON number (already grammar-checked) as FP32: values beyond FP32's range are refused (they would be
-// Inf), values below its smallest subnormal become 0 as in any FP32 conversion.
-float to_float(std::string_view text, JsonCursor& cursor) {
-  float value = 0.0f;
-  const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (result.ec == std::errc() && result.ptr == text.data() + text.size()) return value;
-  double wide = 0.0;
-  const auto retry = std::from_chars(text.data(), text.data() + text.size(), wide);
-  if (retry.ec == std::errc() && std::isfinite(wide) &&
-      std::fabs(wide) <= static_cast<double>(std::numeric_limits<float>::max()))
-    return static_cast<float>(wide);  // an underflow: rounds to a subnormal or zero
-  cursor.fail_here("input data holds " + std::string(text.substr(0, 40)) +
-                   ", outside the FP32 range (NaN and Inf are refused on every path)");
-}
-
 std::int64_t to_integer(std::string_view text, const char* what) {
   std::int64_t value = 0;
   const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -46,7 +31,8 @@ std::int64_t to_integer(std::string_view text, const char* what) {
 
 class RequestReader {
  public:
-  RequestReader(std::string_view json, const ModelConfig& model, const RequestLimits& limits, InferRequest& out)
+  RequestReader(std::string_view json, const ModelConfig& model, const RequestLimits& limits,
+                InferRequest& out)
       : cursor_(json.data(), json.data() + json.size()),
         json_length_(json.size()),
         model_(model),
@@ -118,15 +104,16 @@ void RequestReader::read_body() {
 void RequestReader::read_parameters() {
   const Json parameters = read_small(limits_.max_parameters_bytes, "\"parameters\"");
   if (!parameters.is_object()) bad("\"parameters\" must be an object");
-  if (parameters.contains("binary_data_output")) out_.binary_output = parameters["binary_data_output"] == true;
+  if (parameters.contains("binary_data_output"))
+    out_.binary_output = parameters["binary_data_output"] == true;
   if (!parameters.contains("timeout")) return;
   const Json& timeout = parameters["timeout"];
   const double value = timeout.is_number() ? timeout.get<double>() : 0.0;
   if (!(value >= 1.0))  // NaN cannot come from JSON; this refuses strings, 0 and negatives
     bad("parameter \"timeout\" must be a positive number of microseconds");
   // Longer timeouts are clamped (a deadline centuries away would overflow the clock).
-  out_.timeout_us =
-      value >= static_cast<double>(limits_.max_timeout_us) ? limits_.max_timeout_us : static_cast<std::int64_t>(value);
+  out_.timeout_us = value >= static_cast<double>(limits_.max_timeout_us) ? limits_.max_timeout_us
+                                                                         : static_cast<std::int64_t>(value);
 }
 
 void RequestReader::read_outputs() {
@@ -147,7 +134,7 @@ void RequestReader::read_outputs() {
 }
 
 void RequestReader::read_inputs() {
-  if (cursor_.peek() != '[' ) bad("\"inputs\" must list exactly one tensor ('" + model_.input.name + "')");
+  if (cursor_.peek() != '[') bad("\"inputs\" must list exactly one tensor ('" + model_.input.name + "')");
   cursor_.expect('[', "\"inputs\"");
   if (cursor_.peek() != '{') bad("\"inputs\" must list exactly one tensor ('" + model_.input.name + "')");
   read_input_tensor();
@@ -197,7 +184,8 @@ void RequestReader::read_shape() {
   out_.shape.clear();
   if (!cursor_.consume(']')) {
     do {
-      if (out_.shape.size() >= kMaxDims) bad("input shape has more than " + std::to_string(kMaxDims) + " dims");
+      if (out_.shape.size() >= kMaxDims)
+        bad("input shape has more than " + std::to_string(kMaxDims) + " dims");
       const char next = cursor_.peek();
       if (next != '-' && (next < '0' || next > '9')) bad("input shape entries must be integers");
       out_.shape.push_back(to_integer(cursor_.read_number_text("\"shape\""), "input shape entries"));
@@ -217,8 +205,8 @@ void RequestReader::check_shape() {
         std::to_string(expected.size()));
   for (std::size_t dim = 0; dim < expected.size(); ++dim) {
     if (expected[dim] != -1 && shape[dim] != expected[dim])
-      bad("input dim " + std::to_string(dim) + " is " + std::to_string(shape[dim]) + ", model '" + model_.name +
-          "' expects " + std::to_string(expected[dim]));
+      bad("input dim " + std::to_string(dim) + " is " + std::to_string(shape[dim]) + ", model '" +
+          model_.name + "' expects " + std::to_string(expected[dim]));
     if (shape[dim] < 1) bad("input dims must be >= 1");
   }
   if (model_.batching.max_batch_size > 0 && shape[0] > model_.batching.max_batch_size)
@@ -243,8 +231,8 @@ void RequestReader::read_data() {
   limit = std::min(limit, limits_.max_tensor_bytes / sizeof(float));
   if (has_shape_) {
     if (static_cast<std::size_t>(element_count_) > (json_length_ + 1) / 2)
-      bad("input data cannot hold the " + std::to_string(element_count_) + " values its shape declares in a " +
-          std::to_string(json_length_) + "-byte body");
+      bad("input data cannot hold the " + std::to_string(element_count_) +
+          " values its shape declares in a " + std::to_string(json_length_) + "-byte body");
     limit = static_cast<std::size_t>(element_count_);
     out_.data.reserve(limit);
   }
@@ -273,8 +261,7 @@ void RequestReader::read_numbers(int depth_left, std::size_t limit) {
       bad("input data holds more values than its shape says");
     }
     out_.data.push_back(
-        to_float(cursor_.read_number_text("input data (JSON numbers only: NaN and Inf are refused on every path)"),
-                 cursor_));
+        cursor_.read_float("input data (JSON numbers only: NaN and Inf are refused on every path)"));
   } while (cursor_.consume(','));
   cursor_.expect(']', "input data");
 }

@@ -24,8 +24,8 @@ using Clock = std::chrono::steady_clock;
 struct Record {
   double finished_s;  // since the level started
   double latency_ms;
-  int status;             // HTTP status, 0 = connection error
-  double energy_j = -1;   // the response's parameters.energy_j; < 0 = absent
+  int status;              // HTTP status, 0 = connection error
+  double energy_j = -1;    // the response's parameters.energy_j; < 0 = absent
   int energy_source = -1;  // index into the level's source names
 };
 
@@ -34,21 +34,21 @@ std::pair<double, std::string> response_energy(const httplib::Response& response
   std::size_t length = response.body.size();
   if (response.has_header("Inference-Header-Content-Length")) {
     try {
-      length = std::min<std::size_t>(length, std::stoull(response.get_header_value("Inference-Header-Content-Length")));
+      length = std::min<std::size_t>(
+          length, std::stoull(response.get_header_value("Inference-Header-Content-Length")));
     } catch (const std::exception&) {
       return {-1.0, ""};
     }
   }
-  const Json parsed = Json::parse(response.body.begin(), response.body.begin() + static_cast<std::ptrdiff_t>(length),
-                                  nullptr, false);
+  const Json parsed = Json::parse(
+      response.body.begin(), response.body.begin() + static_cast<std::ptrdiff_t>(length), nullptr, false);
   if (!parsed.is_object() || !parsed.contains("parameters")) return {-1.0, ""};
   const Json& parameters = parsed["parameters"];
   if (!parameters.is_object() || !parameters.contains("energy_j") || !parameters["energy_j"].is_number())
     return {-1.0, ""};
-  const std::string source =
-      parameters.contains("energy_source") && parameters["energy_source"].is_string()
-          ? parameters["energy_source"].get<std::string>()
-          : "unknown";
+  const std::string source = parameters.contains("energy_source") && parameters["energy_source"].is_string()
+                                 ? parameters["energy_source"].get<std::string>()
+                                 : "unknown";
   return {parameters["energy_j"].get<double>(), source};
 }
 
@@ -114,7 +114,8 @@ LoadLevel run_level(const LoadOptions& options, const Body& body, int concurrenc
         const auto result = client.Post(path, body.headers, body.content, body.content_type);
         const auto done = Clock::now();
         Record record{std::chrono::duration<double>(done - start).count(),
-                      std::chrono::duration<double, std::milli>(done - sent).count(), result ? result->status : 0};
+                      std::chrono::duration<double, std::milli>(done - sent).count(),
+                      result ? result->status : 0};
         if (result && result->status == 200) {
           const auto [joules, source] = response_energy(*result);
           if (joules >= 0) {
@@ -201,7 +202,8 @@ LoadLevel run_level(const LoadOptions& options, const Body& body, int concurrenc
     level.energy_p50_j = infer::quantile(energies, 0.50);
     level.energy_p99_j = infer::quantile(energies, 0.99);
     for (const int source : energy_sources)
-      level.energy_source += (level.energy_source.empty() ? "" : "+") + sources[static_cast<std::size_t>(source)];
+      level.energy_source +=
+          (level.energy_source.empty() ? "" : "+") + sources[static_cast<std::size_t>(source)];
   }
   return level;
 }
@@ -233,7 +235,8 @@ Json to_json(const LoadLevel& level) {
 void validate_url(const std::string& url) {
   const std::string scheme = "http://";
   if (url.compare(0, scheme.size(), scheme) != 0)
-    fail(ErrorCategory::usage, "--url '" + url + "': only http://HOST[:PORT] is supported (e.g. http://127.0.0.1:8000)");
+    fail(ErrorCategory::usage,
+         "--url '" + url + "': only http://HOST[:PORT] is supported (e.g. http://127.0.0.1:8000)");
   const std::string rest = url.substr(scheme.size());
   const std::size_t slash = rest.find('/');
   if (slash != std::string::npos && slash + 1 != rest.size())
@@ -263,7 +266,8 @@ std::vector<LoadLevel> run_load(const LoadOptions& options, bool show_progress) 
   if (options.concurrency.empty()) fail(ErrorCategory::usage, "--concurrency needs at least one value");
   for (const int concurrency : options.concurrency)
     if (concurrency < 1 || concurrency > 4096)
-      fail(ErrorCategory::usage, "--concurrency values must be in [1, 4096], got " + std::to_string(concurrency));
+      fail(ErrorCategory::usage,
+           "--concurrency values must be in [1, 4096], got " + std::to_string(concurrency));
   httplib::Client probe(options.url);
   probe.set_connection_timeout(5, 0);
   const auto metadata = probe.Get("/v2/models/" + options.model);
@@ -279,8 +283,8 @@ std::vector<LoadLevel> run_load(const LoadOptions& options, bool show_progress) 
   try {
     body = make_body(Json::parse(metadata->body), options);
   } catch (const Json::exception& error) {
-    fail(ErrorCategory::invalid_input, "GET /v2/models/" + options.model +
-                                           " did not answer KServe v2 model metadata: " + error.what());
+    fail(ErrorCategory::invalid_input,
+         "GET /v2/models/" + options.model + " did not answer KServe v2 model metadata: " + error.what());
   }
   const std::string path = "/v2/models/" + options.model + "/infer";
   std::vector<LoadLevel> levels;

@@ -33,7 +33,8 @@ std::int64_t integer_value(const Json& object, const std::string& key, std::int6
 
 bool bool_value(const Json& object, const std::string& key, bool fallback, const std::string& path) {
   if (!object.contains(key)) return fallback;
-  if (!object[key].is_boolean()) bad(path, "\"" + key + "\" must be true or false, got " + shown(object[key]));
+  if (!object[key].is_boolean())
+    bad(path, "\"" + key + "\" must be true or false, got " + shown(object[key]));
   return object[key].get<bool>();
 }
 
@@ -174,8 +175,9 @@ std::vector<ModelConfig> read_model_repository(const std::string& directory) {
       std::int64_t version = 0;
       const auto parsed = std::from_chars(name.data(), name.data() + name.size(), version);
       if (parsed.ec != std::errc() || version < 1)
-        fail(ErrorCategory::invalid_input, "version folder '" + entry.path().string() +
-                                               "' is not a version number in [1, 2^63-1]; rename it (e.g. 1)");
+        fail(ErrorCategory::invalid_input,
+             "version folder '" + entry.path().string() +
+                 "' is not a version number in [1, 2^63-1]; rename it (e.g. 1)");
       versions.push_back(version);
     }
     if (versions.empty())

@@ -58,7 +58,8 @@ Route route_request(HttpMethod method, std::string_view target) {
   std::vector<std::string> parts;
   if (!split_path(path, parts)) return {};
   const std::size_t count = parts.size();
-  if (count == 1 && parts[0] == "metrics") return with_method(method, HttpMethod::get, endpoint(Endpoint::metrics));
+  if (count == 1 && parts[0] == "metrics")
+    return with_method(method, HttpMethod::get, endpoint(Endpoint::metrics));
   if (count == 0 || parts[0] != "v2") return {};
   if (count == 1) return with_method(method, HttpMethod::get, endpoint(Endpoint::server_metadata));
   if (parts[1] == "health" && count == 3) {
@@ -67,7 +68,8 @@ Route route_request(HttpMethod method, std::string_view target) {
     return {};
   }
   if (parts[1] != "models" || count < 3) return {};
-  if (count == 3 && parts[2] == "stats") return with_method(method, HttpMethod::get, endpoint(Endpoint::all_stats));
+  if (count == 3 && parts[2] == "stats")
+    return with_method(method, HttpMethod::get, endpoint(Endpoint::all_stats));
   Route route;
   route.model = parts[2];
   std::size_t next = 3;

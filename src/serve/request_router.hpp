@@ -1,5 +1,5 @@
-// Maps a request's method and target to a KServe v2 / Triton endpoint: no regular expressions, percent-escapes
-// in model names and versions decoded, the query string ignored.
+// Maps a request's method and target to a KServe v2 / Triton endpoint: no regular expressions,
+// percent-escapes in model names and versions decoded, the query string ignored.
 #pragma once
 
 #include <string>

@@ -41,7 +41,8 @@ EnergyLedger::Reading EnergyLedger::take_at(double now_s, double busy_s) {
   }
   double estimate = reading.total_j;
   if (reading.time_s >= 0.0) estimate += power_w_ * std::clamp(now_s - reading.time_s, 0.0, 1.0);
-  estimate = std::max(estimate, attributed_j_);  // a glitch back or an overshoot: charge nothing until caught up
+  estimate =
+      std::max(estimate, attributed_j_);  // a glitch back or an overshoot: charge nothing until caught up
   reading.total_j = estimate - attributed_j_;
   attributed_j_ = estimate;
   // The power: between the last two samples, else the average since the start, else unknown (tests).
@@ -155,6 +156,10 @@ void ServedModel::record_success(double request_us) {
   std::lock_guard<std::mutex> lock(stats_mutex_);
   stats_.request_success += 1;
   stats_.request_us += request_us;
+  const double seconds = request_us * 1e-6;
+  const auto bucket =
+      std::lower_bound(kLatencyBucketsS.begin(), kLatencyBucketsS.end(), seconds);  // first bound >= it
+  stats_.latency_buckets[static_cast<std::size_t>(bucket - kLatencyBucketsS.begin())] += 1;
 }
 
 void ServedModel::record_failure(const std::string& reason) {
@@ -264,6 +269,22 @@ std::string prometheus_metrics(const std::vector<std::unique_ptr<ServedModel>>& 
          "Microseconds from request arrival to reply (successes)");
   for (const auto& [model, stats] : all)
     out << "ipj_request_duration_us_total{" << labels(*model) << "} " << stats.request_us << "\n";
+  header("ipj_request_duration_seconds", "histogram",
+         "Seconds from request arrival to reply (successes), for histogram_quantile");
+  for (const auto& [model, stats] : all) {
+    std::int64_t cumulative = 0;
+    for (std::size_t bucket = 0; bucket < stats.latency_buckets.size(); ++bucket) {
+      cumulative += stats.latency_buckets[bucket];
+      out << "ipj_request_duration_seconds_bucket{" << labels(*model) << ",le=\"";
+      if (bucket < kLatencyBucketsS.size())
+        out << kLatencyBucketsS[bucket];
+      else
+        out << "+Inf";
+      out << "\"} " << cumulative << "\n";
+    }
+    out << "ipj_request_duration_seconds_sum{" << labels(*model) << "} " << stats.request_us * 1e-6 << "\n";
+    out << "ipj_request_duration_seconds_count{" << labels(*model) << "} " << cumulative << "\n";
+  }
   header("ipj_pending_requests", "gauge", "Requests waiting in the batcher queue");
   for (const auto& model : models)
     out << "ipj_pending_requests{" << labels(*model) << "} "

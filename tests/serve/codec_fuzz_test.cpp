@@ -1,7 +1,7 @@
 // A bounded structure-aware fuzz of the KServe request parser: random requests built from the protocol's keys
 // (valid, mutated, truncated, deeply nested, with odd numbers and escapes), checked against nlohmann::json as
-// an oracle: the parser either refuses with ipj::Error, or accepts a body nlohmann also accepts, with the same
-// values. A few seconds in CI; IPJ_FUZZ_SECONDS=600 (scripts/fuzz_serve.sh) for longer runs.
+// an oracle: the parser either refuses with ipj::Error, or accepts a body nlohmann also accepts, with the
+// same values. A few seconds in CI; IPJ_FUZZ_SECONDS=600 (scripts/fuzz_serve.sh) for longer runs.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -45,9 +45,12 @@ class RequestGenerator {
   std::size_t pick(std::size_t count) { return count == 0 ? 0 : random_() % count; }
 
   std::string number() {
-    static const char* const special[] = {"0", "-0", "1e-400", "1e39", "3.4028235e38", "-3.5e38", "0.1", "1E+2",
-                                          "123456789012345678901234567890", "01", "1.", ".5", "-", "1e", "NaN",
-                                          "Infinity", "2.5e-45", "-1.17549435e-38"};
+    static const char* const special[] = {"0",        "-0",           "1e-400",
+                                          "1e39",     "3.4028235e38", "-3.5e38",
+                                          "0.1",      "1E+2",         "123456789012345678901234567890",
+                                          "01",       "1.",           ".5",
+                                          "-",        "1e",           "NaN",
+                                          "Infinity", "2.5e-45",      "-1.17549435e-38"};
     if (pick(4) == 0) return special[pick(sizeof special / sizeof *special)];
     std::uniform_real_distribution<double> value(-1e3, 1e3);
     char text[40];
@@ -56,8 +59,9 @@ class RequestGenerator {
   }
 
   std::string string_value() {
-    static const char* const pieces[] = {"a", "x", "input", "\\\"", "\\\\", "\\n", "\\u00e9", "\\ud83d\\ude00",
-                                         "\\ud800", "\\u12", "\xc3\xa9", "\x01", "FP32", "data", "shape"};
+    static const char* const pieces[] = {"a",        "x",       "input",          "\\\"",    "\\\\",
+                                         "\\n",      "\\u00e9", "\\ud83d\\ude00", "\\ud800", "\\u12",
+                                         "\xc3\xa9", "\x01",    "FP32",           "data",    "shape"};
     std::string text = "\"";
     for (std::size_t count = pick(5); count > 0; --count)
       text += pieces[pick(sizeof pieces / sizeof *pieces)];
@@ -87,7 +91,8 @@ class RequestGenerator {
         return text + "}";
       }
       default:
-        return std::string(pick(3) ? 1 + pick(40) : 2000 + pick(100000), '[') + "1" + std::string(1 + pick(50), ']');
+        return std::string(pick(3) ? 1 + pick(40) : 2000 + pick(100000), '[') + "1" +
+               std::string(1 + pick(50), ']');
     }
   }
 
@@ -110,7 +115,8 @@ class RequestGenerator {
     for (std::size_t dim = 0; dim < shape.size(); ++dim)
       shape_text += (dim ? ", " : "") + std::to_string(shape[dim]);
     fields.push_back(R"("shape": )" + (pick(12) ? shape_text + "]" : value(0)));
-    fields.push_back(R"("data": )" + (pick(12) ? (pick(2) ? data(shape, 0) : data({shape[0] * shape[1]}, 0)) : value(0)));
+    fields.push_back(R"("data": )" +
+                     (pick(12) ? (pick(2) ? data(shape, 0) : data({shape[0] * shape[1]}, 0)) : value(0)));
     if (pick(6) == 0) fields.push_back(R"("parameters": )" + value(0));
     std::shuffle(fields.begin(), fields.end(), random_);
     std::string tensor = "{";
@@ -120,7 +126,8 @@ class RequestGenerator {
     std::vector<std::string> top{R"("inputs": [)" + tensor + (pick(15) ? "]" : ", " + tensor + "]")};
     if (pick(3) == 0) top.push_back(R"("id": )" + value(0));
     if (pick(4) == 0) top.push_back(R"("parameters": {"timeout": )" + number() + "}");
-    if (pick(5) == 0) top.push_back(R"("outputs": [{"name": "y", "parameters": {"binary_data": )" + value(4) + "}}]");
+    if (pick(5) == 0)
+      top.push_back(R"("outputs": [{"name": "y", "parameters": {"binary_data": )" + value(4) + "}}]");
     if (pick(6) == 0) top.push_back(string_value() + ": " + value(0));
     std::shuffle(top.begin(), top.end(), random_);
     std::string body = "{";
@@ -135,7 +142,9 @@ class RequestGenerator {
 TEST(KserveCodecFuzz, RandomRequestsAreRefusedCleanlyOrMatchTheJsonOracle) {
   const char* configured = std::getenv("IPJ_FUZZ_SECONDS");
   const double budget_s = configured ? std::atof(configured) : 3.0;
-  const std::uint32_t seed = std::getenv("IPJ_FUZZ_SEED") ? static_cast<std::uint32_t>(std::atoi(std::getenv("IPJ_FUZZ_SEED"))) : 20261203u;
+  const std::uint32_t seed = std::getenv("IPJ_FUZZ_SEED")
+                                 ? static_cast<std::uint32_t>(std::atoi(std::getenv("IPJ_FUZZ_SEED")))
+                                 : 20261203u;
   RequestGenerator generator(seed);
   const ModelConfig model = testing::fuzz_model();
   const auto start = std::chrono::steady_clock::now();

@@ -71,7 +71,8 @@ inline OracleVerdict check_against_oracle(const std::string& body, const serve::
         std::fabs(expected[index] - parsed.data[index]) > 1e-6 * std::fabs(expected[index]))
       return disagree("value " + std::to_string(index) + " differs");
   }
-  if (reference.contains("id") && (!parsed.id || *parsed.id != reference["id"])) return disagree("id differs");
+  if (reference.contains("id") && (!parsed.id || *parsed.id != reference["id"]))
+    return disagree("id differs");
   return verdict;
 }
 

@@ -97,7 +97,8 @@ TEST(ServeContract, ASecondServerOnATakenPortExitsNonZeroWithinFiveSecondsNaming
 
 TEST(ServeContract, SigtermClosesIdleAndTricklingConnectionsAtOnceAndExitsZero) {
   testing::TempDir work;
-  testing::ServeProcess server("--model-repo " + make_repository(work) + " --port 0 --drain-s 20", work.path());
+  testing::ServeProcess server("--model-repo " + make_repository(work) + " --port 0 --drain-s 20",
+                               work.path());
   ASSERT_GT(server.port(), 0) << server.error_output();
   std::vector<RawConnection> idle;
   for (int index = 0; index < 20; ++index) {
@@ -129,7 +130,8 @@ TEST(ServeContract, TwoSixtyMegabyteBodiesAtOnceCostTheirBytesNotGigabytes) {
     numbers += "0.123456,";
   numbers += "1";
   const std::string data_body =
-      R"({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [1, 1, 28, 28], "data": [)" + numbers + "]}]}";
+      R"({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [1, 1, 28, 28], "data": [)" + numbers +
+      "]}]}";
   const std::string unknown_body = R"({"extra": [)" + numbers + "], " + image_body().substr(1);
   std::atomic<int> answered{0};
   std::vector<std::thread> senders;
@@ -164,12 +166,14 @@ TEST(ServeCli, ServeSideErrorsNameTheFlagOrFileAndAreNeverInternal) {
   const std::string huge_version = make_repository(versioned, kBatchedConfig, "99999999999999999999");
   const std::string ipj = testing::ipj_binary();
   const std::vector<Case> cases = {
-      {"string max_batch_size", ipj + " serve --model-repo " + string_batch, 3, "\"max_batch_size\" must be an integer"},
+      {"string max_batch_size", ipj + " serve --model-repo " + string_batch, 3,
+       "\"max_batch_size\" must be an integer"},
       {"huge version folder", ipj + " serve --model-repo " + huge_version, 3, "99999999999999999999"},
       {"port out of range", ipj + " serve --model-repo " + repository + " --port 99999", 2, "--port"},
       {"drain nan", ipj + " serve --model-repo " + repository + " --drain-s nan", 2, "--drain-s"},
       {"drain negative", ipj + " serve --model-repo " + repository + " --drain-s -1", 2, "--drain-s"},
-      {"idle timeout zero", ipj + " serve --model-repo " + repository + " --idle-timeout-s 0", 2, "--idle-timeout-s"},
+      {"idle timeout zero", ipj + " serve --model-repo " + repository + " --idle-timeout-s 0", 2,
+       "--idle-timeout-s"},
       {"load ftp url", ipj + " load --url ftp://x --model mlp", 2, "--url"},
       {"load url without host", ipj + " load --url http:// --model mlp", 2, "--url"},
       {"load huge batch", ipj + " load --url http://127.0.0.1:1 --model mlp --batch 100000000", 2, "--batch"},
@@ -179,7 +183,8 @@ TEST(ServeCli, ServeSideErrorsNameTheFlagOrFileAndAreNeverInternal) {
     const auto result = testing::run_process(test.command);
     EXPECT_EQ(result.exit_code, test.exit_code) << test.name << ": " << result.err;
     EXPECT_NE(result.err.find(test.fragment), std::string::npos) << test.name << ": " << result.err;
-    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << test.name << ": one line\n" << result.err;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << test.name << ": one line\n"
+                                                                         << result.err;
     EXPECT_LT(seconds_since(start), 10.0) << test.name;
   }
 }
@@ -217,7 +222,7 @@ struct SoakTraffic {
   }
 };
 
-TEST(ServeSoak, TenThousandMixedRequestsWith300IdleConnectionsStayBounded) {
+TEST(ServeSoak, TenThousandMixedRequestsWith300IdleConnectionsStayBoundedFor15Seconds) {
   testing::TempDir work;
   testing::ServeProcess server("--model-repo " + make_repository(work) + " --port 0 --idle-timeout-s 120",
                                work.path());
@@ -260,52 +265,71 @@ TEST(ServeSoak, TenThousandMixedRequestsWith300IdleConnectionsStayBounded) {
   const auto start = Clock::now();
   std::vector<std::thread> clients;
   for (int client_index = 0; client_index < 4; ++client_index)
-    clients.emplace_back([&, client_index] {
-      std::mt19937 random(static_cast<unsigned>(client_index));
-      httplib::Client client("127.0.0.1", port);
-      client.set_read_timeout(10, 0);
-      httplib::Headers binary_headers{{"Inference-Header-Content-Length", std::to_string(traffic.binary_header.size())}};
-      while (requests.fetch_add(1) < 10000 && seconds_since(start) < 90.0) {
-        ++performed;
-        const unsigned kind = random() % 10;
-        if (kind < 4) {
-          auto reply = client.Post("/v2/models/mlp/infer", traffic.good_json, "application/json");
-          if (!reply || reply->status != 200) note_wrong("good JSON got " + (reply ? reply->body : std::string("no answer")));
-        } else if (kind < 6) {
-          auto reply = client.Post("/v2/models/mlp/infer", binary_headers, traffic.good_binary, "application/octet-stream");
-          if (!reply || reply->status != 200) note_wrong("good binary got " + (reply ? reply->body : std::string("no answer")));
-        } else if (kind < 9) {
-          const std::string& body = traffic.malformed_bodies[random() % traffic.malformed_bodies.size()];
-          auto reply = client.Post("/v2/models/mlp/infer", body, "application/json");
-          if (!reply || reply->status < 400 || reply->status >= 500)
-            note_wrong("malformed body got " + (reply ? std::to_string(reply->status) : std::string("no answer")));
-        } else {  // HTTP-level garbage, pipelined pairs and abandoned half requests on raw connections
-          RawConnection raw(port);
-          const unsigned variant = random() % 5;
-          if (variant < 3) {
-            raw.send(traffic.malformed_http[variant]);
-            const int status = testing::status_of(raw.read_response(5.0));
-            if (status < 400 || status >= 500) note_wrong("malformed HTTP got " + std::to_string(status));
-          } else if (variant == 3) {
-            raw.send(testing::get_request("/v2/health/live") + testing::post_request("/v2/models/mlp/infer", traffic.good_json));
-            const int first = testing::status_of(raw.read_response(5.0));
-            const int second = testing::status_of(raw.read_response(5.0));
-            if (first != 200 || second != 200) note_wrong("pipelined pair got " + std::to_string(first) + "/" + std::to_string(second));
-          } else {
-            raw.send("POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 4000\r\n\r\n{\"in");  // then gone
-          }
-        }
-      }
-    });
+    clients
+        .emplace_back(
+            [&, client_index] {
+              std::mt19937 random(static_cast<unsigned>(client_index));
+              httplib::Client client("127.0.0.1", port);
+              client.set_read_timeout(10, 0);
+              httplib::Headers binary_headers{
+                  {"Inference-Header-Content-Length", std::to_string(traffic.binary_header.size())}};
+              for (;;) {  // at least 10,000 requests and 15 s (a soak), at most 60 s
+                const int index = requests.fetch_add(1);
+                if ((index >= 10000 && seconds_since(start) >= 15.0) || seconds_since(start) >= 60.0) break;
+                ++performed;
+                const unsigned kind = random() % 10;
+                if (kind < 4) {
+                  auto reply = client.Post("/v2/models/mlp/infer", traffic.good_json, "application/json");
+                  if (!reply || reply->status != 200)
+                    note_wrong("good JSON got " + (reply ? reply->body : std::string("no answer")));
+                } else if (kind < 6) {
+                  auto reply = client.Post("/v2/models/mlp/infer", binary_headers, traffic.good_binary,
+                                           "application/octet-stream");
+                  if (!reply || reply->status != 200)
+                    note_wrong("good binary got " + (reply ? reply->body : std::string("no answer")));
+                } else if (kind < 9) {
+                  const std::string& body =
+                      traffic.malformed_bodies[random() % traffic.malformed_bodies.size()];
+                  auto reply = client.Post("/v2/models/mlp/infer", body, "application/json");
+                  if (!reply || reply->status < 400 || reply->status >= 500)
+                    note_wrong("malformed body got " +
+                               (reply ? std::to_string(reply->status) : std::string("no answer")));
+                } else {  // HTTP-level garbage, pipelined pairs and abandoned half requests on raw
+                          // connections
+                  RawConnection raw(port);
+                  const unsigned variant = random() % 5;
+                  if (variant < 3) {
+                    raw.send(traffic.malformed_http[variant]);
+                    const int status = testing::status_of(raw.read_response(5.0));
+                    if (status < 400 || status >= 500)
+                      note_wrong("malformed HTTP got " + std::to_string(status));
+                  } else if (variant == 3) {
+                    raw.send(testing::get_request("/v2/health/live") +
+                             testing::post_request("/v2/models/mlp/infer", traffic.good_json));
+                    const int first = testing::status_of(raw.read_response(5.0));
+                    const int second = testing::status_of(raw.read_response(5.0));
+                    if (first != 200 || second != 200)
+                      note_wrong("pipelined pair got " + std::to_string(first) + "/" +
+                                 std::to_string(second));
+                  } else {
+                    raw
+                        .send(
+                            "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                            "4000\r\n\r\n{\"in");  // then gone
+                  }
+                }
+              }
+            });
   for (std::thread& client : clients)
     client.join();
   const double elapsed = seconds_since(start);
   done = true;
   watcher.join();
-  EXPECT_EQ(performed.load(), 10000) << "only " << performed.load() << " requests in " << elapsed << " s";
+  EXPECT_GE(performed.load(), 10000) << "only " << performed.load() << " requests in " << elapsed << " s";
   EXPECT_EQ(wrong.load(), 0) << first_wrong;
   EXPECT_LT(slowest_probe, 1.0);
-  EXPECT_LT(highest_rss - baseline.rss_kib, 150 * 1024) << "RSS grew by " << (highest_rss - baseline.rss_kib) / 1024 << " MB";
+  EXPECT_LT(highest_rss - baseline.rss_kib, 150 * 1024)
+      << "RSS grew by " << (highest_rss - baseline.rss_kib) / 1024 << " MB";
   EXPECT_LE(most_threads, baseline.threads + 2) << "threads grew from " << baseline.threads;
   EXPECT_LT(probe_ready(port), 1.0);
   for (int index = 0; index < 300; index += 50) {  // the idle connections survived all of it

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -65,6 +66,46 @@ struct RunningServer {
   }
   httplib::Client client() const { return httplib::Client("127.0.0.1", port); }
 };
+
+// The request-latency histogram of /metrics: cumulative buckets ending in +Inf = _count = `successes`, a
+// positive _sum, and promtool's linter accepts the family (so histogram_quantile can compute a p99 from it).
+void expect_latency_histogram(const std::string& metrics, int successes) {
+  const std::string labels = "{model=\"mlp\",version=\"1\"";
+  std::istringstream lines(metrics);
+  std::string family_text;
+  std::vector<std::string> bounds;
+  long previous = -1, count = -1;
+  double sum = -1.0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("ipj_request_duration_seconds") == std::string::npos) continue;
+    family_text += line + "\n";
+    if (line.rfind("ipj_request_duration_seconds_bucket" + labels + ",le=\"", 0) == 0) {
+      const std::size_t bound_start = line.find("le=\"") + 4;
+      bounds.push_back(line.substr(bound_start, line.find('"', bound_start) - bound_start));
+      const long cumulative = std::stol(line.substr(line.rfind(' ') + 1));
+      EXPECT_GE(cumulative, previous) << line;
+      previous = cumulative;
+    } else if (line.rfind("ipj_request_duration_seconds_count" + labels + "}", 0) == 0) {
+      count = std::stol(line.substr(line.rfind(' ') + 1));
+    } else if (line.rfind("ipj_request_duration_seconds_sum" + labels + "}", 0) == 0) {
+      sum = std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  ASSERT_EQ(bounds.size(), kLatencyBucketsS.size() + 1) << family_text;
+  EXPECT_EQ(bounds.front(), "0.00025");
+  EXPECT_EQ(bounds.back(), "+Inf");
+  EXPECT_EQ(previous, successes);
+  EXPECT_EQ(count, successes);
+  EXPECT_GT(sum, 0.0);
+  EXPECT_NE(family_text.find("# TYPE ipj_request_duration_seconds histogram\n"), std::string::npos)
+      << family_text;
+  testing::TempDir work;
+  const std::string path = work.path() + "/histogram.prom";
+  std::ofstream(path) << family_text;
+  EXPECT_EQ(
+      std::system(("promtool check metrics < " + path + " > " + work.path() + "/lint.txt 2>&1").c_str()), 0)
+      << std::ifstream(work.path() + "/lint.txt").rdbuf();
+}
 
 Json request_body(const torch::Tensor& input, bool nested) {
   const torch::Tensor values = input.contiguous();
@@ -310,6 +351,7 @@ TEST(Serve, ConcurrentLoadFormsBatchesAndOverloadAnswers503) {
       const std::string family = line.substr(7, line.find(' ', 7) - 7);
       EXPECT_TRUE(families.insert(family).second) << "declared twice: " << family;
     }
+    expect_latency_histogram(metrics, 240);
   }
   // A queue of 2 and a long delay: 16 simultaneous requests must overflow it. Overload answers 503 +
   // Retry-After.
@@ -527,7 +569,8 @@ TEST(ServeEnergy, EveryAnswerCarriesItsShareOfTheBatchEnergyUnlessSwitchedOff) {
   auto client = running.client();
   const torch::Tensor input = torch::rand({2, 1, 28, 28});
   double total = 0.0;
-  const auto start = std::chrono::steady_clock::now();  // at least 20 answers and 0.5 s: the meters sample at 10 Hz
+  const auto start =
+      std::chrono::steady_clock::now();  // at least 20 answers and 0.5 s: the meters sample at 10 Hz
   for (int index = 0; index < 20 || std::chrono::steady_clock::now() - start < std::chrono::milliseconds(500);
        ++index) {
     auto reply = client.Post("/v2/models/mlp/infer", request_body(input, false).dump(), "application/json");
@@ -548,9 +591,10 @@ TEST(ServeEnergy, EveryAnswerCarriesItsShareOfTheBatchEnergyUnlessSwitchedOff) {
                                                 {"parameters", {{"binary_data_size", 784 * 4}}}}})},
                        {"parameters", {{"binary_data_output", true}}}};
   const std::string body = header.dump() + std::string(784 * 4, '\0');
-  auto binary = client.Post("/v2/models/mlp/infer",
-                            httplib::Headers{{"Inference-Header-Content-Length", std::to_string(header.dump().size())}},
-                            body, "application/octet-stream");
+  auto binary =
+      client.Post("/v2/models/mlp/infer",
+                  httplib::Headers{{"Inference-Header-Content-Length", std::to_string(header.dump().size())}},
+                  body, "application/octet-stream");
   ASSERT_EQ(binary->status, 200) << binary->body;
   const std::size_t length = std::stoul(binary->get_header_value("Inference-Header-Content-Length"));
   EXPECT_TRUE(Json::parse(binary->body.substr(0, length))["parameters"].contains("energy_j"));
@@ -558,13 +602,15 @@ TEST(ServeEnergy, EveryAnswerCarriesItsShareOfTheBatchEnergyUnlessSwitchedOff) {
   Json off = Json::parse(kContractConfig);
   off["energy_in_response"] = false;
   RunningServer quiet(off.dump());
-  auto answer = quiet.client().Post("/v2/models/mlp/infer", request_body(input, false).dump(), "application/json");
+  auto answer =
+      quiet.client().Post("/v2/models/mlp/infer", request_body(input, false).dump(), "application/json");
   ASSERT_EQ(answer->status, 200);
   EXPECT_FALSE(Json::parse(answer->body).contains("parameters")) << answer->body;
   ServeOptions no_energy;
   no_energy.measure_energy = false;
   RunningServer unmeasured(kContractConfig, no_energy);
-  answer = unmeasured.client().Post("/v2/models/mlp/infer", request_body(input, false).dump(), "application/json");
+  answer =
+      unmeasured.client().Post("/v2/models/mlp/infer", request_body(input, false).dump(), "application/json");
   EXPECT_FALSE(Json::parse(answer->body).contains("parameters")) << answer->body;
 }
 
@@ -585,15 +631,18 @@ TEST(ServeHostile, IssueReproductionsGet4xxOr200AndTheServerKeepsServing) {
   deep_data.replace(data_at, deep_data.find(']', data_at) + 1 - data_at,
                     std::string(80000, '[') + std::string(80000, ']'));
   EXPECT_EQ(post(deep_data), 400);
-  EXPECT_EQ(post("{\"id\": " + std::string(300000, '[') + std::string(300000, ']') + "," + good.dump().substr(1)), 400);
+  EXPECT_EQ(
+      post("{\"id\": " + std::string(300000, '[') + std::string(300000, ']') + "," + good.dump().substr(1)),
+      400);
   Json timeout = good;
   timeout["parameters"] = {{"timeout", 9.3e15}};
-  EXPECT_EQ(post(timeout.dump()), 200);  // clamped, not an overflowed deadline in the past
+  EXPECT_EQ(post(timeout.dump()), 200);   // clamped, not an overflowed deadline in the past
   const std::string small = good.dump();  // ~9 KB without a JSON content type: accepted
   ASSERT_GT(small.size(), 9000u);
   EXPECT_EQ(post(small, "application/x-www-form-urlencoded"), 200);
   EXPECT_EQ(post(small, "text/plain"), 200);
-  Json too_big = good;  // 400 images: within max_batch_size, over the 1 MiB tensor cap -> 413 before allocating
+  Json too_big =
+      good;  // 400 images: within max_batch_size, over the 1 MiB tensor cap -> 413 before allocating
   too_big["inputs"][0]["shape"] = {400, 1, 28, 28};
   EXPECT_EQ(post(too_big.dump()), 413);
   Json over_batch = good;

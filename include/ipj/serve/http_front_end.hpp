@@ -1,8 +1,8 @@
 // The HTTP/1.1 front end of `ipj serve`: an event-driven server (Boost.Beast/Asio, a few IO threads) with a
 // bounded number of connections (the excess is answered 503 and closed at once), header / body / idle / write
-// deadlines that slow or trickling clients cannot extend, keep-alive, pipelined requests answered in order, and
-// a drain that closes idle connections at once. Handlers run on IO threads and must not block: they answer
-// through HttpReply from any thread (e.g. a batcher worker). Beast types stay out of this header.
+// deadlines that slow or trickling clients cannot extend, keep-alive, pipelined requests answered in order,
+// and a drain that closes idle connections at once. Handlers run on IO threads and must not block: they
+// answer through HttpReply from any thread (e.g. a batcher worker). Beast types stay out of this header.
 #pragma once
 
 #include <cstddef>
@@ -17,11 +17,11 @@
 namespace ipj::serve {
 
 struct HttpLimits {
-  int max_connections = 1024;        // open connections; more are answered 503 + close
-  double header_timeout_s = 10.0;    // a request's first byte -> the end of its headers
-  double body_timeout_s = 60.0;      // the end of the headers -> the end of the body
-  double idle_timeout_s = 30.0;      // keep-alive: the end of a response -> the next request's first byte
-  double write_timeout_s = 30.0;     // one response, written to a client that must read it
+  int max_connections = 1024;      // open connections; more are answered 503 + close
+  double header_timeout_s = 10.0;  // a request's first byte -> the end of its headers
+  double body_timeout_s = 60.0;    // the end of the headers -> the end of the body
+  double idle_timeout_s = 30.0;    // keep-alive: the end of a response -> the next request's first byte
+  double write_timeout_s = 30.0;   // one response, written to a client that must read it
   std::size_t max_header_bytes = 16 << 10;  // request line + headers (431 above)
   std::size_t max_body_bytes = 64 << 20;    // request body (413 above)
   int io_threads = 2;

@@ -30,7 +30,7 @@ struct RequestLimits {
   std::size_t max_parameters_bytes = 4096;                // each "parameters" object as JSON text
   std::size_t max_outputs_bytes = 16384;                  // the "outputs" list as JSON text
   int max_data_depth = 32;                                // nesting of inputs[0].data
-  int max_small_depth = 8;                                // nesting of id / parameters / outputs / unknown keys
+  int max_small_depth = 8;  // nesting of id / parameters / outputs / unknown keys
   std::int64_t max_timeout_us = std::int64_t{3600} * 1000000;  // longer "timeout" values are clamped to this
 };
 

@@ -3,6 +3,7 @@
 // request.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -47,11 +48,15 @@ class EnergyLedger {
   std::function<Reading()> read_total_;
   Clock::time_point epoch_;
   std::mutex mutex_;
-  double attributed_j_ = 0.0;     // charged to batches so far
-  double sample_j_ = 0.0;         // the latest distinct sample
+  double attributed_j_ = 0.0;  // charged to batches so far
+  double sample_j_ = 0.0;      // the latest distinct sample
   double sample_time_s_ = -1.0;
-  double power_w_ = 0.0;          // between the last two samples
+  double power_w_ = 0.0;  // between the last two samples
 };
+
+// Upper bounds (seconds) of the request-latency histogram's buckets, Prometheus' `le` labels (+Inf implied).
+inline constexpr std::array<double, 15> kLatencyBucketsS = {
+    0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0};
 
 struct ModelStatistics {
   std::int64_t request_success = 0;
@@ -60,6 +65,10 @@ struct ModelStatistics {
   std::int64_t inference_count = 0;  // rows
   std::int64_t execution_count = 0;  // batches
   double queue_us = 0.0, compute_us = 0.0, request_us = 0.0;
+  // Successful requests by latency: [i] counts those in (kLatencyBucketsS[i-1], kLatencyBucketsS[i]], the
+  // last entry those above every bound (not cumulative; Prometheus' cumulative buckets are summed when
+  // rendered).
+  std::array<std::int64_t, kLatencyBucketsS.size() + 1> latency_buckets{};
   double energy_j = 0.0;
   std::string energy_source = "none";
   std::map<std::int64_t, std::pair<std::int64_t, double>> batch_sizes;  // rows -> (executions, compute us)
