@@ -135,8 +135,8 @@ void DynamicBatcher::worker_loop() {
     try {
       executor_(batch);
     } catch (const std::exception& error) {
-      for (const RequestPtr& request :
-           batch)  // those the executor answered before it failed keep that answer
+      // Those the executor answered before it failed keep that answer.
+      for (const RequestPtr& request : batch)
         if (!request->completed)
           fail_request(request, 500, std::string("batch execution failed: ") + error.what());
     }

@@ -83,8 +83,8 @@ void HttpConnection::read_header() {
   parser_.emplace();
   parser_->header_limit(static_cast<std::uint32_t>(server_.limits.max_header_bytes));
   parser_->body_limit(server_.limits.max_body_bytes);
-  stream_.expires_after(
-      seconds(server_.limits.header_timeout_s));  // from the first byte: trickling cannot extend it
+  // From the first byte: trickling cannot extend it.
+  stream_.expires_after(seconds(server_.limits.header_timeout_s));
   http::async_read_header(
       stream_, buffer_, *parser_,
       [self = shared_from_this()](boost::system::error_code error, std::size_t) { self->on_header(error); });

@@ -164,9 +164,8 @@ int HttpFrontEnd::bind(const std::string& host, int port) {
   const std::string where = host + ":" + std::to_string(port);
   tcp::acceptor& acceptor = impl_->acceptor;
   acceptor.open(endpoint.protocol(), error);
-  if (!error)
-    acceptor.set_option(tcp::acceptor::reuse_address(true),
-                        error);  // TIME_WAIT only, never a second listener
+  // SO_REUSEADDR only lets a port in TIME_WAIT be reused; without SO_REUSEPORT a second listener fails.
+  if (!error) acceptor.set_option(tcp::acceptor::reuse_address(true), error);
   if (!error) acceptor.bind(endpoint, error);
   if (!error) acceptor.listen(asio::socket_base::max_listen_connections, error);
   if (error) {

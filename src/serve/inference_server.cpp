@@ -86,8 +86,8 @@ InferenceServer::InferenceServer(ServeOptions options) : options_(std::move(opti
 
 InferenceServer::~InferenceServer() {
   if (http_) http_->stop();
-  models_
-      .clear();  // stops the batchers (their last replies go nowhere) before the front end and the ledger go
+  // Stops the batchers (their last replies go nowhere) before the front end and the ledger go.
+  models_.clear();
 }
 
 void InferenceServer::serve() {

@@ -41,8 +41,8 @@ EnergyLedger::Reading EnergyLedger::take_at(double now_s, double busy_s) {
   }
   double estimate = reading.total_j;
   if (reading.time_s >= 0.0) estimate += power_w_ * std::clamp(now_s - reading.time_s, 0.0, 1.0);
-  estimate =
-      std::max(estimate, attributed_j_);  // a glitch back or an overshoot: charge nothing until caught up
+  // A glitch back or an overshoot: charge nothing until caught up.
+  estimate = std::max(estimate, attributed_j_);
   reading.total_j = estimate - attributed_j_;
   attributed_j_ = estimate;
   // The power: between the last two samples, else the average since the start, else unknown (tests).

@@ -264,62 +264,55 @@ TEST(ServeSoak, TenThousandMixedRequestsWith300IdleConnectionsStayBoundedFor15Se
   };
   const auto start = Clock::now();
   std::vector<std::thread> clients;
+  auto run_client = [&](int client_index) {
+    std::mt19937 random(static_cast<unsigned>(client_index));
+    httplib::Client client("127.0.0.1", port);
+    client.set_read_timeout(10, 0);
+    httplib::Headers binary_headers{
+        {"Inference-Header-Content-Length", std::to_string(traffic.binary_header.size())}};
+    for (;;) {  // at least 10,000 requests and 15 s (a soak), at most 60 s
+      const int index = requests.fetch_add(1);
+      if ((index >= 10000 && seconds_since(start) >= 15.0) || seconds_since(start) >= 60.0) break;
+      ++performed;
+      const unsigned kind = random() % 10;
+      if (kind < 4) {
+        auto reply = client.Post("/v2/models/mlp/infer", traffic.good_json, "application/json");
+        if (!reply || reply->status != 200)
+          note_wrong("good JSON got " + (reply ? reply->body : std::string("no answer")));
+      } else if (kind < 6) {
+        auto reply = client.Post("/v2/models/mlp/infer", binary_headers, traffic.good_binary,
+                                 "application/octet-stream");
+        if (!reply || reply->status != 200)
+          note_wrong("good binary got " + (reply ? reply->body : std::string("no answer")));
+      } else if (kind < 9) {
+        const std::string& body = traffic.malformed_bodies[random() % traffic.malformed_bodies.size()];
+        auto reply = client.Post("/v2/models/mlp/infer", body, "application/json");
+        if (!reply || reply->status < 400 || reply->status >= 500)
+          note_wrong("malformed body got " +
+                     (reply ? std::to_string(reply->status) : std::string("no answer")));
+      } else {  // HTTP-level garbage, pipelined pairs, abandoned half requests (raw sockets)
+        RawConnection raw(port);
+        const unsigned variant = random() % 5;
+        if (variant < 3) {
+          raw.send(traffic.malformed_http[variant]);
+          const int status = testing::status_of(raw.read_response(5.0));
+          if (status < 400 || status >= 500) note_wrong("malformed HTTP got " + std::to_string(status));
+        } else if (variant == 3) {
+          raw.send(testing::get_request("/v2/health/live") +
+                   testing::post_request("/v2/models/mlp/infer", traffic.good_json));
+          const int first = testing::status_of(raw.read_response(5.0));
+          const int second = testing::status_of(raw.read_response(5.0));
+          if (first != 200 || second != 200)
+            note_wrong("pipelined pair got " + std::to_string(first) + "/" + std::to_string(second));
+        } else {
+          // A half request, then gone.
+          raw.send("POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 4000\r\n\r\n{\"in");
+        }
+      }
+    }
+  };
   for (int client_index = 0; client_index < 4; ++client_index)
-    clients
-        .emplace_back(
-            [&, client_index] {
-              std::mt19937 random(static_cast<unsigned>(client_index));
-              httplib::Client client("127.0.0.1", port);
-              client.set_read_timeout(10, 0);
-              httplib::Headers binary_headers{
-                  {"Inference-Header-Content-Length", std::to_string(traffic.binary_header.size())}};
-              for (;;) {  // at least 10,000 requests and 15 s (a soak), at most 60 s
-                const int index = requests.fetch_add(1);
-                if ((index >= 10000 && seconds_since(start) >= 15.0) || seconds_since(start) >= 60.0) break;
-                ++performed;
-                const unsigned kind = random() % 10;
-                if (kind < 4) {
-                  auto reply = client.Post("/v2/models/mlp/infer", traffic.good_json, "application/json");
-                  if (!reply || reply->status != 200)
-                    note_wrong("good JSON got " + (reply ? reply->body : std::string("no answer")));
-                } else if (kind < 6) {
-                  auto reply = client.Post("/v2/models/mlp/infer", binary_headers, traffic.good_binary,
-                                           "application/octet-stream");
-                  if (!reply || reply->status != 200)
-                    note_wrong("good binary got " + (reply ? reply->body : std::string("no answer")));
-                } else if (kind < 9) {
-                  const std::string& body =
-                      traffic.malformed_bodies[random() % traffic.malformed_bodies.size()];
-                  auto reply = client.Post("/v2/models/mlp/infer", body, "application/json");
-                  if (!reply || reply->status < 400 || reply->status >= 500)
-                    note_wrong("malformed body got " +
-                               (reply ? std::to_string(reply->status) : std::string("no answer")));
-                } else {  // HTTP-level garbage, pipelined pairs and abandoned half requests on raw
-                          // connections
-                  RawConnection raw(port);
-                  const unsigned variant = random() % 5;
-                  if (variant < 3) {
-                    raw.send(traffic.malformed_http[variant]);
-                    const int status = testing::status_of(raw.read_response(5.0));
-                    if (status < 400 || status >= 500)
-                      note_wrong("malformed HTTP got " + std::to_string(status));
-                  } else if (variant == 3) {
-                    raw.send(testing::get_request("/v2/health/live") +
-                             testing::post_request("/v2/models/mlp/infer", traffic.good_json));
-                    const int first = testing::status_of(raw.read_response(5.0));
-                    const int second = testing::status_of(raw.read_response(5.0));
-                    if (first != 200 || second != 200)
-                      note_wrong("pipelined pair got " + std::to_string(first) + "/" +
-                                 std::to_string(second));
-                  } else {
-                    raw
-                        .send(
-                            "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: "
-                            "4000\r\n\r\n{\"in");  // then gone
-                  }
-                }
-              }
-            });
+    clients.emplace_back(run_client, client_index);
   for (std::thread& client : clients)
     client.join();
   const double elapsed = seconds_since(start);

@@ -569,8 +569,8 @@ TEST(ServeEnergy, EveryAnswerCarriesItsShareOfTheBatchEnergyUnlessSwitchedOff) {
   auto client = running.client();
   const torch::Tensor input = torch::rand({2, 1, 28, 28});
   double total = 0.0;
-  const auto start =
-      std::chrono::steady_clock::now();  // at least 20 answers and 0.5 s: the meters sample at 10 Hz
+  // At least 20 answers and 0.5 s: the meters sample at 10 Hz.
+  const auto start = std::chrono::steady_clock::now();
   for (int index = 0; index < 20 || std::chrono::steady_clock::now() - start < std::chrono::milliseconds(500);
        ++index) {
     auto reply = client.Post("/v2/models/mlp/infer", request_body(input, false).dump(), "application/json");
@@ -641,8 +641,8 @@ TEST(ServeHostile, IssueReproductionsGet4xxOr200AndTheServerKeepsServing) {
   ASSERT_GT(small.size(), 9000u);
   EXPECT_EQ(post(small, "application/x-www-form-urlencoded"), 200);
   EXPECT_EQ(post(small, "text/plain"), 200);
-  Json too_big =
-      good;  // 400 images: within max_batch_size, over the 1 MiB tensor cap -> 413 before allocating
+  // 400 images: within max_batch_size, over the 1 MiB tensor cap -> 413 before allocating.
+  Json too_big = good;
   too_big["inputs"][0]["shape"] = {400, 1, 28, 28};
   EXPECT_EQ(post(too_big.dump()), 413);
   Json over_batch = good;
