@@ -54,22 +54,28 @@ CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--port", options.port, "TCP port, 0..65535 (0 = any free port, printed at start)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
-  command->add_option("--max-connections", options.http.max_connections,
-                      "Open connections at most; more are answered 503 and closed")
+  command
+      ->add_option("--max-connections", options.http.max_connections,
+                   "Open connections at most; more are answered 503 and closed")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
-  command->add_option("--io-threads", options.http.io_threads, "HTTP threads (event loops; batches never run there)")
+  command
+      ->add_option("--io-threads", options.http.io_threads,
+                   "HTTP threads (event loops; batches never run there)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  command->add_option("--header-timeout-s", options.http.header_timeout_s,
-                      "A request's first byte -> end of its headers")
+  command
+      ->add_option("--header-timeout-s", options.http.header_timeout_s,
+                   "A request's first byte -> end of its headers")
       ->check(positive_seconds)
       ->capture_default_str();
-  command->add_option("--body-timeout-s", options.http.body_timeout_s, "End of the headers -> end of the body")
+  command
+      ->add_option("--body-timeout-s", options.http.body_timeout_s, "End of the headers -> end of the body")
       ->check(positive_seconds)
       ->capture_default_str();
-  command->add_option("--idle-timeout-s", options.http.idle_timeout_s,
-                      "Keep-alive: end of a response -> the next request's first byte")
+  command
+      ->add_option("--idle-timeout-s", options.http.idle_timeout_s,
+                   "Keep-alive: end of a response -> the next request's first byte")
       ->check(positive_seconds)
       ->capture_default_str();
   command->add_option("--write-timeout-s", options.http.write_timeout_s, "Writing one response to the client")
@@ -77,11 +83,13 @@ CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner) {
       ->capture_default_str();
   command->add_option("--max-body-bytes", options.http.max_body_bytes, "Largest request body (413 above)")
       ->capture_default_str();
-  command->add_option("--max-tensor-bytes", options.request.max_tensor_bytes,
-                      "Largest FP32 input tensor a request may declare (413 above)")
+  command
+      ->add_option("--max-tensor-bytes", options.request.max_tensor_bytes,
+                   "Largest FP32 input tensor a request may declare (413 above)")
       ->capture_default_str();
-  command->add_option("--drain-s", options.drain_s,
-                      "On SIGTERM: seconds to let in-flight requests finish, in [0, 3600]")
+  command
+      ->add_option("--drain-s", options.drain_s,
+                   "On SIGTERM: seconds to let in-flight requests finish, in [0, 3600]")
       ->check(drain_seconds)
       ->capture_default_str();
   command->add_option("--usd-per-kwh", options.usd_per_kwh,
@@ -177,8 +185,8 @@ CLI::App* register_load_command(CLI::App& app, CommandRunner& runner) {
                     {"levels", rows}});
         return 0;
       }
-      TextTable table({"concurrency", "req/s", "inferences/s", "p50 ms", "p90 ms", "p99 ms", "errors", "stable",
-                       "J/req mean", "J/req p50", "J/req p99"});
+      TextTable table({"concurrency", "req/s", "inferences/s", "p50 ms", "p90 ms", "p99 ms", "errors",
+                       "stable", "J/req mean", "J/req p50", "J/req p99"});
       std::string energy_sources;
       for (const auto& level : levels) {
         const bool energy = level.energy_requests > 0;
@@ -195,8 +203,8 @@ CLI::App* register_load_command(CLI::App& app, CommandRunner& runner) {
       std::cout << table.render();
       std::cout << (energy_sources.empty()
                         ? "energy: the answers carried no energy_j (server without energy_in_response)\n"
-                        : "energy per request from the answers' parameters.energy_j (source: " + energy_sources +
-                              ")\n");
+                        : "energy per request from the answers' parameters.energy_j (source: " +
+                              energy_sources + ")\n");
       return 0;
     };
   });
