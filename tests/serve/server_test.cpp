@@ -107,6 +107,14 @@ void expect_latency_histogram(const std::string& metrics, int successes) {
       << std::ifstream(work.path() + "/lint.txt").rdbuf();
 }
 
+// The value of the sample named `series` (name and labels, e.g. `x{a="b"}`) in Prometheus text, or -1 if
+// absent.
+double sample_value(const std::string& metrics, const std::string& series) {
+  const std::size_t at = metrics.find("\n" + series + " ");
+  if (at == std::string::npos) return -1.0;
+  return std::stod(metrics.substr(at + series.size() + 2));
+}
+
 Json request_body(const torch::Tensor& input, bool nested) {
   const torch::Tensor values = input.contiguous();
   Json data;
@@ -381,6 +389,35 @@ TEST(Serve, ConcurrentLoadFormsBatchesAndOverloadAnswers503) {
   EXPECT_GE(overloaded.load(), 1);
   EXPECT_EQ(other.load(), 0);
   EXPECT_EQ(small.client().Post("/v2/models/mlp/infer", body, "application/json")->status, 200);
+}
+
+// Real requests, then /metrics: each success lands in the bucket of its latency (a lone request waits the
+// whole 30 ms queue delay, so none is at or below 25 ms), refusals are not counted, and _sum matches the
+// microsecond total.
+TEST(ServeMetrics, LatencyHistogramCountsEachSuccessInTheBucketOfItsLatency) {
+  RunningServer running(R"({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [-1, 1, 28, 28]}],
+    "outputs": [{"name": "output__0", "datatype": "FP32", "shape": [-1, 10]}], "max_batch_size": 32,
+    "dynamic_batching": {"preferred_batch_sizes": [32], "max_queue_delay_us": 30000}})");
+  auto client = running.client();
+  const std::string series = "ipj_request_duration_seconds";
+  const std::string labels = "{model=\"mlp\",version=\"1\"";
+  const std::string before = client.Get("/metrics")->body;
+  EXPECT_EQ(sample_value(before, series + "_count" + labels + "}"), 0.0) << before;
+  EXPECT_EQ(sample_value(before, series + "_bucket" + labels + ",le=\"+Inf\"}"), 0.0);
+  const std::string body = request_body(torch::rand({1, 1, 28, 28}), false).dump();
+  for (int index = 0; index < 3; ++index)
+    ASSERT_EQ(client.Post("/v2/models/mlp/infer", body, "application/json")->status, 200);
+  ASSERT_EQ(client.Post("/v2/models/mlp/infer", "{\"inputs\": []}", "application/json")->status, 400);
+  const std::string metrics = client.Get("/metrics")->body;
+  EXPECT_EQ(sample_value(metrics, series + "_bucket" + labels + ",le=\"0.00025\"}"), 0.0) << metrics;
+  EXPECT_EQ(sample_value(metrics, series + "_bucket" + labels + ",le=\"0.025\"}"), 0.0) << metrics;
+  EXPECT_EQ(sample_value(metrics, series + "_bucket" + labels + ",le=\"10\"}"), 3.0) << metrics;
+  EXPECT_EQ(sample_value(metrics, series + "_bucket" + labels + ",le=\"+Inf\"}"), 3.0);
+  EXPECT_EQ(sample_value(metrics, series + "_count" + labels + "}"), 3.0);
+  const double sum_s = sample_value(metrics, series + "_sum" + labels + "}");
+  EXPECT_GE(sum_s, 3 * 0.030);
+  EXPECT_NEAR(sum_s, sample_value(metrics, "ipj_request_duration_us_total" + labels + "}") * 1e-6, 1e-6);
+  expect_latency_histogram(metrics, 3);
 }
 
 TEST(Serve, BadRepositoriesFailAtStartNamingTheProblem) {
