@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <sstream>
 
 #include "ipj/infer/inference_model.hpp"
 
@@ -13,6 +14,62 @@ namespace ipj::cli {
 void add_output_flags(CLI::App& command, CommonOutputFlags& flags) {
   command.add_flag("--json", flags.json, "Print one JSON object on stdout (human text goes to stderr)");
   command.add_flag("--quiet,-q", flags.quiet, "No progress output on stderr");
+}
+
+void add_data_flags(CLI::App& command, DataFlags& flags, bool with_normalization) {
+  command.add_option(
+      "--resize", flags.resize,
+      "Resize every image to H,W (bilinear, as torchvision's Resize on PIL images); needed when "
+      "an image folder's images differ in size");
+  command.add_option("--channels", flags.options.channels, "1 (grey) or 3 (RGB); default: from the data")
+      ->check(CLI::IsMember({1, 3}));
+  if (with_normalization) {
+    command.add_option("--mean", flags.mean,
+                       "Per-channel mean for normalisation, e.g. 0.5,0.5,0.5 (default: "
+                       "computed on the training images)");
+    command.add_option("--std", flags.std, "Per-channel std for normalisation (with --mean)");
+  }
+  command.add_flag("--skip-bad-images", flags.options.skip_bad_images,
+                   "Leave corrupt or unreadable images out (counted in the results) instead of failing");
+  command
+      .add_option("--image-cache-mb", flags.options.image_cache_mb,
+                  "Image folders: keep decoded images in memory up to this size, else decode every epoch")
+      ->capture_default_str();
+  command
+      .add_option("--decode-threads", flags.options.decode_threads,
+                  "Image folders: decoding threads (0 = one per core)")
+      ->capture_default_str();
+}
+
+namespace {
+
+std::vector<float> parse_float_list(const std::string& text, const std::string& flag) {
+  std::vector<float> values;
+  std::stringstream stream(text);
+  std::string part;
+  while (std::getline(stream, part, ',')) {
+    std::size_t used = 0;
+    try {
+      values.push_back(std::stof(part, &used));
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != part.size())
+      fail(ErrorCategory::usage,
+           flag + " '" + text + "': expected numbers separated by commas, e.g. " + flag + " 0.5,0.5,0.5");
+  }
+  return values;
+}
+
+}  // namespace
+
+data::DataOptions data_options(const DataFlags& flags) {
+  data::DataOptions options = flags.options;
+  if (!flags.resize.empty()) options.resize = data::parse_image_size(flags.resize, "--resize");
+  if (!flags.mean.empty()) options.mean = parse_float_list(flags.mean, "--mean");
+  if (!flags.std.empty()) options.std = parse_float_list(flags.std, "--std");
+  data::validate(options);
+  return options;
 }
 
 std::string default_run_folder(const std::string& name) {

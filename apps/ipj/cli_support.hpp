@@ -1,4 +1,5 @@
-// Shared CLI plumbing: the registration signature of subcommands, JSON/human output helpers.
+// Shared CLI plumbing: the registration signature of subcommands, JSON/human output helpers, the data flags
+// of every command that takes --data.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -8,6 +9,7 @@
 
 #include "ipj/core/error.hpp"
 #include "ipj/core/json_io.hpp"
+#include "ipj/data/data_options.hpp"
 #include "ipj/models/model_source.hpp"
 
 namespace ipj::cli {
@@ -21,6 +23,18 @@ struct CommonOutputFlags {
 };
 
 void add_output_flags(CLI::App& command, CommonOutputFlags& flags);
+
+// --resize H,W, --channels 1|3, --mean/--std (with_normalization), --skip-bad-images, --image-cache-mb,
+// --decode-threads: how --data is read (docs/CLI.md "Data flags", docs/DATA.md).
+struct DataFlags {
+  std::string resize;
+  std::string mean;
+  std::string std;
+  data::DataOptions options;
+};
+void add_data_flags(CLI::App& command, DataFlags& flags, bool with_normalization);
+// The parsed and validated options; throws ipj::Error(usage) naming the flag.
+data::DataOptions data_options(const DataFlags& flags);
 
 // "runs/<name>-YYYYmmdd-HHMMSS": the default run folder of commands that write results.
 std::string default_run_folder(const std::string& name);

@@ -65,6 +65,7 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
   static std::int64_t test_limit = 0;
   static double tdp = 0.0;
   static int energy_interval_ms = 100;
+  static DataFlags data_flags;
   add_output_flags(*command, flags);
   command
       ->add_option("--model", model_path, "ipj checkpoint / run folder, ipj int8 file, or TorchScript file")
@@ -91,6 +92,7 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
                       "Data set for accuracy and int8-static calibration (default: the model's)");
   command->add_option("--test-limit", test_limit, "Accuracy on the first N test samples only (0 = all)")
       ->check(CLI::NonNegativeNumber);
+  add_data_flags(*command, data_flags, false);
   command->add_option("--calib", load.calibration_samples, "Calibration samples for int8-static")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -116,6 +118,7 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
         if (!(deviation > 0.0f))
           fail(ErrorCategory::usage, "--std values must be > 0, got '" + std_text + "'");
       load.calibration_data = data_dir;
+      load.calibration_data_options = data_options(data_flags);
       std::vector<std::int64_t> batches;
       for (const auto& part : split(batches_text)) {
         const auto parsed = infer::parse_shape(part, "--batch");
@@ -146,7 +149,10 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
           const std::string folder = !data_dir.empty()          ? data_dir
                                      : !model->data_dir.empty() ? model->data_dir
                                                                 : std::string(data::kDefaultDataDirectory);
-          if (!dataset) dataset = data::load_dataset(folder, 1, test_limit);
+          if (!dataset)
+            dataset = data::load_dataset(
+                folder, 1, test_limit,
+                data::merge_data_options(model->data_options, load.calibration_data_options));
           accuracy = train::pixel_accuracy([&](const torch::Tensor& x) { return model->forward(x); },
                                            dataset->test, 256);
         }
@@ -174,6 +180,12 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
                      {"variants", models_json},
                      {"rows", rows},
                      {"environment", device::device_report()}};
+      if (dataset) {  // the accuracy pass's data: test images only (a 1-sample training split is read)
+        result["dataset"] = data::to_json(*dataset);
+        // The models normalise with the statistics they were trained with, not these of one training image.
+        for (const char* key : {"train_samples", "mean", "std"})
+          result["dataset"].erase(key);
+      }
       if (flags.json) {
         print_json(result);
         return 0;

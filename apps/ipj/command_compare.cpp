@@ -18,6 +18,7 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
       "accuracy per kJ\nExample: ipj compare --model mlp --target-acc 0.88 --json");
   static CommonOutputFlags flags;
   static train::CompareConfig config;
+  static DataFlags data_flags;
   static std::string model = "mlp", input_shape;
   static bool write_report = false;
   add_output_flags(*command, flags);
@@ -26,7 +27,9 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
                    "mlp | cnn | resnet18 | resnet50, or a TorchScript file (both recipes train it)")
       ->capture_default_str();
   command->add_option("--input-shape", input_shape, kInputShapeHelp);
-  command->add_option("--data", config.data_dir, "Data folder")->capture_default_str();
+  command->add_option("--data", config.data_dir, "Data folder (IDX, CIFAR-10 binary or image folder)")
+      ->capture_default_str();
+  add_data_flags(*command, data_flags, true);
   command->add_option("--target-acc", config.target_acc, "Target test accuracy (0 = model default: mlp 0.88)")
       ->check(finite_range(0.0, 0.9999));
   command->add_option("--max-epochs", config.baseline_max_epochs, "Baseline epoch cap (0 = model default)");
@@ -44,8 +47,10 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
       config.model = parse_model_flags(model, input_shape);
       if (config.out_dir.empty())
         config.out_dir = default_run_folder("compare-" + models::short_name(config.model));
+      config.data_options = data_options(data_flags);
       require_writable_folder(config.out_dir, "--out");  // before any work
-      const data::Dataset dataset = data::load_dataset(config.data_dir, config.limit, config.test_limit);
+      const data::Dataset dataset =
+          data::load_dataset(config.data_dir, config.limit, config.test_limit, config.data_options);
       train::TrainHooks hooks;
       hooks.show_progress = !flags.quiet;
       hooks.environment = device::device_report();

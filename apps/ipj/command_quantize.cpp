@@ -18,6 +18,7 @@ CLI::App* register_quantize_command(CLI::App& app, CommandRunner& runner) {
   static CommonOutputFlags flags;
   static quant::QuantizeOptions options;
   static std::string mode = "static", observer = "minmax";
+  static DataFlags data_flags;
   add_output_flags(*command, flags);
   command->add_option("--model", options.model_path, "ipj checkpoint (checkpoint.pt) or run folder")
       ->required();
@@ -42,9 +43,11 @@ CLI::App* register_quantize_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--data", options.data_dir,
                       "Data set folder (default: the one the model was trained on)");
   command->add_option("--test-limit", options.test_limit, "Evaluate on the first N test samples only");
+  add_data_flags(*command, data_flags, false);
   command->callback([&runner] {
     runner = [] {
       require_writable_file(options.out_path, "--out");  // before any work
+      options.data_options = data_options(data_flags);
       options.mode = quant::parse_quant_mode(mode);
       options.observer = quant::parse_observer_kind(observer);
       options.show_progress = !flags.quiet && !flags.json;

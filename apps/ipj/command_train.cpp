@@ -22,6 +22,7 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   static bool no_save = false;
   static std::string thread_plan = "tuned";
   static int repeat = 1;
+  static DataFlags data_flags;
   static std::string model = "mlp", input_shape;
   add_output_flags(*command, flags);
   command
@@ -30,8 +31,12 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
                    "a file's trained weights go to OUT/model.pt")
       ->capture_default_str();
   command->add_option("--input-shape", input_shape, kInputShapeHelp);
-  command->add_option("--data", config.data_dir, "Data folder (IDX .gz/plain or CIFAR-10 binary)")
+  command
+      ->add_option("--data", config.data_dir,
+                   "Data folder: IDX (.gz/plain), CIFAR-10 binary, or images in DIR/train/<class>/*.png|jpg "
+                   "and DIR/test/<class>/")
       ->capture_default_str();
+  add_data_flags(*command, data_flags, true);
   command->add_option("--epochs", config.epochs, "Training epochs")->capture_default_str();
   command->add_option("--batch", config.batch_size, "Mini-batch size")->capture_default_str();
   command->add_option("--lr", config.learning_rate, "Learning rate")
@@ -126,12 +131,14 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
       if (!no_save && config.out_dir.empty())
         config.out_dir = default_run_folder(models::short_name(config.model));
       config.tune_threads = thread_plan == "tuned";
+      config.data_options = data_options(data_flags);
       train::validate(config);
       require_writable_folder(config.out_dir, "--out");  // before any work, not after the first epoch
       if (config.compile == "jit") infer::require_compilable(config.model.zoo_name);
       train::resolve_precision_here(config.precision,
                                     config.device);  // fail before loading data (e.g. fp16 on a CPU)
-      const data::Dataset dataset = data::load_dataset(config.data_dir, config.limit, config.test_limit);
+      const data::Dataset dataset =
+          data::load_dataset(config.data_dir, config.limit, config.test_limit, config.data_options);
       if (!flags.quiet) std::cerr << "data: " << data::describe(dataset) << "\n";
 
       train::TrainHooks hooks;

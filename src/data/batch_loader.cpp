@@ -1,4 +1,5 @@
-// Batch construction (uint8 -> normalised float, augmentation) and the bounded prefetch queue.
+// Batch construction (uint8 -> normalised float, augmentation; streamed image folders decoded here, on the
+// producer thread and its decode helpers) and the bounded prefetch queue.
 #include "ipj/data/batch_loader.hpp"
 
 #include <torch/torch.h>
@@ -7,6 +8,7 @@
 #include <random>
 
 #include "ipj/core/error.hpp"
+#include "ipj/data/image_folder.hpp"
 
 namespace ipj::data {
 namespace {
@@ -78,6 +80,12 @@ Batch BatchLoader::build_batch(std::int64_t batch_index) const {
   batch.labels = torch::empty({size}, torch::kInt64);                             // [B]
   float* out = batch.images.data_ptr<float>();
   std::int64_t* labels = batch.labels.data_ptr<std::int64_t>();
+  // Streamed image folders: decode this batch's samples first ([size, C, H, W] uint8).
+  std::vector<std::uint8_t> decoded;
+  if (images_.streamed()) {
+    decoded.resize(static_cast<size_t>(size * images_.image_bytes()));
+    decode_samples(*images_.files, order_.data() + first, size, decoded.data());
+  }
 
   // Augmentation draws depend on (seed, epoch, batch) only, not on thread timing.
   std::mt19937_64 generator(
@@ -90,7 +98,8 @@ Batch BatchLoader::build_batch(std::int64_t batch_index) const {
   for (std::int64_t row = 0; row < size; ++row) {
     const std::int64_t sample = order_[static_cast<size_t>(first + row)];
     labels[row] = images_.labels[static_cast<size_t>(sample)];
-    const std::uint8_t* source = images_.pixels.data() + sample * images_.image_bytes();
+    const std::uint8_t* source = images_.streamed() ? decoded.data() + row * images_.image_bytes()
+                                                    : images_.pixels.data() + sample * images_.image_bytes();
     float* target = out + row * images_.image_bytes();
     int offset_y = 0, offset_x = 0;
     bool flip = false;

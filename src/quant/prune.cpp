@@ -122,12 +122,15 @@ SourceProgram load_source_program(const std::string& path) {
     ProgramFile file = load_program(path);
     source.program = std::move(file.program);
     source.data_dir = file.extra.value("data_dir", std::string(data::kDefaultDataDirectory));
+    source.data_options = data::data_options_from_json(file.extra.value("data_options", Json::object()));
     source.path = path;
     return source;
   }
   const train::TrainedModel trained = train::load_trained_model(path);
   source.program = extract_program(*trained.model, trained.state.model_info);
   source.data_dir = trained.state.config.value("data", std::string(data::kDefaultDataDirectory));
+  source.data_options =
+      data::data_options_from_json(trained.state.config.value("data_options", Json::object()));
   source.path = trained.path;
   return source;
 }
@@ -141,7 +144,9 @@ Json run_prune(const PruneOptions& options) {
     fail(ErrorCategory::usage, "--lr must be a positive number up to 100");
   SourceProgram source = load_source_program(options.model_path);
   const std::string data_dir = options.data_dir.empty() ? source.data_dir : options.data_dir;
-  const data::Dataset dataset = data::load_dataset(data_dir, options.train_limit, options.test_limit);
+  const data::DataOptions data_options = data::merge_data_options(source.data_options, options.data_options);
+  const data::Dataset dataset =
+      data::load_dataset(data_dir, options.train_limit, options.test_limit, data_options);
   auto accuracy = [&](const LayerProgram& program) {
     torch::NoGradGuard no_grad;
     return train::pixel_accuracy([&](const torch::Tensor& x) { return run_float(program, x); }, dataset.test,
@@ -163,16 +168,15 @@ Json run_prune(const PruneOptions& options) {
     fine_tune(pruned, dataset.train, options.epochs, options.learning_rate, options.batch_size, options.seed,
               options.show_progress, masks);
   const double pruned_acc = accuracy(pruned);
-  Json extra = {{"data_dir", data_dir},
-                {"source", source.path},
-                {"structured", options.structured},
-                {"sparsity", options.sparsity},
-                {"test_acc", pruned_acc}};
+  Json extra = {{"data_dir", data_dir},         {"data_options", data::to_json(data_options)},
+                {"source", source.path},        {"structured", options.structured},
+                {"sparsity", options.sparsity}, {"test_acc", pruned_acc}};
   save_program(options.out_path, pruned, extra);
   return {{"schema_version", kResultsSchemaVersion},
           {"kind", "prune"},
           {"model", source.path},
           {"method", options.structured ? "structured" : "magnitude"},
+          {"dataset", data::to_json(dataset)},
           {"sparsity", options.sparsity},
           {"fine_tune_epochs", options.epochs},
           {"original_acc", original_acc},

@@ -27,13 +27,17 @@ QuantizeResult run_quantize(const QuantizeOptions& options) {
   LayerProgram& program = source.program;
   const std::string data_dir = options.data_dir.empty() ? source.data_dir : options.data_dir;
   const bool needs_training_set = options.mode == QuantMode::qat;
-  const data::Dataset dataset =
-      data::load_dataset(data_dir, needs_training_set ? 0 : options.calib_samples, options.test_limit);
+  const data::DataOptions data_options = data::merge_data_options(source.data_options, options.data_options);
+  const data::Dataset dataset = data::load_dataset(data_dir, needs_training_set ? 0 : options.calib_samples,
+                                                   options.test_limit, data_options);
   const auto& shape = program.input_shape;
   if (dataset.train.channels != shape[0] || dataset.train.height != shape[1] ||
       dataset.train.width != shape[2])
     fail(ErrorCategory::invalid_input,
-         "data set '" + data_dir + "' has images of another shape than the model's");
+         "data set '" + data_dir + "' has images of shape " + std::to_string(dataset.train.channels) + "x" +
+             std::to_string(dataset.train.height) + "x" + std::to_string(dataset.train.width) +
+             " but the model takes " + std::to_string(shape[0]) + "x" + std::to_string(shape[1]) + "x" +
+             std::to_string(shape[2]) + " (channels x height x width); pass --channels/--resize to match");
 
   QuantizeResult result;
   result.fp32_acc =
@@ -64,6 +68,7 @@ QuantizeResult run_quantize(const QuantizeOptions& options) {
                 {"int8_acc", result.int8_acc},
                 {"source_checkpoint", source.path},
                 {"data_dir", data_dir},
+                {"data_options", data::to_json(data_options)},
                 {"calib_samples", options.calib_samples},
                 {"observer", options.observer == ObserverKind::minmax ? "minmax" : "percentile"}};
   if (result.accepted) {
@@ -83,6 +88,7 @@ QuantizeResult run_quantize(const QuantizeOptions& options) {
       options.mode == QuantMode::static_ptq ? Json(options.calib_samples) : Json(nullptr);
   report["qat_epochs"] = options.mode == QuantMode::qat ? Json(options.qat_epochs) : Json(nullptr);
   report["test_samples"] = dataset.test.count;
+  report["dataset"] = data::to_json(dataset);
   report["fp32_acc"] = result.fp32_acc;
   report["int8_acc"] = result.int8_acc;
   report["acc_drop_pt"] = result.acc_drop_pt;

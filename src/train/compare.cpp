@@ -72,6 +72,7 @@ TrainConfig baseline_recipe(const CompareConfig& config) {
   TrainConfig recipe;
   recipe.model = config.model;
   recipe.data_dir = config.data_dir;
+  recipe.data_options = config.data_options;
   recipe.epochs = config.baseline_max_epochs > 0 ? config.baseline_max_epochs : defaults.baseline_max_epochs;
   recipe.batch_size = 128;
   recipe.learning_rate = 0.01;

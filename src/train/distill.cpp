@@ -37,6 +37,7 @@ Json run_distillation(const DistillOptions& options, const data::Dataset& datase
   config.learning_rate = options.learning_rate;
   config.seed = options.seed;
   config.data_dir = options.data_dir.empty() ? dataset.directory : options.data_dir;
+  config.data_options = dataset.options;
   torch::optim::SGD optimizer(student->parameters(),
                               torch::optim::SGDOptions(options.learning_rate).momentum(0.9));
   const torch::Tensor mean = torch::tensor(dataset.normalization.mean).view({1, -1, 1, 1});

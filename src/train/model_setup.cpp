@@ -24,6 +24,7 @@ Json describe_model_source(const models::ModelSource& source, const data::Datase
             {"num_classes", dataset.num_classes},
             {"mean", dataset.normalization.mean},
             {"std", dataset.normalization.std}};
+  if (!dataset.class_names.empty()) info["classes"] = dataset.class_names;  // image folders: index -> name
   if (source.is_file()) {
     const models::FileFingerprint fingerprint = models::fingerprint_file(source.file);
     info["source"] = "torchscript";

@@ -97,6 +97,7 @@ Json to_json(const TrainConfig& config) {
               {"model_source", config.model.is_file() ? "torchscript" : "zoo"},
               {"input_shape", config.model.input_shape},
               {"data", config.data_dir},
+              {"data_options", data::to_json(config.data_options)},
               {"epochs", config.epochs},
               {"batch", config.batch_size},
               {"lr", config.learning_rate},
@@ -142,6 +143,7 @@ TrainConfig config_from_json(const Json& json) {
   config.model = model_source == "torchscript" ? models::ModelSource::torchscript(model, input_shape)
                                                : models::ModelSource(model);
   read("data", config.data_dir);
+  if (json.contains("data_options")) config.data_options = data::data_options_from_json(json["data_options"]);
   read("epochs", config.epochs);
   read("batch", config.batch_size);
   read("lr", config.learning_rate);
@@ -179,9 +181,10 @@ void check_resumable(const TrainConfig& saved, const TrainConfig& requested) {
   const Json before = to_json(saved);
   const Json now = to_json(requested);
   // Flags that may change on resume: more epochs, threads, prefetch depth, eval batch, folder spelling.
-  for (const char* key : {"model", "model_source", "input_shape", "data", "batch", "lr", "optimizer",
-                          "momentum", "weight_decay", "schedule", "step_size", "step_gamma", "seed", "limit",
-                          "test_limit", "augment", "precision", "loss_scale", "accum"}) {
+  for (const char* key :
+       {"model",     "model_source", "input_shape",  "data",      "data_options", "batch",      "lr",
+        "optimizer", "momentum",     "weight_decay", "schedule",  "step_size",    "step_gamma", "seed",
+        "limit",     "test_limit",   "augment",      "precision", "loss_scale",   "accum"}) {
     // Files: the path may be spelt differently and --input-shape 1,28,28 equals leaving it out; the trainer
     // compares the file's fingerprint and the resolved input shape instead (check_same_model_file).
     const bool both_files = saved.model.is_file() && requested.model.is_file();
@@ -189,6 +192,7 @@ void check_resumable(const TrainConfig& saved, const TrainConfig& requested) {
     if (before[key] != now[key]) {
       std::string flag = key;  // JSON keys spell flags with '_' where the CLI has '-'
       std::replace(flag.begin(), flag.end(), '_', '-');
+      if (flag == "data-options") flag = "resize/--channels/--mean/--std/--skip-bad-images";
       fail(ErrorCategory::usage, "--resume: --" + flag + " was " + before[key].dump() +
                                      " in the saved run but is " + now[key].dump() +
                                      " now; use the same value or start a new --out folder");

@@ -248,13 +248,7 @@ TrainResult run_training_loop(const TrainConfig& config, const data::Dataset& da
                        {"reason", thread_plan.reason}};
   report["allocator"] = {
       {"plan", config.allocator}, {"applied", allocator_plan.applied}, {"reason", allocator_plan.reason}};
-  report["dataset"] = {{"name", dataset.name},
-                       {"format", dataset.format},
-                       {"directory", dataset.directory},
-                       {"train_samples", dataset.train.count},
-                       {"test_samples", dataset.test.count},
-                       {"mean", dataset.normalization.mean},
-                       {"std", dataset.normalization.std}};
+  report["dataset"] = data::to_json(dataset);
   report["model"] = model_description(config, model, shape, device);
 
   energy::MeterOptions meter_options;

@@ -1,11 +1,13 @@
 // Test helpers: temp folders, synthetic data files, child processes.
 #include "support/test_support.hpp"
 
+#include <png.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -88,6 +90,19 @@ void write_synthetic_idx_dataset(const std::string& directory, std::int64_t trai
   };
   write_split("train", train_count);
   write_split("t10k", test_count);
+}
+
+void write_png(const std::string& path, int height, int width, int channels,
+               const std::vector<std::uint8_t>& interleaved) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  png_image image;
+  std::memset(&image, 0, sizeof image);
+  image.version = PNG_IMAGE_VERSION;
+  image.width = static_cast<png_uint_32>(width);
+  image.height = static_cast<png_uint_32>(height);
+  image.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  if (!png_image_write_to_file(&image, path.c_str(), 0, interleaved.data(), 0, nullptr))
+    throw std::runtime_error("cannot write " + path + ": " + image.message);
 }
 
 void write_synthetic_cifar_batch(const std::string& path, std::int64_t count) {

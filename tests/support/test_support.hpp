@@ -35,6 +35,11 @@ std::uint64_t write_gzip_bomb(const std::string& path, const std::vector<std::ui
 void write_synthetic_idx_dataset(const std::string& directory, std::int64_t train_count,
                                  std::int64_t test_count, bool gzip, int height = 28, int width = 28);
 
+// An 8-bit PNG (libpng's simplified API) from interleaved pixels [height, width, channels] (1 grey, 3 RGB);
+// creates the parent folders.
+void write_png(const std::string& path, int height, int width, int channels,
+               const std::vector<std::uint8_t>& interleaved);
+
 // One CIFAR-10 batch file with `count` records (labels cycle 0..9).
 void write_synthetic_cifar_batch(const std::string& path, std::int64_t count);
 

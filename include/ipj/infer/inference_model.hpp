@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "ipj/data/data_options.hpp"
+
 namespace ipj::infer {
 
 class InferenceModel {
@@ -25,6 +27,7 @@ class InferenceModel {
   std::int64_t parameter_bytes = 0;        // weights as stored for this variant
   std::string model_name;                  // mlp, cnn, ... or the TorchScript class name
   std::string data_dir;                    // the data set an ipj model was trained on ("" if unknown)
+  data::DataOptions data_options;          // how that data set was read (--resize, --channels, ...)
 };
 using InferenceModelPtr = std::shared_ptr<const InferenceModel>;
 
@@ -34,6 +37,8 @@ struct LoadOptions {
   std::vector<float> mean;                // TorchScript preprocessing: (x - mean) / std per channel
   std::vector<float> std;
   std::string calibration_data;  // int8-static: data folder (default: the model's)
+  // int8-static and accuracy: --resize/--channels/... on top of the model's recorded data options.
+  data::DataOptions calibration_data_options;
   std::int64_t calibration_samples = 1000;
   std::string engine = "auto";  // quantized engine for int8 variants
 };
@@ -44,7 +49,10 @@ const std::vector<std::string>& variant_names();
 // Detects the file format and builds the requested variant. Throws ipj::Error: io (missing file),
 // invalid_input (foreign or damaged file, shape mismatch), unsupported (variant impossible for this format),
 // usage (unknown variant).
-InferenceModelPtr load_inference_model(const std::string& path, const LoadOptions& options = {});
+InferenceModelPtr load_inference_model(const std::string& path, const LoadOptions& options);
+// With default LoadOptions (an overload, not a default argument: GCC 12 reports a false "may be used
+// uninitialized" for the vectors of a temporary LoadOptions{} inlined into callers).
+InferenceModelPtr load_inference_model(const std::string& path);
 
 // "1,28,28" -> {1, 28, 28}; throws ipj::Error(usage) naming the flag on bad text.
 std::vector<std::int64_t> parse_shape(const std::string& text, const std::string& flag);

@@ -17,6 +17,8 @@ namespace ipj::train {
 struct CompareConfig {
   models::ModelSource model = "mlp";  // a zoo name or a user's TorchScript file
   std::string data_dir = data::kDefaultDataDirectory;
+  // --resize/--channels/...: recorded in both runs' configs.
+  data::DataOptions data_options;
   double target_acc =
       0.0;  // 0 = the model's default (mlp 0.88, cnn 0.90, resnet18 0.90; files: as their kind)
   int baseline_max_epochs = 0;  // 0 = the model's default; the seed recipe's LR is constant, so only a cap

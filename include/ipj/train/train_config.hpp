@@ -15,6 +15,7 @@ struct TrainConfig {
   // A zoo name (`config.model = "cnn"`) or a user's TorchScript file (models::parse_model_source at the CLI).
   models::ModelSource model = "mlp";
   std::string data_dir = data::kDefaultDataDirectory;
+  data::DataOptions data_options;  // --resize/--channels/--mean/--std/--skip-bad-images (docs/DATA.md)
   int epochs = 1;
   std::int64_t batch_size = 128;
   double learning_rate = 0.01;
