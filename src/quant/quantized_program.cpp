@@ -2,8 +2,6 @@
 // (quantized::linear_prepack / conv2d_prepack), execution through the packed params' virtual apply methods.
 #include "ipj/quant/quantized_program.hpp"
 
-#include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/native/quantized/PackedParams.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
@@ -12,30 +10,10 @@
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/quant/program_file.hpp"
+#include "quantized_kernels.hpp"
 
 namespace ipj::quant {
 namespace {
-
-using LinearPacked = c10::intrusive_ptr<LinearPackedParamsBase>;
-using ConvPacked = c10::intrusive_ptr<ConvPackedParamsBase<2>>;
-
-LinearPacked prepack_linear(const torch::Tensor& qweight, const torch::Tensor& bias) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("quantized::linear_prepack", "")
-                       .typed<LinearPacked(at::Tensor, c10::optional<at::Tensor>)>();
-  return op.call(qweight, bias);
-}
-
-ConvPacked prepack_conv(const torch::Tensor& qweight, const torch::Tensor& bias, std::int64_t stride,
-                        std::int64_t padding) {
-  static auto op =
-      c10::Dispatcher::singleton()
-          .findSchemaOrThrow("quantized::conv2d_prepack", "")
-          .typed<ConvPacked(at::Tensor, c10::optional<at::Tensor>, torch::List<std::int64_t>,
-                            torch::List<std::int64_t>, torch::List<std::int64_t>, std::int64_t)>();
-  return op.call(qweight, bias, torch::List<std::int64_t>({stride, stride}),
-                 torch::List<std::int64_t>({padding, padding}), torch::List<std::int64_t>({1, 1}), 1);
-}
 
 std::string engine_name(at::QEngine engine) {
   switch (engine) {
@@ -48,11 +26,6 @@ std::string engine_name(at::QEngine engine) {
     default:
       return "none";
   }
-}
-
-torch::Tensor quantize_weight(const torch::Tensor& int8_values, const torch::Tensor& scales) {
-  const torch::Tensor zero_points = torch::zeros({scales.size(0)}, torch::kLong);
-  return at::_make_per_channel_quantized_tensor(int8_values, scales, zero_points, 0);
 }
 
 bool weighted(const Layer& layer) {
@@ -166,7 +139,8 @@ void QuantizedProgram::pack() {
     if (layer.kind == LayerKind::linear)
       packed->linear[index] = prepack_linear(qweight, layer.bias);
     else
-      packed->conv[index] = prepack_conv(qweight, layer.bias, layer.stride, layer.padding);
+      packed->conv[index] = prepack_conv(qweight, layer.bias, {layer.stride, layer.stride},
+                                         {layer.padding, layer.padding}, {1, 1}, 1);
   }
   packed_ = std::move(packed);
 }
