@@ -160,21 +160,6 @@ torch::Tensor run_graph(const Graph& graph, const torch::Tensor& input, const Gr
   return values.back();
 }
 
-std::vector<bool> may_be_negative(const Graph& graph) {
-  std::vector<bool> negative(graph.nodes.size(), false);
-  for (std::size_t index = 0; index < graph.nodes.size(); ++index) {
-    const GraphNode& node = graph.nodes[index];
-    bool result = node.kind == NodeKind::input ? !graph.input_mean.empty() : false;
-    for (const std::size_t producer : node.inputs)
-      result = result || negative[producer];
-    if (has_weights(node)) result = true;
-    if (node.activation.kind == ActivationKind::relu) result = false;
-    if (node.activation.kind == ActivationKind::clamp && node.activation.min >= 0.0) result = false;
-    negative[index] = result;
-  }
-  return negative;
-}
-
 std::vector<std::vector<std::size_t>> graph_consumers(const Graph& graph) {
   std::vector<std::vector<std::size_t>> readers(graph.nodes.size());
   for (std::size_t index = 0; index < graph.nodes.size(); ++index)

@@ -25,11 +25,9 @@ bool fused_relu(const Activation& activation) {
 struct QuantizedGraph::Packed {
   std::vector<LinearPacked> linear;  // per node index
   std::vector<ConvPacked> conv;
-  std::vector<bool> shift_input;         // static: read the input with zero point 0 (bias corrected)
-  std::vector<bool> pad_input;           // ... and pad it explicitly first (a padded conv)
   std::vector<bool> activation_after;    // apply the node's activation after the kernel
-  std::vector<torch::Tensor> row_sums;   // dynamic linear with signed input: sum_k w[o, k], [out]
   std::vector<std::size_t> last_reader;  // when a value can be freed
+  std::vector<QuantParams> params;       // per node output, as the kernels use them
 };
 
 QuantizedGraph QuantizedGraph::convert(const Graph& graph, QuantMode mode, const std::vector<QuantParams>& params,
@@ -64,39 +62,25 @@ void QuantizedGraph::pack() {
   auto packed = std::make_shared<Packed>();
   packed->linear.resize(count);
   packed->conv.resize(count);
-  packed->shift_input.assign(count, false);
-  packed->pad_input.assign(count, false);
   packed->activation_after.assign(count, false);
-  packed->row_sums.resize(count);
   packed->last_reader = graph_last_readers(graph_);
-  const std::vector<bool> negative = may_be_negative(graph_);
+  packed->params = params_;
   for (std::size_t index = 0; index < count; ++index) {
     const GraphNode& node = graph_.nodes[index];
     const bool kernel_relu = is_static(mode_) && (has_weights(node) || node.kind == NodeKind::add);
     if (node.activation.kind != ActivationKind::none) {
-      const QuantParams& out = params_[index];
+      const QuantParams& out = packed->params[index];
       const double range_top = out.scale * static_cast<double>(255 - out.zero_point);
-      packed->activation_after[index] = !kernel_relu || !fused_relu(node.activation) ||
-                                        (node.activation.kind == ActivationKind::clamp && node.activation.max < range_top);
+      const bool bound_inside = node.activation.kind == ActivationKind::clamp && node.activation.max < range_top;
+      packed->activation_after[index] = !kernel_relu || !fused_relu(node.activation) || bound_inside;
     }
     if (!weight_int8_[index].defined()) continue;
-    const torch::Tensor qweight = quantize_weight(weight_int8_[index], weight_scale_[index]);
-    const torch::Tensor weight_sums = qweight.dequantize().reshape({qweight.size(0), -1}).sum(1);  // [out]
-    torch::Tensor bias = node.bias;
-    const QuantParams& in = params_[node.inputs[0]];
-    Pair padding = node.padding;
-    if (is_static(mode_) && engine_ == "onednn" && in.zero_point != 0) {
-      // the kernel sees x + scale * zero_point: subtract its contribution from the bias
-      packed->shift_input[index] = true;
-      bias = bias - weight_sums * (in.scale * static_cast<double>(in.zero_point));
-      packed->pad_input[index] = padding[0] != 0 || padding[1] != 0;
-      padding = {0, 0};
-    }
-    if (!is_static(mode_) && negative[node.inputs[0]]) packed->row_sums[index] = weight_sums;
+    const torch::Tensor qweight = quantize_weight(weight_int8_[index], weight_scale_[index], engine_);
     if (node.kind == NodeKind::linear)
-      packed->linear[index] = prepack_linear(qweight, bias);
+      packed->linear[index] = prepack_linear(qweight, node.bias);
     else
-      packed->conv[index] = prepack_conv(qweight, bias, node.stride, padding, node.dilation, node.groups);
+      packed->conv[index] =
+          prepack_conv(qweight, node.bias, node.stride, node.padding, node.dilation, node.groups);
   }
   packed_ = std::move(packed);
 }
@@ -111,13 +95,8 @@ torch::Tensor QuantizedGraph::forward_static(const torch::Tensor& input) const {
   std::vector<torch::Tensor> values(graph_.nodes.size());
   for (std::size_t index = 0; index < graph_.nodes.size(); ++index) {
     const GraphNode& node = graph_.nodes[index];
-    const QuantParams& out = params_[index];
-    torch::Tensor x = node.inputs.empty() ? torch::Tensor() : values[node.inputs[0]];
-    if (packed.shift_input[index]) {
-      if (packed.pad_input[index])  // pads with the zero point, i.e. real 0
-        x = torch::constant_pad_nd(x, {node.padding[1], node.padding[1], node.padding[0], node.padding[0]}, 0.0);
-      x = with_zero_point_zero(x);
-    }
+    const QuantParams& out = packed.params[index];
+    const torch::Tensor x = node.inputs.empty() ? torch::Tensor() : values[node.inputs[0]];
     const bool relu = fused_relu(node.activation);
     torch::Tensor y;
     switch (node.kind) {
@@ -161,10 +140,7 @@ torch::Tensor QuantizedGraph::forward_dynamic(const torch::Tensor& input) const 
     if (node.kind == NodeKind::input) {
       y = prepare_graph_input(graph_, input);
     } else if (packed.linear[index]) {
-      // oneDNN's dynamic int8 linear loses accuracy on signed inputs: feed x - min(x) and add min(x) * sum(w)
-      const double shift = packed.row_sums[index].defined() ? std::min(0.0, in[0].min().item<double>()) : 0.0;
-      y = shift < 0.0 ? packed.linear[index]->apply_dynamic(in[0] - shift, false) + packed.row_sums[index] * shift
-                      : packed.linear[index]->apply_dynamic(in[0], false);
+      y = packed.linear[index]->apply_dynamic(in[0], false);  // [B, in] float -> [B, out] float
     } else {
       y = run_graph_node(node, in, node.weight);
     }

@@ -2,8 +2,9 @@
 #include "quantized_kernels.hpp"
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/quantized/Quantizer.h>
 #include <torch/torch.h>
+
+#include "ipj/device/cpu_info.hpp"
 
 namespace ipj::quant {
 
@@ -26,9 +27,22 @@ ConvPacked prepack_conv(const torch::Tensor& qweight, const torch::Tensor& bias,
                  torch::List<std::int64_t>({dilation[0], dilation[1]}), groups);
 }
 
-torch::Tensor quantize_weight(const torch::Tensor& int8_values, const torch::Tensor& scales) {
+bool kernel_saturates(const std::string& engine) {
+  static const bool has_vnni = [] {
+    const device::CpuInfo cpu = device::probe_cpu();
+    return cpu.has("avx512_vnni") || cpu.has("amx_int8");
+  }();
+  return (engine == "onednn" || engine == "fbgemm") && !has_vnni;
+}
+
+torch::Tensor quantize_weight(const torch::Tensor& int8_values, const torch::Tensor& scales,
+                              const std::string& engine) {
   const torch::Tensor zero_points = torch::zeros({scales.size(0)}, torch::kLong);
-  return at::_make_per_channel_quantized_tensor(int8_values, scales, zero_points, 0);
+  if (!kernel_saturates(engine))
+    return at::_make_per_channel_quantized_tensor(int8_values, scales, zero_points, 0);
+  constexpr double kRatio = 127.0 / 63.0;
+  const torch::Tensor seven_bit = torch::round(int8_values.to(torch::kFloat) / kRatio).clamp(-63, 63).to(torch::kChar);
+  return at::_make_per_channel_quantized_tensor(seven_bit, scales * kRatio, zero_points, 0);
 }
 
 torch::Tensor quantized_add(const torch::Tensor& qa, const torch::Tensor& qb, const QuantParams& out,
@@ -39,12 +53,6 @@ torch::Tensor quantized_add(const torch::Tensor& qa, const torch::Tensor& qb, co
   static auto add_relu =
       c10::Dispatcher::singleton().findSchemaOrThrow("quantized::add_relu", "").typed<Signature>();
   return relu ? add_relu.call(qa, qb, out.scale, out.zero_point) : add.call(qa, qb, out.scale, out.zero_point);
-}
-
-torch::Tensor with_zero_point_zero(const torch::Tensor& quantized) {
-  torch::Tensor alias = at::alias(quantized);  // shares the storage, own quantizer
-  at::set_quantizer_(alias, at::make_per_tensor_affine_quantizer(quantized.q_scale(), 0, quantized.scalar_type()));
-  return alias;
 }
 
 }  // namespace ipj::quant

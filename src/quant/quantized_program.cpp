@@ -104,16 +104,10 @@ QuantizedProgram QuantizedProgram::convert(const LayerProgram& program, QuantMod
   result.output_params_.resize(program.layers.size());
   if (mode != QuantMode::dynamic && output_params.size() != program.layers.size())
     fail(ErrorCategory::internal, "static conversion needs one QuantParams per layer");
-  bool input_non_negative = true;  // raw pixels in [0, 1]
   for (std::size_t index = 0; index < program.layers.size(); ++index) {
     Layer& layer = result.program_.layers[index];
     const bool quantize_this =
         layer.kind == LayerKind::linear || (mode != QuantMode::dynamic && weighted(layer));
-    if (weighted(layer) && mode != QuantMode::dynamic && !input_non_negative && result.engine_ == "onednn")
-      fail(ErrorCategory::unsupported,
-           "layer " + std::to_string(index) +
-               " takes signed activations, which oneDNN's static int8 kernels get "
-               "wrong here; use --mode dynamic or --engine qnnpack");
     if (quantize_this) {
       const torch::Tensor scales = weight_scales(layer.weight);
       const torch::Tensor zero_points = torch::zeros({scales.size(0)}, torch::kLong);
@@ -122,7 +116,6 @@ QuantizedProgram QuantizedProgram::convert(const LayerProgram& program, QuantMod
       result.weight_scale_[index] = scales;
       layer.weight = torch::Tensor();  // the int8 copy replaces it
     }
-    if (weighted(layer)) input_non_negative = layer.relu;
   }
   result.pack();
   return result;
@@ -135,7 +128,7 @@ void QuantizedProgram::pack() {
   for (std::size_t index = 0; index < program_.layers.size(); ++index) {
     if (!weight_int8_[index].defined()) continue;
     const Layer& layer = program_.layers[index];
-    const torch::Tensor qweight = quantize_weight(weight_int8_[index], weight_scale_[index]);
+    const torch::Tensor qweight = quantize_weight(weight_int8_[index], weight_scale_[index], engine_);
     if (layer.kind == LayerKind::linear)
       packed->linear[index] = prepack_linear(qweight, layer.bias);
     else

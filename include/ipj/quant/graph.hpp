@@ -83,9 +83,6 @@ torch::Tensor apply_activation(const Activation& activation, const torch::Tensor
 // the input node).
 torch::Tensor run_graph_node(const GraphNode& node, const std::vector<torch::Tensor>& inputs,
                              const torch::Tensor& weight);
-// Whether a node's output can be negative: false after relu / clamp(min >= 0), for raw pixels (no explicit
-// normalisation), and through pools, flatten and adds of non-negative values.
-std::vector<bool> may_be_negative(const Graph& graph);
 
 // For every node, the indices of the nodes that read it.
 std::vector<std::vector<std::size_t>> graph_consumers(const Graph& graph);

@@ -1,8 +1,8 @@
 // Graph IR converted to int8 on LibTorch's quantized kernels: static (calibrated quint8 activations, int8
 // conv/linear with fused ReLU/ReLU6, quantized residual adds, pooling on int8, one dequantize at the end) or
-// dynamic (int8 linear weights, activations quantized per batch; convolutions stay fp32). oneDNN's int8
-// kernels are wrong for inputs with a non-zero zero point, so such inputs (MobileNet's linear bottlenecks,
-// normalised images) are read with zero point 0 and the bias corrected; exact. Saved as one file.
+// dynamic (int8 linear weights, activations quantized per batch; convolutions stay fp32). Weights are kept
+// in 8 bits and packed in 7 where the CPU's int8 kernels would saturate (quantized_kernels.hpp). Saved as
+// one file.
 #pragma once
 
 #include <torch/types.h>
