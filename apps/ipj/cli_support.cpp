@@ -90,12 +90,13 @@ void add_model_input_flags(CLI::App& command, ModelInputFlags& flags) {
   command.add_option("--std", flags.std, "TorchScript preprocessing: per-channel std");
 }
 
-void parse_model_input_flags(const ModelInputFlags& flags, std::vector<std::int64_t>& shape, std::vector<float>& mean,
-                             std::vector<float>& std) {
+void parse_model_input_flags(const ModelInputFlags& flags, std::vector<std::int64_t>& shape,
+                             std::vector<float>& mean, std::vector<float>& std) {
   if (!flags.input_shape.empty()) shape = infer::parse_shape(flags.input_shape, "--input-shape");
   if (!flags.mean.empty()) mean = parse_floats(flags.mean, "--mean");
   if (!flags.std.empty()) std = parse_floats(flags.std, "--std");
-  if (mean.size() != std.size()) fail(ErrorCategory::usage, "--mean and --std need the same number of values");
+  if (mean.size() != std.size())
+    fail(ErrorCategory::usage, "--mean and --std need the same number of values");
   for (const float value : std)
     if (!(value > 0.0f)) fail(ErrorCategory::usage, "--std values must be > 0, got '" + flags.std + "'");
 }

@@ -3,8 +3,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -48,8 +48,8 @@ struct ModelInputFlags {
 };
 void add_model_input_flags(CLI::App& command, ModelInputFlags& flags);
 // Parses them into `shape`, `mean` and `std`; throws ipj::Error(usage) on bad text or unequal mean/std.
-void parse_model_input_flags(const ModelInputFlags& flags, std::vector<std::int64_t>& shape, std::vector<float>& mean,
-                             std::vector<float>& std);
+void parse_model_input_flags(const ModelInputFlags& flags, std::vector<std::int64_t>& shape,
+                             std::vector<float>& mean, std::vector<float>& std);
 // Prints `value` as one compact JSON line on stdout.
 void print_json(const Json& value);
 

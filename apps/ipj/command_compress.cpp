@@ -15,10 +15,12 @@ CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner) {
   auto* command = app.add_subcommand(
       "prune",
       "Prune a trained model: --structured removes whole units/channels (fewer parameters and FLOPs) where\n"
-      "no residual add or depthwise conv ties them, otherwise the smallest weights are zeroed; then fine-tunes.\n"
+      "no residual add or depthwise conv ties them, otherwise the smallest weights are zeroed; then "
+      "fine-tunes.\n"
       "Writes a model bench/serve/quantize accept (TorchScript inputs: an ipj graph file)\n"
       "Example: ipj prune --model runs/cnn --sparsity 0.5 --structured --epochs 1 --out cnn-pruned.pt\n"
-      "Example: ipj prune --model net.pt --input-shape 1,28,28 --sparsity 0.5 --structured --out net-pruned.pt");
+      "Example: ipj prune --model net.pt --input-shape 1,28,28 --sparsity 0.5 --structured --out "
+      "net-pruned.pt");
   static CommonOutputFlags flags;
   static quant::PruneOptions options;
   static ModelInputFlags input_flags;
@@ -44,7 +46,8 @@ CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner) {
     runner = [] {
       require_writable_file(options.out_path, "--out");  // before any work
       options.show_progress = !flags.quiet && !flags.json;
-      parse_model_input_flags(input_flags, options.import.input_shape, options.import.mean, options.import.std);
+      parse_model_input_flags(input_flags, options.import.input_shape, options.import.mean,
+                              options.import.std);
       const Json report = quant::run_prune(options);
       if (flags.json) {
         print_json(report);

@@ -41,8 +41,8 @@ class Int8GraphModel : public InferenceModel {
 std::vector<quant::QuantParams> calibration_params(const quant::Graph& graph, const std::string& data_dir,
                                                    const LoadOptions& options) {
   const std::string folder = !options.calibration_data.empty() ? options.calibration_data
-                             : !data_dir.empty()                ? data_dir
-                                                                : std::string(data::kDefaultDataDirectory);
+                             : !data_dir.empty()               ? data_dir
+                                                               : std::string(data::kDefaultDataDirectory);
   const data::Dataset calibration = data::load_dataset(folder, options.calibration_samples, 1);
   quant::check_data_shape(graph.input_shape, calibration.train, folder);
   return quant::calibrate_graph(graph, calibration.train, options.calibration_samples, 256,
@@ -65,12 +65,13 @@ std::shared_ptr<InferenceModel> graph_variant(quant::Graph graph, const std::str
     mode = quant::QuantMode::static_ptq;
     params = calibration_params(graph, data_dir, options);
   } else if (variant != "int8-dynamic") {
-    fail(ErrorCategory::unsupported,
-         "variant '" + variant + "' is not available for " + graph.model_name +
-             " (graph models run fp32, bf16, int8-dynamic, int8-static; int8-qat: bench the file `ipj quantize "
-             "--mode qat` writes)");
+    fail(ErrorCategory::unsupported, "variant '" + variant + "' is not available for " + graph.model_name +
+                                         " (graph models run fp32, bf16, int8-dynamic, int8-static; "
+                                         "int8-qat: bench the file `ipj quantize "
+                                         "--mode qat` writes)");
   }
-  auto result = std::make_shared<Int8GraphModel>(quant::QuantizedGraph::convert(graph, mode, params, options.engine));
+  auto result =
+      std::make_shared<Int8GraphModel>(quant::QuantizedGraph::convert(graph, mode, params, options.engine));
   result->parameter_bytes = result->graph().parameter_bytes();
   return result;
 }

@@ -9,16 +9,16 @@
 #include <filesystem>
 #include <sstream>
 
+#include "graph_models.hpp"
 #include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/infer/script_program.hpp"
-#include "graph_models.hpp"
 #include "ipj/quant/graph_builders.hpp"
 #include "ipj/quant/graph_file.hpp"
 #include "ipj/quant/program_file.hpp"
-#include "ipj/quant/source_model.hpp"
 #include "ipj/quant/quantize.hpp"
+#include "ipj/quant/source_model.hpp"
 #include "ipj/train/checkpoint.hpp"
 #include "ipj/train/precision.hpp"
 
@@ -241,7 +241,8 @@ std::shared_ptr<InferenceModel> torchscript_int8(const torch::jit::Module& modul
   const double difference = quant::import_difference(module, graph, import, torch::rand(shape));
   if (!(difference <= 1e-3))
     fail(ErrorCategory::unsupported, "'" + path + "': ipj's imported graph differs from the module by " +
-                                         std::to_string(difference) + " (relative); int8 is not available for it");
+                                         std::to_string(difference) +
+                                         " (relative); int8 is not available for it");
   return graph_variant(std::move(graph), variant, "", options);
 }
 
@@ -259,9 +260,9 @@ InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& o
   if (variant.rfind("int8", 0) == 0)
     result = torchscript_int8(module, path, variant, options);
   else
-    result = std::make_shared<ScriptModel>(variant == "jit" ? freeze_for_inference(module) : module,
-                                           options.mean, options.std, variant == "bf16" ? "bf16" : "fp32",
-                                           reshape);
+    result =
+        std::make_shared<ScriptModel>(variant == "jit" ? freeze_for_inference(module) : module, options.mean,
+                                      options.std, variant == "bf16" ? "bf16" : "fp32", reshape);
   result->variant = variant;
   result->format = "torchscript";
   result->path = path;

@@ -136,16 +136,30 @@ SourceProgram load_source_program(const std::string& path) {
 
 namespace {
 
-torch::Tensor float_forward(const LayerProgram& program, const torch::Tensor& x) { return run_float(program, x); }
-torch::Tensor float_forward(const Graph& graph, const torch::Tensor& x) { return run_graph(graph, x); }
-std::int64_t count_parameters(const LayerProgram& program) { return parameter_count(program); }
-std::int64_t count_parameters(const Graph& graph) { return graph_parameter_count(graph); }
-std::int64_t count_macs(const LayerProgram& program) { return multiply_accumulates(program); }
-std::int64_t count_macs(const Graph& graph) { return graph_multiply_accumulates(graph); }
+torch::Tensor float_forward(const LayerProgram& program, const torch::Tensor& x) {
+  return run_float(program, x);
+}
+torch::Tensor float_forward(const Graph& graph, const torch::Tensor& x) {
+  return run_graph(graph, x);
+}
+std::int64_t count_parameters(const LayerProgram& program) {
+  return parameter_count(program);
+}
+std::int64_t count_parameters(const Graph& graph) {
+  return graph_parameter_count(graph);
+}
+std::int64_t count_macs(const LayerProgram& program) {
+  return multiply_accumulates(program);
+}
+std::int64_t count_macs(const Graph& graph) {
+  return graph_multiply_accumulates(graph);
+}
 void save_model(const std::string& path, const LayerProgram& program, const Json& extra) {
   save_program(path, program, extra);
 }
-void save_model(const std::string& path, const Graph& graph, const Json& extra) { save_graph(path, graph, extra); }
+void save_model(const std::string& path, const Graph& graph, const Json& extra) {
+  save_graph(path, graph, extra);
+}
 
 template <typename Model>
 Json prune_model(const Model& original, const PruneOptions& options, const data::Dataset& dataset,
@@ -153,8 +167,8 @@ Json prune_model(const Model& original, const PruneOptions& options, const data:
   check_data_shape(original.input_shape, dataset.train, data_dir);
   auto accuracy = [&](const Model& model) {
     torch::NoGradGuard no_grad;
-    return train::pixel_accuracy([&](const torch::Tensor& x) { return float_forward(model, x); }, dataset.test,
-                                 256);
+    return train::pixel_accuracy([&](const torch::Tensor& x) { return float_forward(model, x); },
+                                 dataset.test, 256);
   };
   const double original_acc = accuracy(original);
   Model pruned;
@@ -211,8 +225,8 @@ Json run_prune(const PruneOptions& options) {
   const data::Dataset dataset = data::load_dataset(data_dir, options.train_limit, options.test_limit);
   if (source.program) return prune_model(*source.program, options, dataset, data_dir, source.path);
   torch::Tensor sample;
-  data::for_each_pixel_batch_in_order(dataset.test, 64, 64,
-                                      [&](const torch::Tensor& pixels, const torch::Tensor&) { sample = pixels; });
+  data::for_each_pixel_batch_in_order(
+      dataset.test, 64, 64, [&](const torch::Tensor& pixels, const torch::Tensor&) { sample = pixels; });
   check_import(source, sample);
   return prune_model(*source.graph, options, dataset, data_dir, source.path);
 }

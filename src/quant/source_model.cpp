@@ -125,15 +125,16 @@ SourceModel load_source_model(const std::string& path, const ImportOptions& impo
   return source;
 }
 
-void check_data_shape(const std::vector<std::int64_t>& shape, const data::ImageSet& images, const std::string& data_dir) {
-  const bool same = shape.size() == 3 ? shape[0] == images.channels && shape[1] == images.height &&
-                                            shape[2] == images.width
-                                      : shape.size() == 1 && shape[0] == images.image_bytes();
+void check_data_shape(const std::vector<std::int64_t>& shape, const data::ImageSet& images,
+                      const std::string& data_dir) {
+  const bool same = shape.size() == 3
+                        ? shape[0] == images.channels && shape[1] == images.height && shape[2] == images.width
+                        : shape.size() == 1 && shape[0] == images.image_bytes();
   if (!same)
-    fail(ErrorCategory::invalid_input, "data set '" + data_dir + "' has images of another shape (" +
-                                           std::to_string(images.channels) + "x" + std::to_string(images.height) +
-                                           "x" + std::to_string(images.width) +
-                                           ") than the model's input; check --input-shape or --data");
+    fail(ErrorCategory::invalid_input,
+         "data set '" + data_dir + "' has images of another shape (" + std::to_string(images.channels) + "x" +
+             std::to_string(images.height) + "x" + std::to_string(images.width) +
+             ") than the model's input; check --input-shape or --data");
 }
 
 double check_import(const SourceModel& source, const torch::Tensor& pixels) {

@@ -30,6 +30,7 @@ struct QuantizeOptions {
   double max_drop_pt = 0.5;  // the seeds' rule: at most 0.5 accuracy points lost
   std::string data_dir;      // empty: the data set the model was trained on
   std::int64_t test_limit = 0;
+  std::int64_t train_limit = 0;  // qat: train on the first N training samples (0 = all)
   std::uint64_t seed = 0;
   bool show_progress = true;
 };

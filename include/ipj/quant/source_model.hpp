@@ -40,7 +40,8 @@ SourceModel load_source_model(const std::string& path, const ImportOptions& impo
 
 // Throws ipj::Error(invalid_input) naming `data_dir` when the images are not of the model's input shape
 // ([C, H, W], or a flat size C*H*W).
-void check_data_shape(const std::vector<std::int64_t>& shape, const data::ImageSet& images, const std::string& data_dir);
+void check_data_shape(const std::vector<std::int64_t>& shape, const data::ImageSet& images,
+                      const std::string& data_dir);
 
 // Fails with ipj::Error(unsupported) when the TorchScript import differs from the module by more than 1e-3
 // (relative) on `pixels`; a no-op for ipj's own files. Returns the difference (0 for ipj files).
