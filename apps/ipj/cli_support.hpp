@@ -4,8 +4,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "ipj/core/error.hpp"
 #include "ipj/core/json_io.hpp"
@@ -50,6 +52,18 @@ CLI::Validator finite_range(double min, double max);
 
 // printf-style formatting of one number for tables, e.g. format_number("%.3f", 0.5) == "0.500".
 std::string format_number(const char* pattern, double value);
+// "0.5,0.25" -> {0.5, 0.25}; throws ipj::Error(usage) naming `flag` on bad text.
+std::vector<float> parse_floats(const std::string& text, const std::string& flag);
+// Comma-separated parts, empty ones dropped.
+std::vector<std::string> split_commas(const std::string& text);
+// --input-shape/--mean/--std of TorchScript models (left empty when the texts are).
+struct ModelInputFlags {
+  std::string input_shape, mean, std;
+};
+void add_model_input_flags(CLI::App& command, ModelInputFlags& flags);
+// Parses them into `shape`, `mean` and `std`; throws ipj::Error(usage) on bad text or unequal mean/std.
+void parse_model_input_flags(const ModelInputFlags& flags, std::vector<std::int64_t>& shape,
+                             std::vector<float>& mean, std::vector<float>& std);
 // Prints `value` as one compact JSON line on stdout.
 void print_json(const Json& value);
 

@@ -46,4 +46,24 @@ void freeze(LayerProgram& program) {
   }
 }
 
+std::vector<torch::Tensor> make_trainable(Graph& graph) {
+  std::vector<torch::Tensor> parameters;
+  for (GraphNode& node : graph.nodes) {
+    if (!has_weights(node)) continue;
+    node.weight = node.weight.detach().clone().set_requires_grad(true);
+    node.bias = node.bias.detach().clone().set_requires_grad(true);
+    parameters.push_back(node.weight);
+    parameters.push_back(node.bias);
+  }
+  return parameters;
+}
+
+void freeze(Graph& graph) {
+  for (GraphNode& node : graph.nodes) {
+    if (!has_weights(node)) continue;
+    node.weight = node.weight.detach();
+    node.bias = node.bias.detach();
+  }
+}
+
 }  // namespace ipj::quant

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ipj/data/batch_loader.hpp"
+#include "ipj/quant/graph.hpp"
 #include "ipj/quant/layer_program.hpp"
 
 namespace ipj::quant {
@@ -24,5 +25,8 @@ void for_each_pixel_batch(const data::ImageSet& images, int epochs, std::int64_t
 std::vector<torch::Tensor> make_trainable(LayerProgram& program);
 // Detaches them again (no autograd history kept in the program).
 void freeze(LayerProgram& program);
+// The same for the conv2d and linear nodes of a graph.
+std::vector<torch::Tensor> make_trainable(Graph& graph);
+void freeze(Graph& graph);
 
 }  // namespace ipj::quant
