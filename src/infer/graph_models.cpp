@@ -44,9 +44,9 @@ std::vector<quant::QuantParams> calibration_params(const quant::Graph& graph, co
   const std::string folder = !options.calibration_data.empty() ? options.calibration_data
                              : !data_dir.empty()               ? data_dir
                                                                : std::string(data::kDefaultDataDirectory);
-  const data::Dataset calibration = data::load_dataset(
-      folder, options.calibration_samples, 1,
-      data::merge_data_options(data_options, options.calibration_data_options));
+  const data::Dataset calibration =
+      data::load_dataset(folder, options.calibration_samples, 1,
+                         data::merge_data_options(data_options, options.calibration_data_options));
   quant::check_data_shape(graph.input_shape, calibration.train, folder);
   return quant::calibrate_graph(graph, calibration.train, options.calibration_samples, 256,
                                 quant::ObserverKind::minmax, 100.0);
@@ -55,7 +55,8 @@ std::vector<quant::QuantParams> calibration_params(const quant::Graph& graph, co
 }  // namespace
 
 std::shared_ptr<InferenceModel> graph_variant(quant::Graph graph, const std::string& variant,
-                                              const std::string& data_dir, const data::DataOptions& data_options,
+                                              const std::string& data_dir,
+                                              const data::DataOptions& data_options,
                                               const LoadOptions& options) {
   if (variant == "fp32" || variant == "bf16") {
     const std::int64_t bytes = quant::graph_float_parameter_bytes(graph);

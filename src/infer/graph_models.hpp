@@ -16,7 +16,8 @@ namespace ipj::infer {
 // data_options: how the model's data set is read (image folders: resize, channels), merged with
 // options.calibration_data_options.
 std::shared_ptr<InferenceModel> graph_variant(quant::Graph graph, const std::string& variant,
-                                              const std::string& data_dir, const data::DataOptions& data_options,
+                                              const std::string& data_dir,
+                                              const data::DataOptions& data_options,
                                               const LoadOptions& options);
 // An `ipj quantize` int8 graph file, runnable as its stored variant (or "file").
 std::shared_ptr<InferenceModel> int8_graph_model(const std::string& path, const LoadOptions& options);

@@ -168,7 +168,8 @@ InferenceModelPtr from_checkpoint(const std::string& path, const LoadOptions& op
     result = program_variant(quant::extract_program(*trained.model, info), variant, data_dir, data_options,
                              options);
   } else {
-    result = graph_variant(quant::extract_graph(*trained.model, info), variant, data_dir, data_options, options);
+    result =
+        graph_variant(quant::extract_graph(*trained.model, info), variant, data_dir, data_options, options);
   }
   result->variant = variant;
   result->format = "ipj-checkpoint";

@@ -189,12 +189,9 @@ Json prune_model(const Model& original, const PruneOptions& options, const data:
     fine_tune(pruned, dataset.train, options.epochs, options.learning_rate, options.batch_size, options.seed,
               options.show_progress, masks);
   const double pruned_acc = accuracy(pruned);
-  Json extra = {{"data_dir", data_dir},
-                {"data_options", data::to_json(data_options)},
-                {"source", source_path},
-                {"structured", options.structured},
-                {"sparsity", options.sparsity},
-                {"test_acc", pruned_acc}};
+  Json extra = {{"data_dir", data_dir},         {"data_options", data::to_json(data_options)},
+                {"source", source_path},        {"structured", options.structured},
+                {"sparsity", options.sparsity}, {"test_acc", pruned_acc}};
   save_model(options.out_path, pruned, extra);
   return {{"schema_version", kResultsSchemaVersion},
           {"kind", "prune"},

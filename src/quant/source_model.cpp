@@ -142,7 +142,8 @@ void check_data_shape(const std::vector<std::int64_t>& shape, const data::ImageS
     fail(ErrorCategory::invalid_input,
          "data set '" + data_dir + "' has images of another shape (" + std::to_string(images.channels) + "x" +
              std::to_string(images.height) + "x" + std::to_string(images.width) +
-             ") than the model's input (" + shape_text + "); check --input-shape or --data, or pass --channels/--resize to match");
+             ") than the model's input (" + shape_text +
+             "); check --input-shape or --data, or pass --channels/--resize to match");
 }
 
 double check_import(const SourceModel& source, const torch::Tensor& pixels) {

@@ -30,8 +30,9 @@ struct SourceModel {
   std::optional<Graph> graph;           // everything else
   ModelFileFormat format = ModelFileFormat::checkpoint;
   std::string data_dir;  // the data set the model was trained on ("" when unknown)
-  data::DataOptions data_options;  // how that data was read (--resize, --channels, ...); defaults when unknown
-  std::string path;      // the file loaded (checkpoint.pt for a run folder)
+  data::DataOptions
+      data_options;  // how that data was read (--resize, --channels, ...); defaults when unknown
+  std::string path;  // the file loaded (checkpoint.pt for a run folder)
   // TorchScript only: the importer's self-check, import_difference on these pixels ([B, C, H, W] in [0, 1]).
   std::function<double(const torch::Tensor&)> import_check;
 };
