@@ -75,13 +75,13 @@ TrainConfig baseline_recipe(const CompareConfig& config) {
   recipe.epochs = config.baseline_max_epochs > 0 ? config.baseline_max_epochs : defaults.baseline_max_epochs;
   recipe.batch_size = 128;
   recipe.learning_rate = 0.01;
-  recipe.optimizer = "sgd";
+  recipe.optimizer = OptimizerKind::sgd;
   recipe.momentum = 0.9;
-  recipe.precision = "fp32";
+  recipe.precision = Precision::fp32;
   recipe.prefetch_batches = 0;  // the seeds' DataLoader without workers
-  recipe.tune_threads = false;
-  recipe.allocator = "system";
-  recipe.optimizer_impl = "torch";  // the seeds' optimizer.zero_grad() + optimizer.step()
+  recipe.thread_plan = ThreadPlanChoice::python;
+  recipe.allocator = AllocatorChoice::system;
+  recipe.optimizer_impl = OptimizerImpl::torch;  // the seeds' optimizer.zero_grad() + optimizer.step()
   recipe.seed = config.seed;
   recipe.threads = config.threads;
   recipe.limit = config.limit;
@@ -95,20 +95,20 @@ TrainConfig optimized_recipe(const CompareConfig& config) {
   const ModelDefaults defaults = defaults_for(config.model);
   TrainConfig recipe = baseline_recipe(config);
   recipe.epochs = config.optimized_epochs > 0 ? config.optimized_epochs : defaults.optimized_epochs;
-  recipe.precision = "auto";
+  recipe.precision = Precision::automatic;
   recipe.batch_size = defaults.optimized_batch;
   recipe.learning_rate = defaults.optimized_lr;
-  recipe.schedule = "cosine";
+  recipe.schedule = ScheduleKind::cosine;
   recipe.accumulation_steps = 1;  // no memory pressure on the CPU: accumulation would only add steps
   recipe.prefetch_batches = 4;
-  recipe.tune_threads = true;
-  recipe.allocator = "tuned";
-  recipe.optimizer_impl = "fused";
+  recipe.thread_plan = ThreadPlanChoice::tuned;
+  recipe.allocator = AllocatorChoice::tuned;
+  recipe.optimizer_impl = OptimizerImpl::fused;
   // NHWC for convolutional models (1.4-1.6x cnn training here, docs/PERFORMANCE.md). With it, eager bf16
   // evaluation beats the frozen fp32 TorchScript graph (0.37 s vs 0.44 s for the cnn's 10,000 test images),
   // so the recipe no longer uses --compile jit.
-  recipe.memory_format = defaults.convolutional ? "channels_last" : "contiguous";
-  recipe.compile = "none";
+  recipe.memory_format = defaults.convolutional ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+  recipe.compile = CompileMode::none;
   recipe.out_dir = child_folder(config, "optimized");
   return recipe;
 }

@@ -13,8 +13,7 @@
 #include "ipj/core/log.hpp"
 #include "ipj/core/progress.hpp"
 #include "ipj/data/batch_loader.hpp"
-#include "ipj/device/allocator.hpp"
-#include "ipj/device/threading.hpp"
+#include "ipj/device/process_settings.hpp"
 #include "ipj/energy/energy_monitor.hpp"
 #include "ipj/energy/energy_report.hpp"
 #include "ipj/models/flop_counter.hpp"
@@ -31,7 +30,7 @@ namespace ipj::train {
 namespace {
 
 bool jit_evaluation_supported(const TrainConfig& config) {
-  return config.device == "cpu";
+  return !config.device.cuda;
 }
 
 using Clock = std::chrono::steady_clock;
@@ -42,7 +41,7 @@ double seconds_since(Clock::time_point start) {
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& config,
                                                         models::Classifier& model) {
-  if (config.optimizer == "adamw") {
+  if (config.optimizer == OptimizerKind::adamw) {
     return std::make_unique<torch::optim::AdamW>(
         model.parameters(),
         torch::optim::AdamWOptions(config.learning_rate).weight_decay(config.weight_decay));
@@ -59,13 +58,13 @@ void set_learning_rate(torch::optim::Optimizer& optimizer, double learning_rate)
 }
 
 [[noreturn]] void fail_diverged(int epoch, std::int64_t step, const TrainConfig& config) {
-  fail(ErrorCategory::runtime, "training diverged: the loss became NaN/Inf at epoch " +
-                                   std::to_string(epoch) + ", step " + std::to_string(step) + " (precision " +
-                                   config.precision + "). Likely causes: learning rate too high (--lr " +
-                                   std::to_string(config.learning_rate) +
-                                   "; try 10x lower), an fp16 range problem (use --loss-scale dynamic, or "
-                                   "bf16), numerically unstable ops "
-                                   "(large logits, log of 0), or unnormalised / corrupt input data");
+  fail(ErrorCategory::runtime,
+       "training diverged: the loss became NaN/Inf at epoch " + std::to_string(epoch) + ", step " +
+           std::to_string(step) + " (precision " + choice_name(config.precision) +
+           "). Likely causes: learning rate too high (--lr " + std::to_string(config.learning_rate) +
+           "; try 10x lower), an fp16 range problem (use --loss-scale dynamic, or "
+           "bf16), numerically unstable ops "
+           "(large logits, log of 0), or unnormalised / corrupt input data");
 }
 
 Json model_description(const TrainConfig& config, models::Classifier& model, const models::InputShape& shape,
@@ -139,21 +138,23 @@ TrainResult run_training_loop(const TrainConfig& config, const data::Dataset& da
   validate(config);
   const auto run_start = Clock::now();
   const PrecisionChoice precision = resolve_precision_here(config.precision, config.device);
-  const torch::Device device(config.device);
+  const torch::Device device(device_name(config.device));
   const bool on_cuda = device.is_cuda();
   const bool use_scaler =
-      config.loss_scale == "dynamic" || (config.loss_scale == "auto" && precision.precision == "fp16");
-  const device::ThreadPlan thread_plan =
-      config.tune_threads
-          ? device::plan_threads(precision.precision, config.threads, models::is_convolutional(config.model))
-          : device::python_default_thread_plan(config.threads);
-  device::apply_thread_plan(thread_plan);
-  const device::AllocatorPlan allocator_plan =
-      config.allocator == "tuned" ? device::tune_allocator() : device::system_allocator();
+      config.loss_scale == LossScaling::dynamic ||
+      (config.loss_scale == LossScaling::automatic && precision.precision == Precision::fp16);
+  const device::ScopedProcessSettings process_settings(
+      device::plan_for(config.thread_plan,
+                       device::thread_workload(precision.precision == Precision::fp32,
+                                               models::is_convolutional(config.model)),
+                       config.threads),
+      config.allocator);
+  const device::ThreadPlan& thread_plan = process_settings.threads();
+  const device::AllocatorPlan& allocator_plan = process_settings.allocator();
 
-  if (config.compile == "jit" && !hooks.compiled_evaluate)
+  if (config.compile == CompileMode::jit && !hooks.compiled_evaluate)
     fail(ErrorCategory::internal, "--compile jit needs TrainHooks::compiled_evaluate");
-  if (config.compile == "jit" && !jit_evaluation_supported(config))
+  if (config.compile == CompileMode::jit && !jit_evaluation_supported(config))
     fail(ErrorCategory::unsupported, "--compile jit evaluates on the CPU; use it with --device cpu");
   torch::manual_seed(config.seed);
   const models::InputShape shape = image_shape(dataset);
@@ -164,7 +165,7 @@ TrainResult run_training_loop(const TrainConfig& config, const data::Dataset& da
   models::Classifier& model = *result.model;
   auto optimizer = make_optimizer(config, model);
   GradScaler scaler;
-  if (config.compile == "graphs" && use_scaler)
+  if (config.compile == CompileMode::graphs && use_scaler)
     fail(ErrorCategory::unsupported,
          "--compile graphs records the step without loss scaling; use --precision bf16 or fp32, or "
          "--compile none for fp16 with --loss-scale dynamic");
@@ -194,7 +195,7 @@ TrainResult run_training_loop(const TrainConfig& config, const data::Dataset& da
   // NHWC-strided storage rather than .contiguous(ChannelsLast): for one input channel ([32, 1, 3, 3]) that
   // returns the NCHW tensor unchanged (both layouts count as contiguous), oneDNN then picks NCHW for the
   // first convolution and what follows it (BatchNorm, ReLU, a max-pool 10x slower in NCHW here) stays NCHW.
-  const bool channels_last = config.memory_format == "channels_last";
+  const bool channels_last = config.memory_format == MemoryFormat::channels_last;
   if (channels_last) {
     torch::NoGradGuard no_grad;
     for (auto& parameter : model.parameters()) {
@@ -212,8 +213,9 @@ TrainResult run_training_loop(const TrainConfig& config, const data::Dataset& da
   // change, so that it shares those buffers in the parameters' layout. Loss scaling steps through torch's
   // optimizer.
   std::unique_ptr<CapturableSgd> sgd_step;
-  if (config.optimizer == "sgd" &&
-      (config.compile == "graphs" || (config.optimizer_impl == "fused" && !use_scaler)))
+  if (config.optimizer == OptimizerKind::sgd &&
+      (config.compile == CompileMode::graphs ||
+       (config.optimizer_impl == OptimizerImpl::fused && !use_scaler)))
     sgd_step = std::make_unique<CapturableSgd>(static_cast<torch::optim::SGD&>(*optimizer));
 #ifdef IPJ_WITH_CUDA
   std::unique_ptr<CudaGraphTrainingStep> graph_step;  // --compile graphs: recorded on the first batch
@@ -238,16 +240,17 @@ TrainResult run_training_loop(const TrainConfig& config, const data::Dataset& da
   report["schema_version"] = kResultsSchemaVersion;
   report["kind"] = "train";
   report["config"] = to_json(config);
-  report["precision"] = {{"requested", config.precision},
-                         {"used", precision.precision},
+  report["precision"] = {{"requested", choice_name(config.precision)},
+                         {"used", choice_name(precision.precision)},
                          {"reason", precision.reason},
                          {"loss_scaling", use_scaler ? "dynamic" : "none"}};
   report["environment"] = hooks.environment;
   report["threads"] = {{"torch", thread_plan.torch_threads},
                        {"blas", thread_plan.blas_threads},
                        {"reason", thread_plan.reason}};
-  report["allocator"] = {
-      {"plan", config.allocator}, {"applied", allocator_plan.applied}, {"reason", allocator_plan.reason}};
+  report["allocator"] = {{"plan", choice_name(config.allocator)},
+                         {"applied", allocator_plan.applied},
+                         {"reason", allocator_plan.reason}};
   report["dataset"] = {{"name", dataset.name},
                        {"format", dataset.format},
                        {"directory", dataset.directory},
@@ -297,13 +300,13 @@ TrainResult run_training_loop(const TrainConfig& config, const data::Dataset& da
       torch::Tensor logits;                                                          // [B, classes]
       torch::Tensor loss;                                                            // []
 #ifdef IPJ_WITH_CUDA
-      if (config.compile == "graphs") {
+      if (config.compile == CompileMode::graphs) {
         if (batch->labels.size(0) != config.batch_size) {  // a recorded graph replays one shape only
           ++dropped_batches;
           continue;
         }
         learning_rate = learning_rate_at(schedule, epoch, batch->index);
-        if (config.schedule != "none") sgd_step->set_learning_rate(learning_rate);
+        if (config.schedule != ScheduleKind::none) sgd_step->set_learning_rate(learning_rate);
         if (!graph_step)
           graph_step =
               std::make_unique<CudaGraphTrainingStep>(model, *sgd_step, precision.precision, images, labels);
@@ -315,7 +318,7 @@ TrainResult run_training_loop(const TrainConfig& config, const data::Dataset& da
       if (!loss.defined()) {
         if (position_in_group == 0) {
           learning_rate = learning_rate_at(schedule, epoch, batch->index / accumulation);
-          if (config.schedule != "none") {
+          if (config.schedule != ScheduleKind::none) {
             if (sgd_step) {
               sgd_step->set_learning_rate(learning_rate);  // the device tensor and the optimizer's options
             } else {
@@ -370,7 +373,7 @@ TrainResult run_training_loop(const TrainConfig& config, const data::Dataset& da
     metrics.train_acc = samples > 0 ? static_cast<double>(correct.item<std::int64_t>()) / samples : 0.0;
     metrics.samples_per_s = samples / std::max(1e-9, metrics.train_wall_s);
     metrics.learning_rate = learning_rate;
-    const EvalResult test = config.compile == "jit"
+    const EvalResult test = config.compile == CompileMode::jit
                                 ? hooks.compiled_evaluate(model, dataset, config.eval_batch_size)
                                 : evaluate(model, dataset.test, dataset.normalization, config.eval_batch_size,
                                            precision.precision, config.device);
@@ -447,7 +450,7 @@ TrainResult run_training_loop(const TrainConfig& config, const data::Dataset& da
                      {"energy_source", result.energy_source},
                      {"j_per_sample", result.samples > 0 ? result.energy_j / result.samples : 0.0},
                      {"acc_per_kj", energy::accuracy_per_kj(result.test_acc, result.energy_j)},
-                     {"precision", precision.precision},
+                     {"precision", choice_name(precision.precision)},
                      {"target_acc", config.target_acc > 0.0 ? Json(config.target_acc) : Json(nullptr)},
                      {"time_to_target_s", time_to_target},
                      {"energy_to_target_j", energy_to_target},

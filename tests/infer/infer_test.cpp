@@ -219,7 +219,7 @@ TEST(CompileJit, FrozenEvaluationMatchesEagerEvaluation) {
   train::TrainHooks hooks;
   hooks.show_progress = false;
   const train::TrainResult eager = train::run_training(config, small, hooks);
-  config.compile = "jit";
+  config.compile = train::CompileMode::jit;
   hooks.compiled_evaluate = [](models::Classifier& model, const data::Dataset& data, std::int64_t batch) {
     return evaluate_compiled(model, "cnn", data, batch);
   };
