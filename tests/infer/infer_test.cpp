@@ -220,7 +220,7 @@ TEST(CompileJit, FrozenEvaluationMatchesEagerEvaluation) {
   hooks.show_progress = false;
   const train::TrainResult eager = train::run_training(config, small, hooks);
   config.compile = train::CompileMode::jit;
-  hooks.compiled_evaluate = [](models::Classifier& model, const data::Dataset& data, std::int64_t batch) {
+  hooks.evaluate = [](models::Classifier& model, const data::Dataset& data, std::int64_t batch) {
     return evaluate_compiled(model, "cnn", data, batch);
   };
   const train::TrainResult compiled = train::run_training(config, small, hooks);
