@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "ipj/core/error.hpp"
+#include "ipj/core/progress.hpp"
 #include "ipj/energy/energy_monitor.hpp"
 #include "ipj/train/model_setup.hpp"
 #include "training_report.hpp"
