@@ -122,7 +122,7 @@ TrainConfig optimized_recipe(const CompareConfig& config) {
 CompareResult run_compare(const CompareConfig& config, const data::Dataset& dataset,
                           const TrainHooks& hooks) {
   if (!config.model.is_file()) models::require_known_model(config.model.zoo_name);
-  if (config.target_acc < 0.0 || config.target_acc >= 1.0)
+  if (!(config.target_acc >= 0.0 && config.target_acc < 1.0))  // NaN fails too
     fail(ErrorCategory::usage, "--target-acc must be a fraction in (0, 1), or 0 for the model's default");
   const TrainConfig baseline = baseline_recipe(config);
   const TrainConfig optimized = optimized_recipe(config);
