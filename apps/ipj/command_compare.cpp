@@ -42,7 +42,10 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--max-epochs", config.baseline_max_epochs, "Baseline epoch cap (0 = model default)");
   command->add_option("--epochs", config.optimized_epochs,
                       "Optimized recipe's schedule length (0 = model default)");
-  command->add_option("--seed", config.seed, "Seed for both runs (0, 1, 2 tuned the recipes: 3 or higher is held out)")->capture_default_str();
+  command
+      ->add_option("--seed", config.seed,
+                   "Seed for both runs (0, 1, 2 tuned the recipes: 3 or higher is held out)")
+      ->capture_default_str();
   command->add_option("--limit", config.limit, "First N training samples (0 = all)");
   command->add_option("--test-limit", config.test_limit, "First N test samples (0 = all)");
   command->add_option("--threads", config.threads, "Cores to use (0 = all)");
@@ -50,9 +53,10 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
                       "Folder for compare.json and the two run folders (default runs/)");
   static bool python_baseline = false;
   static std::string python = train::PythonBaseline{}.python;
-  command->add_flag("--python-baseline", python_baseline,
-                    "Also run the seed recipe in the seeds' Python loop (one epoch, mlp/cnn) for the "
-                    "implementation speed-up (bench/python/seed_train_loop.py; IPJ_SEED_TRAIN_LOOP overrides)");
+  command->add_flag(
+      "--python-baseline", python_baseline,
+      "Also run the seed recipe in the seeds' Python loop (one epoch, mlp/cnn) for the "
+      "implementation speed-up (bench/python/seed_train_loop.py; IPJ_SEED_TRAIN_LOOP overrides)");
   command->add_option("--python", python, "Python with torch for --python-baseline")->capture_default_str();
   command->add_flag("--report", write_report, "Also write report.html (charts, tables) next to compare.json");
   command->callback([&runner] {

@@ -121,8 +121,7 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
       hooks.show_progress = !flags.quiet;
       hooks.environment = device::device_report();
       if (config.compile == train::CompileMode::jit) {
-        hooks.evaluate = [](models::Classifier& model, const data::Dataset& data,
-                                     std::int64_t batch) {
+        hooks.evaluate = [](models::Classifier& model, const data::Dataset& data, std::int64_t batch) {
           return infer::evaluate_compiled(model, config.model.zoo_name, data, batch);
         };
       }

@@ -155,7 +155,8 @@ CompareResult run_compare(const CompareConfig& config, const data::Dataset& data
   // product estimates the optimized recipe in ipj against the seed loop in Python.
   const Json recipe_speedup = ratio_or_null(base["time_to_target_s"], tuned["time_to_target_s"]);
   const Json implementation_speedup =
-      result.python.is_null() ? Json(nullptr) : ratio_or_null(base["samples_per_s"], result.python["samples_per_s"]);
+      result.python.is_null() ? Json(nullptr)
+                              : ratio_or_null(base["samples_per_s"], result.python["samples_per_s"]);
   report["speedup"] = recipe_speedup;
   report["recipe_speedup"] = recipe_speedup;
   report["python_baseline"] = result.python;
@@ -192,8 +193,8 @@ std::string render_compare_table(const Json& report) {
   table.add_row({"training samples/s", number(base["samples_per_s"], "%.0f"),
                  number(tuned["samples_per_s"], "%.0f"), number(report["throughput_ratio"], "%.2fx")});
   if (report.value("python_baseline", Json(nullptr)).is_object())
-    table.add_row({"Python seed loop samples/s", number(report["python_baseline"]["samples_per_s"], "%.0f"), "",
-                   ""});
+    table.add_row(
+        {"Python seed loop samples/s", number(report["python_baseline"]["samples_per_s"], "%.0f"), "", ""});
   table.add_row(
       {"accuracy per kJ", number(base["acc_per_kj"], "%.3f"), number(tuned["acc_per_kj"], "%.3f"), ""});
   table.add_row(
@@ -202,7 +203,9 @@ std::string render_compare_table(const Json& report) {
                  number(tuned["epochs_completed"], "%.0f"), ""});
   std::string text = table.render();
   text += "recipe effect (optimized vs seed recipe, both in ipj): " +
-          number(report.value("recipe_speedup", report["speedup"]), "%.2fx faster to the target", "n/a (a side missed the target)") + "\n";
+          number(report.value("recipe_speedup", report["speedup"]), "%.2fx faster to the target",
+                 "n/a (a side missed the target)") +
+          "\n";
   text += "implementation effect (ipj vs the Python loop, seed recipe, samples/s): " +
           number(report.value("implementation_speedup", Json(nullptr)), "%.2fx",
                  "not measured (--python-baseline)") +
@@ -214,9 +217,10 @@ std::string render_compare_table(const Json& report) {
   for (const auto& seed : report["seeds"])
     seeds += (seeds.empty() ? "" : ", ") + std::to_string(seed.get<std::uint64_t>());
   text += "seed " + seeds +
-          (report.value("held_out", false) ? " (held out: the recipes were tuned on seeds 0, 1, 2)\n"
-                                          : " (a tuning seed: the recipes were tuned on seeds 0, 1, 2; use --seed 3 "
-                                            "or higher for a held-out figure)\n");
+          (report.value("held_out", false)
+               ? " (held out: the recipes were tuned on seeds 0, 1, 2)\n"
+               : " (a tuning seed: the recipes were tuned on seeds 0, 1, 2; use --seed 3 "
+                 "or higher for a held-out figure)\n");
   text += report["within_half_point"].get<bool>()
               ? "accuracy: within the seeds' 0.5-point rule\n"
               : "accuracy: the optimized recipe is more than 0.5 point worse (fails the seeds' rule)\n";

@@ -49,7 +49,8 @@ class DistillationLoss {
     }
     const torch::Tensor logits = student_.forward(batch.images);  // [B, classes]
     torch::Tensor per_sample = torch::nn::functional::cross_entropy(
-        logits, batch.labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));  // [B]
+        logits, batch.labels,
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));  // [B]
     if (options_.labeled_limit > 0) per_sample = per_sample * labeled_mask(batch);
     torch::Tensor loss = per_sample.mean() * (1.0 - options_.alpha);
     if (options_.alpha > 0.0) {

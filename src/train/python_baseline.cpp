@@ -41,8 +41,9 @@ ChildOutput run_capturing_stdout(const std::vector<std::string>& command) {
   ::close(pipe_ends[1]);
   if (spawn_error != 0) {
     ::close(pipe_ends[0]);
-    fail(ErrorCategory::usage, "--python-baseline: cannot run '" + command[0] + "': " +
-                                     std::strerror(spawn_error) + " (pass an interpreter with torch: --python)");
+    fail(ErrorCategory::usage, "--python-baseline: cannot run '" + command[0] +
+                                   "': " + std::strerror(spawn_error) +
+                                   " (pass an interpreter with torch: --python)");
   }
   ChildOutput output;
   char buffer[4096];
@@ -81,40 +82,35 @@ Json run_python_seed_loop(const PythonBaseline& baseline, const TrainConfig& rec
     fail(ErrorCategory::usage, "--python-baseline: the Python seed loop reads IDX data only, not " +
                                    dataset.format + " ('" + dataset.directory + "')");
   if (!std::filesystem::is_regular_file(baseline.script))
-    fail(ErrorCategory::usage, "--python-baseline: no seed loop script at '" + baseline.script +
-                                   "' (bench/python/seed_train_loop.py of the source tree; set IPJ_SEED_TRAIN_LOOP)");
-  const std::vector<std::string> command = {baseline.python,
-                                            baseline.script,
-                                            "--model",
-                                            model,
-                                            "--data",
-                                            dataset.directory,
-                                            "--limit",
-                                            std::to_string(recipe.limit),
-                                            "--test-limit",
-                                            std::to_string(recipe.test_limit),
-                                            "--seed",
-                                            std::to_string(recipe.seed),
-                                            "--batch",
-                                            std::to_string(recipe.batch_size),
-                                            "--threads",
-                                            std::to_string(recipe.threads),
-                                            "--epochs",
-                                            "1"};
+    fail(ErrorCategory::usage,
+         "--python-baseline: no seed loop script at '" + baseline.script +
+             "' (bench/python/seed_train_loop.py of the source tree; set IPJ_SEED_TRAIN_LOOP)");
+  const std::vector<std::string> command = {baseline.python, baseline.script,
+                                            "--model",       model,
+                                            "--data",        dataset.directory,
+                                            "--limit",       std::to_string(recipe.limit),
+                                            "--test-limit",  std::to_string(recipe.test_limit),
+                                            "--seed",        std::to_string(recipe.seed),
+                                            "--batch",       std::to_string(recipe.batch_size),
+                                            "--threads",     std::to_string(recipe.threads),
+                                            "--epochs",      "1"};
   const ChildOutput output = run_capturing_stdout(command);
   if (output.exit_code != 0)
     fail(ErrorCategory::runtime, "--python-baseline: the Python seed loop exited with status " +
-                                     std::to_string(output.exit_code) + " (its error is above); command: " +
-                                     joined(command));
-  const std::size_t line_start = output.out.find_last_of('\n', output.out.size() >= 2 ? output.out.size() - 2 : 0);
+                                     std::to_string(output.exit_code) +
+                                     " (its error is above); command: " + joined(command));
+  const std::size_t line_start =
+      output.out.find_last_of('\n', output.out.size() >= 2 ? output.out.size() - 2 : 0);
   const std::string last_line = output.out.substr(line_start == std::string::npos ? 0 : line_start + 1);
   try {
     Json result = Json::parse(last_line);
     if (!result.contains("samples_per_s") || !result["samples_per_s"].is_number())
-      fail(ErrorCategory::runtime, "--python-baseline: the seed loop's output has no samples_per_s: " + last_line);
+      fail(ErrorCategory::runtime,
+           "--python-baseline: the seed loop's output has no samples_per_s: " + last_line);
     return result;
   } catch (const Json::exception&) {
-    fail(ErrorCategory::runtime, "--python-baseline: the seed loop printed no JSON line: '" + last_line + "'");
+    fail(ErrorCategory::runtime,
+         "--python-baseline: the seed loop printed no JSON line: '" + last_line + "'");
   }
 }
 

@@ -85,7 +85,8 @@ class EagerTrainingStep : public TrainingStep {
 
   StepLoss run(const data::Batch& batch, const StepContext& context) override {
     if (context.starts_group) {
-      if (context.learning_rate != learning_rate_) {  // the schedule moved (a kernel per change, not per step)
+      if (context.learning_rate !=
+          learning_rate_) {  // the schedule moved (a kernel per change, not per step)
         update_->set_learning_rate(context.learning_rate);
         learning_rate_ = context.learning_rate;
       }
@@ -128,7 +129,8 @@ StepContext context_of(const data::Batch& batch, const data::BatchLoader& loader
   context.batch_count = loader.batch_count();
   context.optimizer_step = batch.index / accumulation;
   context.starts_group = batch.index % accumulation == 0;
-  context.applies_update = batch.index % accumulation == accumulation - 1 || batch.index + 1 == loader.batch_count();
+  context.applies_update =
+      batch.index % accumulation == accumulation - 1 || batch.index + 1 == loader.batch_count();
   if (accumulation > 1)
     context.loss_share = static_cast<double>(batch.labels.size(0)) /
                          static_cast<double>(group_samples(loader, batch_size, accumulation, batch.index));
@@ -166,10 +168,11 @@ EpochTally run_epoch(TrainingStep& step, int epoch, const EpochLoopOptions& opti
     if (hooks.after_step) hooks.after_step(context, result);
     if (batch->index % 50 == 0 || batch->index + 1 == loader.batch_count()) {
       const double running_loss = loss_sum.item<double>() / static_cast<double>(tally.samples);
-      if (!std::isfinite(running_loss) && hooks.on_non_finite_loss) hooks.on_non_finite_loss(epoch, batch->index);
-      progress.update(batch->index + 1, "loss " + std::to_string(running_loss).substr(0, 6) + " " +
-                                            format_count(tally.samples / std::max(1e-9, seconds_since(start))) +
-                                            " samples/s");
+      if (!std::isfinite(running_loss) && hooks.on_non_finite_loss)
+        hooks.on_non_finite_loss(epoch, batch->index);
+      progress.update(batch->index + 1,
+                      "loss " + std::to_string(running_loss).substr(0, 6) + " " +
+                          format_count(tally.samples / std::max(1e-9, seconds_since(start))) + " samples/s");
     }
   }
   tally.train_wall_s = seconds_since(start);
@@ -184,8 +187,8 @@ EpochTally run_epoch(TrainingStep& step, int epoch, const EpochLoopOptions& opti
 
 std::unique_ptr<TrainingStep> make_torch_optimizer_step(torch::optim::Optimizer& optimizer, LossHook loss,
                                                         StepHooks hooks) {
-  return std::make_unique<EagerTrainingStep>(std::make_unique<TorchOptimizerUpdate>(optimizer), std::move(loss),
-                                             std::move(hooks), "torch_optimizer");
+  return std::make_unique<EagerTrainingStep>(std::make_unique<TorchOptimizerUpdate>(optimizer),
+                                             std::move(loss), std::move(hooks), "torch_optimizer");
 }
 
 std::unique_ptr<TrainingStep> make_fused_sgd_step(CapturableSgd& optimizer, LossHook loss, StepHooks hooks) {
@@ -208,8 +211,9 @@ void run_epochs(TrainingStep& step, const EpochLoopOptions& options, const Epoch
     // The schedule's steps per epoch come from the loader (a shard has fewer batches than the data set).
     loop.schedule.steps_per_epoch =
         (loader.batch_count() + options.accumulation_steps - 1) / options.accumulation_steps;
-    ProgressBar progress(options.label + " " + std::to_string(epoch + 1) + "/" + std::to_string(options.epochs),
-                         loader.batch_count(), options.show_progress);
+    ProgressBar progress(
+        options.label + " " + std::to_string(epoch + 1) + "/" + std::to_string(options.epochs),
+        loader.batch_count(), options.show_progress);
     const EpochTally tally = run_epoch(step, epoch, loop, hooks, loader, loader_options.batch_size, progress);
     const AfterEpoch next = hooks.after_epoch ? hooks.after_epoch(tally, progress) : AfterEpoch::next;
     progress.finish("loss " + std::to_string(tally.mean_loss()).substr(0, 6));  // unless the hook did

@@ -41,8 +41,8 @@ std::string results_path(const TrainConfig& config) {
 
 }  // namespace
 
-TrainingReport::TrainingReport(const TrainingSetup& setup, const data::Dataset& dataset, const TrainHooks& hooks,
-                               const std::string& step_name)
+TrainingReport::TrainingReport(const TrainingSetup& setup, const data::Dataset& dataset,
+                               const TrainHooks& hooks, const std::string& step_name)
     : setup_(setup) {
   const TrainConfig& config = setup.config;
   const device::ThreadPlan& threads = setup.process_settings.threads();
@@ -56,7 +56,8 @@ TrainingReport::TrainingReport(const TrainingSetup& setup, const data::Dataset& 
                           {"loss_scaling", setup.loss_scaling ? "dynamic" : "none"}};
   header_["training_step"] = step_name;
   header_["environment"] = hooks.environment;
-  header_["threads"] = {{"torch", threads.torch_threads}, {"blas", threads.blas_threads}, {"reason", threads.reason}};
+  header_["threads"] = {
+      {"torch", threads.torch_threads}, {"blas", threads.blas_threads}, {"reason", threads.reason}};
   header_["allocator"] = {
       {"plan", choice_name(config.allocator)}, {"applied", allocator.applied}, {"reason", allocator.reason}};
   header_["dataset"] = {{"name", dataset.name},
@@ -138,7 +139,8 @@ void RunFolder::save_epoch(int completed_epochs, const std::vector<EpochMetrics>
     state.scaler_growth_tracker = setup_.scaler.growth_tracker();
   }
   save_checkpoint(setup_.checkpoint_path(), *setup_.model, *setup_.optimizer, state);
-  write_trained_torchscript(setup_.config.out_dir, *setup_.model, setup_.model_info);  // user models: model.pt
+  write_trained_torchscript(setup_.config.out_dir, *setup_.model,
+                            setup_.model_info);  // user models: model.pt
   // Results so far, so that an interrupted run still leaves a readable results.json ("complete": false).
   write_json_file(results_path(setup_.config), partial_report);
 }

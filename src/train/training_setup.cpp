@@ -35,21 +35,24 @@ void check_combination(const TrainConfig& config, const TrainHooks& hooks, bool 
     fail(ErrorCategory::unsupported,
          "--compile graphs records the step without loss scaling; use --precision bf16 or fp32, or "
          "--compile none for fp16 with --loss-scale dynamic");
-  if (config.compile == CompileMode::graphs && (hooks.step.before_backward || hooks.step.before_optimizer_step))
+  if (config.compile == CompileMode::graphs &&
+      (hooks.step.before_backward || hooks.step.before_optimizer_step))
     fail(ErrorCategory::unsupported,
          "--compile graphs records the whole training step, so nothing can run between its backward and "
          "update; use --compile none");
 }
 
-std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& config, models::Classifier& model) {
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& config,
+                                                        models::Classifier& model) {
   if (config.optimizer == OptimizerKind::adamw) {
     return std::make_unique<torch::optim::AdamW>(
         model.parameters(),
         torch::optim::AdamWOptions(config.learning_rate).weight_decay(config.weight_decay));
   }
-  return std::make_unique<torch::optim::SGD>(model.parameters(), torch::optim::SGDOptions(config.learning_rate)
-                                                                     .momentum(config.momentum)
-                                                                     .weight_decay(config.weight_decay));
+  return std::make_unique<torch::optim::SGD>(model.parameters(),
+                                             torch::optim::SGDOptions(config.learning_rate)
+                                                 .momentum(config.momentum)
+                                                 .weight_decay(config.weight_decay));
 }
 
 models::ClassifierPtr seeded_model(const TrainConfig& config, const models::InputShape& shape,
@@ -123,7 +126,8 @@ void TrainingSetup::resume() {
   for (const auto& epoch_json : state.epoch_metrics)
     restored_epochs.push_back(epoch_metrics_from_json(epoch_json));
   if (start_epoch >= config.epochs)
-    spdlog::info("checkpoint already has {} epoch(s), nothing to do (raise --epochs to continue)", start_epoch);
+    spdlog::info("checkpoint already has {} epoch(s), nothing to do (raise --epochs to continue)",
+                 start_epoch);
 }
 
 // --memory-format channels_last: 4-D weights re-laid out in place (set_data keeps the optimizer's references
@@ -159,12 +163,13 @@ StepLoss TrainingSetup::classification_loss(const data::Batch& batch) const {
   return {torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), on_device.labels), logits};
 }
 
-std::unique_ptr<TrainingStep> choose_training_step(TrainingSetup& setup, LossHook loss, const StepHooks& hooks,
+std::unique_ptr<TrainingStep> choose_training_step(TrainingSetup& setup, LossHook loss,
+                                                   const StepHooks& hooks,
                                                    std::unique_ptr<CapturableSgd>& fused_sgd) {
   const TrainConfig& config = setup.config;
   const bool sgd = config.optimizer == OptimizerKind::sgd;
-  if (config.compile == CompileMode::graphs || (sgd && config.optimizer_impl == OptimizerImpl::fused &&
-                                                 !setup.loss_scaling))
+  if (config.compile == CompileMode::graphs ||
+      (sgd && config.optimizer_impl == OptimizerImpl::fused && !setup.loss_scaling))
     fused_sgd = std::make_unique<CapturableSgd>(static_cast<torch::optim::SGD&>(*setup.optimizer));
 #ifdef IPJ_WITH_CUDA
   if (config.compile == CompileMode::graphs) return std::make_unique<CudaGraphStep>(setup, *fused_sgd);

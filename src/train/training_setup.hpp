@@ -37,7 +37,7 @@ class TrainingSetup {
   models::ClassifierPtr model;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   GradScaler scaler;
-  int start_epoch = 0;                       // epochs a resumed checkpoint had completed
+  int start_epoch = 0;                        // epochs a resumed checkpoint had completed
   std::vector<EpochMetrics> restored_epochs;  // their metrics
 
   std::string checkpoint_path() const;  // "" without a run folder
@@ -60,7 +60,8 @@ class TrainingSetup {
 // (--optimizer-impl fused with sgd) or torch's optimizer. `fused_sgd` receives the CapturableSgd the fused
 // and graph steps use (it must outlive the step). Created after the setup, so that CapturableSgd shares the
 // resumed momentum buffers in the weights' memory format.
-std::unique_ptr<TrainingStep> choose_training_step(TrainingSetup& setup, LossHook loss, const StepHooks& hooks,
+std::unique_ptr<TrainingStep> choose_training_step(TrainingSetup& setup, LossHook loss,
+                                                   const StepHooks& hooks,
                                                    std::unique_ptr<CapturableSgd>& fused_sgd);
 
 }  // namespace ipj::train

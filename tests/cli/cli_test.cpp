@@ -32,7 +32,8 @@ std::string expected_energy_source(const json& meters) {
 void write_fake_powercap(const testing::TempDir& dir, const std::string& energy_uj) {
   std::filesystem::create_directories(dir.file("intel-rapl:0"));
   auto write = [&](const std::string& name, const std::string& text) {
-    testing::write_bytes(dir.file("intel-rapl:0/" + name), std::vector<std::uint8_t>(text.begin(), text.end()));
+    testing::write_bytes(dir.file("intel-rapl:0/" + name),
+                         std::vector<std::uint8_t>(text.begin(), text.end()));
   };
   write("name", "package-0\n");
   write("max_energy_range_uj", "262143328850\n");
@@ -104,10 +105,11 @@ TEST(Cli, TrainJsonContractAndResultsFile) {
 TEST(Cli, TrainEnergySourceIsCounterWithASensorAndEstimatedWithout) {
   testing::TempDir powercap, empty;
   write_fake_powercap(powercap, "1000000");
-  const std::string run = " train --model mlp --epochs 1 --limit 300 --test-limit 100 --no-save --json --quiet";
+  const std::string run =
+      " train --model mlp --epochs 1 --limit 300 --test-limit 100 --no-save --json --quiet";
   const std::string no_gpu = "IPJ_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 ";
-  const auto with_sensor =
-      testing::run_process(no_gpu + "IPJ_POWERCAP_ROOT=" + powercap.path() + " " + testing::ipj_binary() + run);
+  const auto with_sensor = testing::run_process(no_gpu + "IPJ_POWERCAP_ROOT=" + powercap.path() + " " +
+                                                testing::ipj_binary() + run);
   ASSERT_EQ(with_sensor.exit_code, 0) << with_sensor.err;
   const json counted = json::parse(with_sensor.out);
   EXPECT_EQ(counted["final"]["energy_source"], "counter");  // the counter did not move: 0 J, but measured
@@ -242,7 +244,7 @@ TEST(CliCompare, JsonContractOnASmallSubset) {
   EXPECT_EQ(report["baseline"]["recipe"]["lr"], 0.01);
   EXPECT_EQ(report["baseline"]["recipe"]["batch"], 128);
   EXPECT_GT(report["speedup"].get<double>(), 0.0);
-  EXPECT_EQ(report["recipe_speedup"], report["speedup"]);  // optimized vs seed recipe, both in ipj
+  EXPECT_EQ(report["recipe_speedup"], report["speedup"]);   // optimized vs seed recipe, both in ipj
   EXPECT_TRUE(report["implementation_speedup"].is_null());  // the Python side was not run
   EXPECT_TRUE(report["total_speedup"].is_null());
   EXPECT_EQ(report["seeds"], json::array({0}));
@@ -275,8 +277,8 @@ TEST(CliCompare, HumanTableShowsBothRecipesSideBySide) {
           "--out " +
           dir.file("cmp"));
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  const std::string source =
-      expected_energy_source(json::parse(read_file(dir.file("cmp/baseline/results.json")))["energy"]["meters"]);
+  const std::string source = expected_energy_source(
+      json::parse(read_file(dir.file("cmp/baseline/results.json")))["energy"]["meters"]);
   for (const std::string& expected :
        {std::string("baseline (seed recipe)"), std::string("optimized (ipj)"), std::string("time to 0.500"),
         std::string("energy to 0.500"), std::string("accuracy per kJ"), source, std::string("compare.json"),
@@ -287,9 +289,10 @@ TEST(CliCompare, HumanTableShowsBothRecipesSideBySide) {
 
 TEST(CliCompare, PythonBaselineGivesTheImplementationSpeedupOnAHeldOutSeed) {
   testing::TempDir dir;
-  const auto result = ipj("compare --json --quiet --limit 600 --test-limit 200 --target-acc 0.5 --max-epochs 1 "
-                          "--epochs 1 --seed 3 --python-baseline --python " IPJ_PYTHON " --out " +
-                          dir.file("cmp"));
+  const auto result =
+      ipj("compare --json --quiet --limit 600 --test-limit 200 --target-acc 0.5 --max-epochs 1 "
+          "--epochs 1 --seed 3 --python-baseline --python " IPJ_PYTHON " --out " +
+          dir.file("cmp"));
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const json report = json::parse(result.out);
   const json& python = report["python_baseline"];

@@ -87,7 +87,8 @@ TEST(Prune, DirectlyOnKnownWeightsMagnitudeZeroesTheSmallestAndStructuredKeepsTh
   const LayerProgram structured = prune_structured(program, 0.5);
   EXPECT_TRUE(torch::equal(structured.layers[0].weight, program.layers[0].weight.slice(0, 0, 2)));
   EXPECT_TRUE(torch::equal(structured.layers[0].bias, torch::tensor({1.0f, 2.0f})));
-  EXPECT_TRUE(torch::equal(structured.layers[1].weight, torch::tensor({0.0f, 1.0f, 4.0f, 5.0f}).view({2, 2})));
+  EXPECT_TRUE(
+      torch::equal(structured.layers[1].weight, torch::tensor({0.0f, 1.0f, 4.0f, 5.0f}).view({2, 2})));
   EXPECT_EQ(structured.model_name, "tiny-pruned");
   EXPECT_THROW(prune_magnitude(magnitude, 1.0), Error);
   EXPECT_THROW(prune_structured(program, -0.1), Error);

@@ -264,8 +264,8 @@ TEST(Trainer, ShouldStopHookEndsTheRunAfterThatEpoch) {
   EXPECT_EQ(result.report["complete"], true);
 }
 
-// The seams data-parallel training uses (include/ipj/train/trainer.hpp): a loader change (here drop_last, as a
-// shard would be) drives batches and steps, the step hooks run once per optimizer update, evaluation and
+// The seams data-parallel training uses (include/ipj/train/trainer.hpp): a loader change (here drop_last, as
+// a shard would be) drives batches and steps, the step hooks run once per optimizer update, evaluation and
 // meters are replaceable, the after-epoch hook can rewrite the metrics, and a process can write no files.
 TEST(TrainingLoop, HooksAreTheSeamsForDataParallelTraining) {
   testing::TempDir dir;

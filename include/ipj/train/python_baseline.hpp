@@ -20,6 +20,7 @@ struct PythonBaseline {
 // and returns the JSON object it prints: {"model", "samples", "train_wall_s", "samples_per_s", "test_acc",
 // "threads"}. Throws ipj::Error: usage for a model or data set the script does not have, runtime when it
 // cannot be started or fails.
-Json run_python_seed_loop(const PythonBaseline& baseline, const TrainConfig& recipe, const data::Dataset& dataset);
+Json run_python_seed_loop(const PythonBaseline& baseline, const TrainConfig& recipe,
+                          const data::Dataset& dataset);
 
 }  // namespace ipj::train

@@ -1,8 +1,8 @@
-// The one epoch loop of ipj's training (the trainer, distillation, QAT, pruning's fine-tuning): batches from a
-// loader, one training step strategy chosen before the loop (eager torch optimizer, fused SGD, loss scaling,
-// or a CUDA graph), and hooks for the loss, after each step and after each epoch. Gradient accumulation
-// weights each micro-batch by its share of its group, so that a group's update equals one large batch's.
-// Hot path: no host syncs except the progress read-out every 50 batches.
+// The one epoch loop of ipj's training (the trainer, distillation, QAT, pruning's fine-tuning): batches from
+// a loader, one training step strategy chosen before the loop (eager torch optimizer, fused SGD, loss
+// scaling, or a CUDA graph), and hooks for the loss, after each step and after each epoch. Gradient
+// accumulation weights each micro-batch by its share of its group, so that a group's update equals one large
+// batch's. Hot path: no host syncs except the progress read-out every 50 batches.
 #pragma once
 
 #include <torch/types.h>
@@ -30,14 +30,14 @@ class GradScaler;
 
 // Where a micro-batch stands in its epoch and accumulation group.
 struct StepContext {
-  int epoch = 0;                      // 0-based
-  std::int64_t batch_index = 0;       // micro-batch in the epoch, 0-based
-  std::int64_t batch_count = 0;       // micro-batches in the epoch (from the loader)
-  std::int64_t optimizer_step = 0;    // accumulation group in the epoch (the schedule's step)
-  bool starts_group = true;           // first micro-batch of its group: gradients are cleared before it
-  bool applies_update = true;         // last micro-batch of its group: the optimizer steps after it
-  double loss_share = 1.0;            // its samples / its group's samples (backward weight)
-  double learning_rate = 0.0;         // the rate of its group's update
+  int epoch = 0;                    // 0-based
+  std::int64_t batch_index = 0;     // micro-batch in the epoch, 0-based
+  std::int64_t batch_count = 0;     // micro-batches in the epoch (from the loader)
+  std::int64_t optimizer_step = 0;  // accumulation group in the epoch (the schedule's step)
+  bool starts_group = true;         // first micro-batch of its group: gradients are cleared before it
+  bool applies_update = true;       // last micro-batch of its group: the optimizer steps after it
+  double loss_share = 1.0;          // its samples / its group's samples (backward weight)
+  double learning_rate = 0.0;       // the rate of its group's update
 };
 
 // What a loss hook returns for one micro-batch.
@@ -85,10 +85,10 @@ struct EpochTally {
   std::int64_t samples = 0;
   std::int64_t dropped_batches = 0;
   std::int64_t batch_count = 0;
-  double loss_sum = 0.0;         // sum over samples of the per-batch mean loss x batch size
-  std::int64_t correct = 0;      // argmax(logits) == label, over the scored batches
-  double learning_rate = 0.0;    // of the epoch's last update
-  double train_wall_s = 0.0;     // the loop itself, loading included
+  double loss_sum = 0.0;       // sum over samples of the per-batch mean loss x batch size
+  std::int64_t correct = 0;    // argmax(logits) == label, over the scored batches
+  double learning_rate = 0.0;  // of the epoch's last update
+  double train_wall_s = 0.0;   // the loop itself, loading included
   double mean_loss() const { return samples > 0 ? loss_sum / static_cast<double>(samples) : 0.0; }
   double accuracy() const { return samples > 0 ? static_cast<double>(correct) / samples : 0.0; }
 };
@@ -97,8 +97,8 @@ struct EpochTally {
 enum class AfterEpoch { next, stop };
 
 struct EpochHooks {
-  std::function<void(int epoch)> before_epoch;                             // before its first batch
-  std::function<void(const StepContext&, const StepLoss&)> after_step;     // after each micro-batch
+  std::function<void(int epoch)> before_epoch;                          // before its first batch
+  std::function<void(const StepContext&, const StepLoss&)> after_step;  // after each micro-batch
   // Evaluation, checkpoints, ...; it may finish the epoch's progress bar with its own summary (otherwise the
   // loop does, with "loss X").
   std::function<AfterEpoch(const EpochTally&, ProgressBar& progress)> after_epoch;
@@ -108,14 +108,14 @@ struct EpochHooks {
 };
 
 struct EpochLoopOptions {
-  const data::ImageSet* images = nullptr;                 // must outlive the loop
-  const data::Normalization* normalization = nullptr;     // must outlive the loop
-  std::function<data::LoaderOptions(int epoch)> loader;   // each epoch's loader options (one place)
-  int first_epoch = 0;                                    // > 0 after a resume
-  int epochs = 1;                                         // total, counting the ones before first_epoch
-  int accumulation_steps = 1;                             // micro-batches per optimizer step
-  ScheduleSpec schedule;                                  // steps_per_epoch is set from the loader
-  std::string label = "epoch";                            // progress: "<label> 3/10"
+  const data::ImageSet* images = nullptr;                // must outlive the loop
+  const data::Normalization* normalization = nullptr;    // must outlive the loop
+  std::function<data::LoaderOptions(int epoch)> loader;  // each epoch's loader options (one place)
+  int first_epoch = 0;                                   // > 0 after a resume
+  int epochs = 1;                                        // total, counting the ones before first_epoch
+  int accumulation_steps = 1;                            // micro-batches per optimizer step
+  ScheduleSpec schedule;                                 // steps_per_epoch is set from the loader
+  std::string label = "epoch";                           // progress: "<label> 3/10"
   bool show_progress = true;
 };
 
