@@ -1,5 +1,6 @@
 // `ipj compare`: the seeds' case study, baseline recipe vs ipj's optimized recipe, side by side (the main
 // job).
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
@@ -10,6 +11,15 @@
 #include "ipj/train/compare.hpp"
 
 namespace ipj::cli {
+namespace {
+
+// The seeds' Python loop of this source tree, unless IPJ_SEED_TRAIN_LOOP names another.
+std::string seed_train_loop_script() {
+  const char* path = std::getenv("IPJ_SEED_TRAIN_LOOP");
+  return path != nullptr && *path != '\0' ? path : IPJ_SOURCE_DIR "/bench/python/seed_train_loop.py";
+}
+
+}  // namespace
 
 CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
   auto* command = app.add_subcommand(
@@ -35,16 +45,27 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--max-epochs", config.baseline_max_epochs, "Baseline epoch cap (0 = model default)");
   command->add_option("--epochs", config.optimized_epochs,
                       "Optimized recipe's schedule length (0 = model default)");
-  command->add_option("--seed", config.seed, "Seed for both runs")->capture_default_str();
+  command
+      ->add_option("--seed", config.seed,
+                   "Seed for both runs (0, 1, 2 tuned the recipes: 3 or higher is held out)")
+      ->capture_default_str();
   command->add_option("--limit", config.limit, "First N training samples (0 = all)");
   command->add_option("--test-limit", config.test_limit, "First N test samples (0 = all)");
   command->add_option("--threads", config.threads, "Cores to use (0 = all)");
   command->add_option("--out", config.out_dir,
                       "Folder for compare.json and the two run folders (default runs/)");
+  static bool python_baseline = false;
+  static std::string python = train::PythonBaseline{}.python;
+  command->add_flag(
+      "--python-baseline", python_baseline,
+      "Also run the seed recipe in the seeds' Python loop (one epoch, mlp/cnn) for the "
+      "implementation speed-up (bench/python/seed_train_loop.py; IPJ_SEED_TRAIN_LOOP overrides)");
+  command->add_option("--python", python, "Python with torch for --python-baseline")->capture_default_str();
   command->add_flag("--report", write_report, "Also write report.html (charts, tables) next to compare.json");
   command->callback([&runner] {
     runner = [] {
       config.model = parse_model_flags(model, input_shape);
+      if (python_baseline) config.python_baseline = train::PythonBaseline{python, seed_train_loop_script()};
       if (config.out_dir.empty())
         config.out_dir = default_run_folder("compare-" + models::short_name(config.model));
       config.data_options = data_options(data_flags);
