@@ -174,6 +174,12 @@ TEST(ProcessGroup, ReducerAveragesGradientsLikeOneFullBatch) {
   EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
 }
 
+TEST(ProcessGroup, BroadcastWeightsAndAverageBatchNormStatistics) {
+  const auto result =
+      run_process(ipj_binary() + " launch --nproc-per-node 2 -- " + IPJ_DIST_WORKER + " module_sync");
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+}
+
 TEST(ProcessGroup, WrongWorldSizeTimesOutWithAClearError) {
   // Two processes started, each told the job has three: rendezvous cannot complete.
   const auto start = std::chrono::steady_clock::now();

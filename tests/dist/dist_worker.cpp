@@ -13,6 +13,7 @@
 
 #include "ipj/core/error.hpp"
 #include "ipj/dist/gradient_sync.hpp"
+#include "ipj/dist/module_sync.hpp"
 #include "ipj/dist/process_group.hpp"
 
 namespace {
@@ -68,6 +69,35 @@ int run_reducer(ipj::dist::ProcessGroupContext& context) {
   return failures;
 }
 
+// BatchNorm on different data per rank: broadcast makes weights equal; averaging makes running stats the
+// mean.
+int run_module_sync(ipj::dist::ProcessGroupContext& context) {
+  const int rank = context.rank();
+  torch::manual_seed(100 + rank);  // different initial weights per rank
+  torch::nn::Sequential model(torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 4, 3)),
+                              torch::nn::BatchNorm2d(4));
+  ipj::dist::broadcast_module_state(context, *model);
+  torch::manual_seed(100);
+  torch::nn::Sequential rank0_model(torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 4, 3)),
+                                    torch::nn::BatchNorm2d(4));
+  int failures = 0;
+  for (std::size_t index = 0; index < model->parameters().size(); ++index)
+    failures +=
+        check(model->parameters()[index].equal(rank0_model->parameters()[index]), "weights are rank 0's");
+  model->train();
+  model->forward(torch::full({2, 1, 5, 5}, static_cast<float>(rank + 1)));  // running_mean moves differently
+  const torch::Tensor mine = model->named_buffers()["1.running_mean"].clone();
+  std::vector<torch::Tensor> summed{mine.clone()};
+  context.all_reduce_sum(summed);
+  ipj::dist::average_module_buffers(context, *model);
+  failures +=
+      check(torch::allclose(model->named_buffers()["1.running_mean"], summed[0] / context.world_size()),
+            "running mean is the mean over ranks");
+  failures +=
+      check(model->named_buffers()["1.num_batches_tracked"].item<std::int64_t>() == 1, "counter kept");
+  return failures;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -78,6 +108,7 @@ int main(int argc, char** argv) {
                                            ipj::dist::Backend::gloo, std::chrono::seconds(timeout_s));
     if (scenario == "allreduce") return run_allreduce(context);
     if (scenario == "reducer") return run_reducer(context);
+    if (scenario == "module_sync") return run_module_sync(context);
     if (scenario == "join") return 0;
     std::cerr << "unknown scenario " << scenario << std::endl;
     return 2;
