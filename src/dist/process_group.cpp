@@ -95,7 +95,7 @@ ProcessGroupContext::ProcessGroupContext(const DistributedEnvironment& environme
              " (WORLD_SIZE=" + std::to_string(environment.world_size) + ") within " + seconds +
              " s: " + first_line(error.what()) +
              ". Check that every rank was started with the same MASTER_ADDR/MASTER_PORT and WORLD_SIZE, that "
-             "rank 0 is running and the port is reachable; raise --dist-timeout for slow starts");
+             "rank 0 is running and the port is reachable; raise --dist-timeout-s for slow starts");
   }
 }
 
