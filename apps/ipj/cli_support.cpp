@@ -6,6 +6,8 @@
 #include <ctime>
 #include <iostream>
 
+#include "ipj/infer/inference_model.hpp"
+
 namespace ipj::cli {
 
 void add_output_flags(CLI::App& command, CommonOutputFlags& flags) {
@@ -18,6 +20,17 @@ std::string default_run_folder(const std::string& name) {
   const std::time_t now = std::time(nullptr);
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
   return "runs/" + name + "-" + stamp;
+}
+
+const char* const kInputShapeHelp =
+    "TorchScript --model: what its forward takes per sample, C,H,W (the data's images, the default) or a "
+    "flat size N (batches become [B, N])";
+
+models::ModelSource parse_model_flags(const std::string& model, const std::string& input_shape,
+                                      const std::string& model_flag) {
+  const std::vector<std::int64_t> shape =
+      input_shape.empty() ? std::vector<std::int64_t>{} : infer::parse_shape(input_shape, "--input-shape");
+  return models::parse_model_source(model, shape, model_flag);
 }
 
 void print_json(const Json& value) {

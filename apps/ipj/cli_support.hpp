@@ -8,6 +8,7 @@
 
 #include "ipj/core/error.hpp"
 #include "ipj/core/json_io.hpp"
+#include "ipj/models/model_source.hpp"
 
 namespace ipj::cli {
 
@@ -23,6 +24,12 @@ void add_output_flags(CLI::App& command, CommonOutputFlags& flags);
 
 // "runs/<name>-YYYYmmdd-HHMMSS": the default run folder of commands that write results.
 std::string default_run_folder(const std::string& name);
+
+// `--model TEXT` (a zoo name or a TorchScript file) with `--input-shape C,H,W|N` ("" when not given).
+models::ModelSource parse_model_flags(const std::string& model, const std::string& input_shape,
+                                      const std::string& model_flag = "--model");
+// Help text of --input-shape, the same for every command that takes a TorchScript --model.
+extern const char* const kInputShapeHelp;
 
 // printf-style formatting of one number for tables, e.g. format_number("%.3f", 0.5) == "0.500".
 std::string format_number(const char* pattern, double value);

@@ -111,7 +111,8 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
         if (!flags.quiet && !flags.json) spdlog::info("loading {} as {}", model_path, variant);
         const infer::InferenceModelPtr model = infer::load_inference_model(model_path, load);
         const bool gemm_only = model->variant == "fp32" && model->model_name == "mlp";
-        device::apply_thread_plan(device::plan_threads(gemm_only ? "fp32" : "bf16", threads, !gemm_only));
+        device::apply_thread_plan(device::plan_threads(
+            gemm_only ? device::ThreadWorkload::fp32_gemm : device::ThreadWorkload::onednn, threads));
         std::optional<double> accuracy;
         if (!no_accuracy) {
           const std::string folder = !data_dir.empty()          ? data_dir

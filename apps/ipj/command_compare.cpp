@@ -15,8 +15,13 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
       "accuracy per kJ\nExample: ipj compare --model mlp --target-acc 0.88 --json");
   static CommonOutputFlags flags;
   static train::CompareConfig config;
+  static std::string model = "mlp", input_shape;
   add_output_flags(*command, flags);
-  command->add_option("--model", config.model, "mlp | cnn | resnet18 | resnet50")->capture_default_str();
+  command
+      ->add_option("--model", model,
+                   "mlp | cnn | resnet18 | resnet50, or a TorchScript file (both recipes train it)")
+      ->capture_default_str();
+  command->add_option("--input-shape", input_shape, kInputShapeHelp);
   command->add_option("--data", config.data_dir, "Data folder")->capture_default_str();
   command->add_option("--target-acc", config.target_acc,
                       "Target test accuracy (0 = model default: mlp 0.88)");
@@ -31,7 +36,9 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
                       "Folder for compare.json and the two run folders (default runs/)");
   command->callback([&runner] {
     runner = [] {
-      if (config.out_dir.empty()) config.out_dir = default_run_folder("compare-" + config.model);
+      config.model = parse_model_flags(model, input_shape);
+      if (config.out_dir.empty())
+        config.out_dir = default_run_folder("compare-" + models::short_name(config.model));
       const data::Dataset dataset = data::load_dataset(config.data_dir, config.limit, config.test_limit);
       train::TrainHooks hooks;
       hooks.show_progress = !flags.quiet;
@@ -40,7 +47,7 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
       if (flags.json) {
         print_json(result.report);
       } else {
-        std::cout << data::describe(dataset) << ", model " << config.model << "\n"
+        std::cout << data::describe(dataset) << ", model " << config.model.label() << "\n"
                   << train::render_compare_table(result.report) << "results: " << config.out_dir
                   << "/compare.json\n";
       }

@@ -69,14 +69,23 @@ CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner) {
   static CommonOutputFlags flags;
   static train::DistillOptions options;
   static std::string teacher_path, data_dir = data::kDefaultDataDirectory;
+  static std::string student = "mlp", input_shape, teacher_input_shape;
   static std::int64_t limit = 0, test_limit = 0;
   add_output_flags(*command, flags);
   command
       ->add_option("--teacher", teacher_path,
-                   "Teacher: ipj checkpoint/run folder, int8/program file, TorchScript")
+                   "Teacher: ipj checkpoint/run folder, int8/program file, TorchScript (takes normalised "
+                   "images, as students do)")
       ->required();
-  command->add_option("--student", options.student, "Student model name (see ipj models)")
+  command
+      ->add_option(
+          "--student", student,
+          "Student: a zoo model (see ipj models) or a TorchScript file; a file's trained weights go to "
+          "OUT/model.pt")
       ->capture_default_str();
+  command->add_option("--input-shape", input_shape, kInputShapeHelp);
+  command->add_option("--teacher-input-shape", teacher_input_shape,
+                      "TorchScript --teacher: what it takes per sample (default: the images, C,H,W)");
   command->add_option("--epochs", options.epochs, "Training epochs")->capture_default_str();
   command->add_option("--lr", options.learning_rate, "Learning rate (SGD, momentum 0.9)")
       ->capture_default_str();
@@ -97,8 +106,15 @@ CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner) {
     runner = [] {
       options.show_progress = !flags.quiet && !flags.json;
       options.data_dir = data_dir;
-      const infer::InferenceModelPtr teacher = infer::load_inference_model(teacher_path);
+      options.student = parse_model_flags(student, input_shape, "--student");
       const data::Dataset dataset = data::load_dataset(data_dir, limit, test_limit);
+      infer::LoadOptions
+          teacher_options;  // used by TorchScript teachers only: normalised images, like students
+      if (!teacher_input_shape.empty())
+        teacher_options.input_shape = infer::parse_shape(teacher_input_shape, "--teacher-input-shape");
+      teacher_options.mean = dataset.normalization.mean;
+      teacher_options.std = dataset.normalization.std;
+      const infer::InferenceModelPtr teacher = infer::load_inference_model(teacher_path, teacher_options);
       Json report = train::run_distillation(
           options, dataset, [&](const torch::Tensor& pixels) { return teacher->forward(pixels); });
       report["teacher"] = teacher_path;
@@ -107,10 +123,12 @@ CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner) {
         return 0;
       }
       std::printf("student %s: test accuracy %.4f (teacher %.4f, gap %.2f pt), %lld parameters\n",
-                  options.student.c_str(), report["student_acc"].get<double>(),
+                  options.student.label().c_str(), report["student_acc"].get<double>(),
                   report["teacher_acc"].get<double>(), report["acc_gap_pt"].get<double>(),
                   static_cast<long long>(report["student_params"].get<std::int64_t>()));
       if (!options.out_dir.empty()) std::printf("wrote %s/checkpoint.pt\n", options.out_dir.c_str());
+      if (!options.out_dir.empty() && options.student.is_file())
+        std::printf("wrote %s/model.pt (TorchScript, trained)\n", options.out_dir.c_str());
       return 0;
     };
   });

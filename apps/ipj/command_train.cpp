@@ -1,6 +1,7 @@
 // `ipj train`: trains a registry model on an image data set and writes results (see docs/CLI.md).
 #include <iostream>
 
+#include "choice_flags.hpp"
 #include "cli_support.hpp"
 #include "ipj/core/progress.hpp"
 #include "ipj/data/dataset.hpp"
@@ -19,35 +20,34 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   static CommonOutputFlags flags;
   static train::TrainConfig config;
   static bool no_save = false;
-  static std::string thread_plan = "tuned";
   static int repeat = 1;
+  static std::string model = "mlp", input_shape, device = "cpu";
   add_output_flags(*command, flags);
-  command->add_option("--model", config.model, "mlp | cnn | resnet18 | resnet50")->capture_default_str();
+  command
+      ->add_option("--model", model,
+                   "mlp | cnn | resnet18 | resnet50, or a TorchScript file (torch.jit.script/trace .save); "
+                   "a file's trained weights go to OUT/model.pt")
+      ->capture_default_str();
+  command->add_option("--input-shape", input_shape, kInputShapeHelp);
   command->add_option("--data", config.data_dir, "Data folder (IDX .gz/plain or CIFAR-10 binary)")
       ->capture_default_str();
   command->add_option("--epochs", config.epochs, "Training epochs")->capture_default_str();
   command->add_option("--batch", config.batch_size, "Mini-batch size")->capture_default_str();
   command->add_option("--lr", config.learning_rate, "Learning rate")->capture_default_str();
-  command->add_option("--optimizer", config.optimizer, "sgd | adamw")->capture_default_str();
+  add_choice_option(*command, "--optimizer", config.optimizer, "sgd | adamw");
   command->add_option("--momentum", config.momentum, "SGD momentum")->capture_default_str();
   command->add_option("--weight-decay", config.weight_decay, "Weight decay")->capture_default_str();
-  command->add_option("--schedule", config.schedule, "none | step | cosine")->capture_default_str();
+  add_choice_option(*command, "--schedule", config.schedule, "none | step | cosine");
   command->add_option("--step-size", config.step_size, "Step schedule: epochs per decay (0 = epochs/3)");
   command->add_option("--step-gamma", config.step_gamma, "Step schedule: decay factor")
       ->capture_default_str();
   command->add_option("--seed", config.seed, "Seed for initialisation, shuffling and augmentation")
       ->capture_default_str();
   command->add_option("--threads", config.threads, "Cores to use (0 = all)")->capture_default_str();
-  command
-      ->add_option("--thread-plan", thread_plan,
-                   "tuned (per precision and model) | python (Python torch's default)")
-      ->check(CLI::IsMember({"tuned", "python"}))
-      ->capture_default_str();
-  command
-      ->add_option("--allocator", config.allocator,
-                   "tuned (reuse large freed blocks: no page faults per batch) | system (glibc defaults)")
-      ->check(CLI::IsMember({"tuned", "system"}))
-      ->capture_default_str();
+  add_choice_option(*command, "--thread-plan", config.thread_plan,
+                    "tuned (per precision and model) | python (Python torch's default)");
+  add_choice_option(*command, "--allocator", config.allocator,
+                    "tuned (reuse large freed blocks: no page faults per batch) | system (glibc defaults)");
   command->add_option("--limit", config.limit, "Use only the first N training samples (0 = all)");
   command->add_option("--test-limit", config.test_limit, "Use only the first N test samples (0 = all)");
   command->add_flag("--augment", config.augment, "Random crop (pad 4) + horizontal flip");
@@ -56,34 +56,23 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
                    "Batches prepared ahead on a background thread (0 = off)")
       ->capture_default_str();
   command->add_option("--eval-batch", config.eval_batch_size, "Evaluation batch size")->capture_default_str();
-  command
-      ->add_option("--precision", config.precision,
-                   "fp32 | bf16 | fp16 | auto (fastest precision native here: bf16 with AVX512_BF16/AMX)")
+  add_choice_option(*command, "--precision", config.precision,
+                    "fp32 | bf16 | fp16 | auto (fastest precision native here: bf16 with AVX512_BF16/AMX)");
+  command->add_option("--device", device, "cpu | cuda | cuda:N (CUDA needs an IPJ_WITH_CUDA build)")
       ->capture_default_str();
-  command->add_option("--device", config.device, "cpu | cuda | cuda:N (CUDA needs an IPJ_WITH_CUDA build)")
-      ->capture_default_str();
-  command
-      ->add_option("--loss-scale", config.loss_scale, "none | dynamic | auto (dynamic GradScaler for fp16)")
-      ->capture_default_str();
+  add_choice_option(*command, "--loss-scale", config.loss_scale,
+                    "none | dynamic | auto (dynamic GradScaler for fp16)");
   command
       ->add_option("--accum", config.accumulation_steps,
                    "Gradient accumulation: micro-batches per optimizer step")
       ->capture_default_str();
-  command
-      ->add_option("--optimizer-impl", config.optimizer_impl,
-                   "fused (SGD: one-pass momentum, gradients set to none) | torch (torch::optim as is)")
-      ->check(CLI::IsMember({"fused", "torch"}))
-      ->capture_default_str();
-  command
-      ->add_option("--memory-format", config.memory_format,
-                   "contiguous | channels_last (NHWC weights and batches: faster convolutions and pooling)")
-      ->check(CLI::IsMember({"contiguous", "channels_last"}))
-      ->capture_default_str();
-  command
-      ->add_option(
-          "--compile", config.compile,
-          "none | jit (evaluate through frozen TorchScript: mlp, cnn) | graphs (CUDA graphs, GPU builds)")
-      ->capture_default_str();
+  add_choice_option(*command, "--optimizer-impl", config.optimizer_impl,
+                    "fused (SGD: one-pass momentum, gradients set to none) | torch (torch::optim as is)");
+  add_choice_option(*command, "--memory-format", config.memory_format,
+                    "contiguous | channels_last (NHWC weights and batches: faster convolutions and pooling)");
+  add_choice_option(
+      *command, "--compile", config.compile,
+      "none | jit (evaluate through frozen TorchScript: mlp, cnn) | graphs (CUDA graphs, GPU builds)");
   command->add_option("--target-acc", config.target_acc,
                       "Stop once test accuracy reaches this fraction (0 = off)");
   command->add_flag(
@@ -104,10 +93,12 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
     runner = [] {
       if (no_save && (config.resume || !config.out_dir.empty()))
         throw ipj::Error(ipj::ErrorCategory::usage, "--no-save cannot be combined with --out or --resume");
-      if (!no_save && config.out_dir.empty()) config.out_dir = default_run_folder(config.model);
-      config.tune_threads = thread_plan == "tuned";
+      config.model = parse_model_flags(model, input_shape);
+      if (!no_save && config.out_dir.empty())
+        config.out_dir = default_run_folder(models::short_name(config.model));
+      config.device = train::parse_device(device, "--device");
       train::validate(config);
-      if (config.compile == "jit") infer::require_compilable(config.model);
+      if (config.compile == train::CompileMode::jit) infer::require_compilable(config.model.zoo_name);
       train::resolve_precision_here(config.precision,
                                     config.device);  // fail before loading data (e.g. fp16 on a CPU)
       const data::Dataset dataset = data::load_dataset(config.data_dir, config.limit, config.test_limit);
@@ -116,10 +107,10 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
       train::TrainHooks hooks;
       hooks.show_progress = !flags.quiet;
       hooks.environment = device::device_report();
-      if (config.compile == "jit") {
-        hooks.compiled_evaluate = [](models::Classifier& model, const data::Dataset& data,
+      if (config.compile == train::CompileMode::jit) {
+        hooks.evaluate = [](models::Classifier& model, const data::Dataset& data,
                                      std::int64_t batch) {
-          return infer::evaluate_compiled(model, config.model, data, batch);
+          return infer::evaluate_compiled(model, config.model.zoo_name, data, batch);
         };
       }
       hooks.on_epoch_end = [](const train::EpochMetrics& metrics) {
@@ -162,6 +153,10 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
             format_duration(result.train_wall_s).c_str(), result.energy_j, result.energy_source.c_str(),
             result.samples > 0 ? result.energy_j / result.samples : 0.0);
         if (!config.out_dir.empty()) std::printf("results: %s/results.json\n", config.out_dir.c_str());
+        if (!config.out_dir.empty() && config.model.is_file())
+          std::printf(
+              "trained TorchScript: %s/model.pt (takes images normalised with the data set's mean/std)\n",
+              config.out_dir.c_str());
       }
       return 0;
     };

@@ -41,11 +41,12 @@ std::vector<QuantParams> quantization_aware_training(LayerProgram& program, cons
     range_low[index] = -start[index].scale * static_cast<double>(start[index].zero_point);
     range_high[index] = range_low[index] + 255.0 * start[index].scale;
   }
-  std::vector<torch::Tensor> parameters = make_trainable(program);
-  torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(learning_rate).momentum(0.9));
+  const std::vector<torch::Tensor> parameters = make_trainable(program);
   const double momentum = 0.01;  // EMA of activation ranges, as PyTorch's MovingAverageMinMaxObserver
-  for_each_pixel_batch(
-      images, epochs, batch_size, seed, "qat epoch", show_progress, [&](const data::Batch& batch) {
+  const PixelTraining settings{epochs, learning_rate, batch_size, seed, "qat epoch", show_progress};
+  // The loss hook: the program's forward pass with fake-quantised weights and activations.
+  train_on_pixels(
+      images, settings, parameters, [&](const data::Batch& batch, const train::StepContext&) {
         torch::Tensor x = pad_input(program, batch.images);
         x = torch::fake_quantize_per_tensor_affine(x, 1.0 / 255.0, 0, 0, 255);
         for (std::size_t index = 0; index < program.layers.size(); ++index) {
@@ -74,10 +75,7 @@ std::vector<QuantParams> quantization_aware_training(LayerProgram& program, cons
             x = x.flatten(1);
           }
         }
-        const torch::Tensor loss = torch::nn::functional::cross_entropy(x, batch.labels);
-        optimizer.zero_grad();
-        loss.backward();
-        optimizer.step();
+        return train::StepLoss{torch::nn::functional::cross_entropy(x, batch.labels), x};
       });
   freeze(program);
   std::vector<QuantParams> params(program.layers.size());

@@ -10,6 +10,7 @@
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/models/registry.hpp"
+#include "ipj/train/model_setup.hpp"
 
 namespace ipj::train {
 namespace {
@@ -41,6 +42,7 @@ CheckpointState read_state(torch::serialize::InputArchive& archive, const std::s
     state.loss_scale = scale.toDouble();
     state.scaler_growth_tracker = tracker.toInt();
   }
+  archive.try_read("cpu_generator_state", state.generator_state);
   return state;
 }
 
@@ -52,6 +54,20 @@ void load_archive(torch::serialize::InputArchive& archive, const std::string& pa
     fail(ErrorCategory::invalid_input,
          "'" + path + "' is not a readable checkpoint: " + error.what_without_backtrace());
   }
+}
+
+// The model of a checkpoint: a zoo name, or the user's TorchScript file it was trained from (checked to be
+// the same file), or, when that file is gone, the run's own model.pt next to the checkpoint.
+models::ModelSource trained_model_source(const Json& info, const std::string& checkpoint_path) {
+  models::ModelSource source = model_source_from_info(info);
+  if (!source.is_file()) return source;
+  const auto sibling = std::filesystem::path(checkpoint_path).parent_path() / kTrainedTorchScriptFileName;
+  if (!std::filesystem::exists(source.file) && std::filesystem::exists(sibling)) {
+    source.file = sibling.string();
+    return source;
+  }
+  check_same_model_file(info, source, checkpoint_path);
+  return source;
 }
 
 }  // namespace
@@ -66,6 +82,7 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& model,
   archive.write("grad_scaler_scale", c10::IValue(state.loss_scale));
   archive.write("grad_scaler_growth_tracker", c10::IValue(state.scaler_growth_tracker));
   if (!state.model_info.is_null()) archive.write("model_info_json", c10::IValue(state.model_info.dump()));
+  if (state.generator_state.defined()) archive.write("cpu_generator_state", state.generator_state);
   torch::serialize::OutputArchive model_archive;
   model.save(model_archive);
   archive.write("model", model_archive);
@@ -138,9 +155,9 @@ TrainedModel load_trained_model(const std::string& path) {
   const auto shape = info.at("input_shape").get<std::vector<int>>();
   if (shape.size() != 3)
     fail(ErrorCategory::invalid_input, "checkpoint '" + result.path + "': bad input_shape");
-  result.model = models::create_model(info.at("name").get<std::string>(),
-                                      models::InputShape{shape[0], shape[1], shape[2]},
-                                      info.at("num_classes").get<int>());
+  result.model = models::build_classifier(trained_model_source(info, result.path),
+                                          models::InputShape{shape[0], shape[1], shape[2]},
+                                          info.at("num_classes").get<int>());
   result.state = load_checkpoint_weights(result.path, *result.model);
   result.model->eval();
   return result;

@@ -18,14 +18,19 @@ struct ModelDefaults {
   int optimized_epochs;
   std::int64_t optimized_batch;
   double optimized_lr;
+  bool convolutional;  // channels-last in the optimized recipe
 };
 
 // Tuned on this VM for mlp and cnn (docs/PERFORMANCE.md: the cnn's 2-epoch cosine at batch 128 reached 0.90
 // at its second epoch for seeds 0, 1, 2; batch 256 needed a third epoch for seed 2). resnet18: untuned.
-ModelDefaults defaults_for(const std::string& model) {
-  if (model == "mlp") return {0.88, 10, 4, 256, 0.1};
-  if (model == "cnn") return {0.90, 8, 2, 128, 0.05};
-  return {0.90, 15, 10, 256, 0.05};
+// A user's TorchScript model gets the defaults of the zoo model of its kind: cnn's when it has 4-D
+// (convolution) weights, mlp's otherwise.
+ModelDefaults defaults_for(const models::ModelSource& model) {
+  const bool convolutional = models::is_convolutional(model);
+  const std::string kind = model.is_file() ? (convolutional ? "cnn" : "mlp") : model.zoo_name;
+  if (kind == "mlp") return {0.88, 10, 4, 256, 0.1, convolutional};
+  if (kind == "cnn") return {0.90, 8, 2, 128, 0.05, convolutional};
+  return {0.90, 15, 10, 256, 0.05, convolutional};
 }
 
 std::string child_folder(const CompareConfig& config, const char* name) {
@@ -58,7 +63,7 @@ std::string number(const Json& value, const char* format, const char* missing = 
 
 }  // namespace
 
-double default_target_accuracy(const std::string& model) {
+double default_target_accuracy(const models::ModelSource& model) {
   return defaults_for(model).target_acc;
 }
 
@@ -70,13 +75,13 @@ TrainConfig baseline_recipe(const CompareConfig& config) {
   recipe.epochs = config.baseline_max_epochs > 0 ? config.baseline_max_epochs : defaults.baseline_max_epochs;
   recipe.batch_size = 128;
   recipe.learning_rate = 0.01;
-  recipe.optimizer = "sgd";
+  recipe.optimizer = OptimizerKind::sgd;
   recipe.momentum = 0.9;
-  recipe.precision = "fp32";
+  recipe.precision = Precision::fp32;
   recipe.prefetch_batches = 0;  // the seeds' DataLoader without workers
-  recipe.tune_threads = false;
-  recipe.allocator = "system";
-  recipe.optimizer_impl = "torch";  // the seeds' optimizer.zero_grad() + optimizer.step()
+  recipe.thread_plan = ThreadPlanChoice::python;
+  recipe.allocator = AllocatorChoice::system;
+  recipe.optimizer_impl = OptimizerImpl::torch;  // the seeds' optimizer.zero_grad() + optimizer.step()
   recipe.seed = config.seed;
   recipe.threads = config.threads;
   recipe.limit = config.limit;
@@ -90,27 +95,27 @@ TrainConfig optimized_recipe(const CompareConfig& config) {
   const ModelDefaults defaults = defaults_for(config.model);
   TrainConfig recipe = baseline_recipe(config);
   recipe.epochs = config.optimized_epochs > 0 ? config.optimized_epochs : defaults.optimized_epochs;
-  recipe.precision = "auto";
+  recipe.precision = Precision::automatic;
   recipe.batch_size = defaults.optimized_batch;
   recipe.learning_rate = defaults.optimized_lr;
-  recipe.schedule = "cosine";
+  recipe.schedule = ScheduleKind::cosine;
   recipe.accumulation_steps = 1;  // no memory pressure on the CPU: accumulation would only add steps
   recipe.prefetch_batches = 4;
-  recipe.tune_threads = true;
-  recipe.allocator = "tuned";
-  recipe.optimizer_impl = "fused";
+  recipe.thread_plan = ThreadPlanChoice::tuned;
+  recipe.allocator = AllocatorChoice::tuned;
+  recipe.optimizer_impl = OptimizerImpl::fused;
   // NHWC for convolutional models (1.4-1.6x cnn training here, docs/PERFORMANCE.md). With it, eager bf16
   // evaluation beats the frozen fp32 TorchScript graph (0.37 s vs 0.44 s for the cnn's 10,000 test images),
   // so the recipe no longer uses --compile jit.
-  recipe.memory_format = models::model_entry(config.model).convolutional ? "channels_last" : "contiguous";
-  recipe.compile = "none";
+  recipe.memory_format = defaults.convolutional ? MemoryFormat::channels_last : MemoryFormat::contiguous;
+  recipe.compile = CompileMode::none;
   recipe.out_dir = child_folder(config, "optimized");
   return recipe;
 }
 
 CompareResult run_compare(const CompareConfig& config, const data::Dataset& dataset,
                           const TrainHooks& hooks) {
-  models::require_known_model(config.model);
+  if (!config.model.is_file()) models::require_known_model(config.model.zoo_name);
   if (config.target_acc < 0.0 || config.target_acc >= 1.0)
     fail(ErrorCategory::usage, "--target-acc must be a fraction in (0, 1), or 0 for the model's default");
   const TrainConfig baseline = baseline_recipe(config);

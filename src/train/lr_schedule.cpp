@@ -7,11 +7,11 @@
 namespace ipj::train {
 
 double learning_rate_at(const ScheduleSpec& spec, int epoch, std::int64_t step) {
-  if (spec.kind == "step") {
+  if (spec.kind == ScheduleKind::step) {
     const int step_size = spec.step_size > 0 ? spec.step_size : std::max(1, spec.total_epochs / 3);
     return spec.base_lr * std::pow(spec.gamma, epoch / step_size);
   }
-  if (spec.kind == "cosine") {
+  if (spec.kind == ScheduleKind::cosine) {
     const double total = static_cast<double>(spec.total_epochs) * static_cast<double>(spec.steps_per_epoch);
     const double done =
         static_cast<double>(epoch) * static_cast<double>(spec.steps_per_epoch) + static_cast<double>(step);

@@ -219,8 +219,8 @@ TEST(CompileJit, FrozenEvaluationMatchesEagerEvaluation) {
   train::TrainHooks hooks;
   hooks.show_progress = false;
   const train::TrainResult eager = train::run_training(config, small, hooks);
-  config.compile = "jit";
-  hooks.compiled_evaluate = [](models::Classifier& model, const data::Dataset& data, std::int64_t batch) {
+  config.compile = train::CompileMode::jit;
+  hooks.evaluate = [](models::Classifier& model, const data::Dataset& data, std::int64_t batch) {
     return evaluate_compiled(model, "cnn", data, batch);
   };
   const train::TrainResult compiled = train::run_training(config, small, hooks);

@@ -66,7 +66,7 @@ TEST(Trainer, CnnWithBatchNormAndAugmentationLearns) {
   config.epochs = 1;
   config.limit = 3000;
   config.augment = true;
-  config.schedule = "cosine";
+  config.schedule = ScheduleKind::cosine;
   data::Dataset dataset = fashion_subset();
   dataset.train.truncate(3000);
   const TrainResult result = run_training(config, dataset, quiet());
@@ -83,7 +83,7 @@ TEST(Trainer, ChannelsLastTrainsTheSameModelAsContiguous) {
   dataset.train.truncate(1024);
   dataset.test.truncate(500);
   const TrainResult contiguous = run_training(config, dataset, quiet());
-  config.memory_format = "channels_last";
+  config.memory_format = MemoryFormat::channels_last;
   const TrainResult channels_last = run_training(config, dataset, quiet());
   EXPECT_EQ(channels_last.report["config"]["memory_format"], "channels_last");
   const auto reference = contiguous.model->named_parameters();
@@ -104,21 +104,20 @@ TEST(Trainer, FusedSgdStepTrainsLikeTorchsOptimizer) {
   TrainConfig config = small_config();
   config.epochs = 1;
   config.weight_decay = 5e-4;
-  config.schedule = "cosine";
+  config.schedule = ScheduleKind::cosine;
   data::Dataset dataset = fashion_subset();
   dataset.train.truncate(1024);
   dataset.test.truncate(500);
-  config.optimizer_impl = "torch";
+  config.optimizer_impl = OptimizerImpl::torch;
   const TrainResult reference = run_training(config, dataset, quiet());
-  config.optimizer_impl = "fused";
+  config.optimizer_impl = OptimizerImpl::fused;
   const TrainResult fused = run_training(config, dataset, quiet());
   EXPECT_EQ(fused.report["config"]["optimizer_impl"], "fused");
   const auto expected = reference.model->named_parameters();
   for (const auto& item : fused.model->named_parameters())
     EXPECT_LT((item.value() - expected[item.key()]).abs().max().item<double>(), 1e-4) << item.key();
   EXPECT_NEAR(fused.epochs[0].loss, reference.epochs[0].loss, 1e-4);
-  config.optimizer_impl = "sgd-ish";
-  EXPECT_THROW(run_training(config, dataset, quiet()), Error);
+  EXPECT_THROW(parse_choice<OptimizerImpl>("sgd-ish", "--optimizer-impl"), Error);
 }
 
 TEST(Trainer, SameSeedSameWeightsDifferentSeedDifferent) {
@@ -142,7 +141,7 @@ TEST(Trainer, ResumeEqualsUninterruptedRun) {
     TrainConfig config = small_config();
     config.model = model;
     config.limit = 1000;
-    config.optimizer = model == "cnn" ? "adamw" : "sgd";
+    config.optimizer = model == "cnn" ? OptimizerKind::adamw : OptimizerKind::sgd;
     config.learning_rate = model == "cnn" ? 1e-3 : 0.01;
     config.out_dir = dir.file("straight");
     const TrainResult straight = run_training(config, dataset, quiet());

@@ -61,6 +61,10 @@ class BatchLoader {
   // The next batch, or nullopt at the end of the epoch. Rethrows an error raised while building a batch.
   std::optional<Batch> next();
   std::int64_t batch_count() const { return batch_count_; }
+  // Samples the epoch's batches hold (all of them, or whole batches only with drop_last).
+  std::int64_t sample_count() const {
+    return options_.drop_last ? batch_count_ * options_.batch_size : static_cast<std::int64_t>(order_.size());
+  }
 
  private:
   Batch build_batch(std::int64_t batch_index) const;

@@ -2,12 +2,13 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
+
+#include "ipj/train/training_choices.hpp"
 
 namespace ipj::train {
 
 struct ScheduleSpec {
-  std::string kind = "none";
+  ScheduleKind kind = ScheduleKind::none;
   double base_lr = 0.01;
   int total_epochs = 1;
   std::int64_t steps_per_epoch = 1;
