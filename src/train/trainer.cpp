@@ -24,13 +24,13 @@ double seconds_since(Clock::time_point start) {
 }
 
 [[noreturn]] void fail_diverged(int epoch, std::int64_t step, const TrainConfig& config) {
-  fail(ErrorCategory::runtime, "training diverged: the loss became NaN/Inf at epoch " + std::to_string(epoch) +
-                                   ", step " + std::to_string(step) + " (precision " +
-                                   choice_name(config.precision) + "). Likely causes: learning rate too high (--lr " +
-                                   std::to_string(config.learning_rate) +
-                                   "; try 10x lower), an fp16 range problem (use --loss-scale dynamic, or "
-                                   "bf16), numerically unstable ops "
-                                   "(large logits, log of 0), or unnormalised / corrupt input data");
+  fail(ErrorCategory::runtime,
+       "training diverged: the loss became NaN/Inf at epoch " + std::to_string(epoch) + ", step " +
+           std::to_string(step) + " (precision " + choice_name(config.precision) +
+           "). Likely causes: learning rate too high (--lr " + std::to_string(config.learning_rate) +
+           "; try 10x lower), an fp16 range problem (use --loss-scale dynamic, or "
+           "bf16), numerically unstable ops "
+           "(large logits, log of 0), or unnormalised / corrupt input data");
 }
 
 // The state of one run while its epochs go by.
@@ -43,14 +43,20 @@ class TrainingRun {
         start_(Clock::now()),
         setup_(config, dataset, hooks),
         step_(choose_training_step(
-            setup_, [this](const data::Batch& batch, const StepContext&) { return setup_.classification_loss(batch); },
+            setup_,
+            [this](const data::Batch& batch, const StepContext&) {
+              return setup_.classification_loss(batch);
+            },
             hooks.step, fused_sgd_)),
         report_(setup_, dataset, hooks, step_->name()),
         folder_(setup_, hooks.write_files),
         monitor_((hooks.energy_meters ? hooks.energy_meters : default_energy_meters)(config),
                  energy::MonitorOptions{config.energy_interval_ms,
-                                        setup_.device.is_cuda() ? std::function<void()>([] { torch::cuda::synchronize(); })
-                                                                : nullptr}) {}
+                                        setup_.device.is_cuda()
+                                            ? std::function<void()>([] { torch::cuda::synchronize(); })
+                                            : nullptr}) {
+    if (hooks.after_setup) hooks.after_setup(*setup_.model);
+  }
 
   TrainResult run() {
     result_.epochs = setup_.restored_epochs;
@@ -58,8 +64,12 @@ class TrainingRun {
     monitor_.begin_window("run");
     EpochHooks hooks;
     hooks.before_epoch = [this](int epoch) { begin_epoch(epoch); };
-    hooks.after_epoch = [this](const EpochTally& tally, ProgressBar& progress) { return end_epoch(tally, progress); };
-    hooks.on_non_finite_loss = [this](int epoch, std::int64_t batch) { fail_diverged(epoch + 1, batch, config_); };
+    hooks.after_epoch = [this](const EpochTally& tally, ProgressBar& progress) {
+      return end_epoch(tally, progress);
+    };
+    hooks.on_non_finite_loss = [this](int epoch, std::int64_t batch) {
+      fail_diverged(epoch + 1, batch, config_);
+    };
     run_epochs(*step_, loop_options(), hooks);
     return finish();
   }
@@ -77,8 +87,8 @@ class TrainingRun {
     options.first_epoch = setup_.start_epoch;
     options.epochs = config_.epochs;
     options.accumulation_steps = config_.accumulation_steps;
-    options.schedule = ScheduleSpec{config_.schedule, config_.learning_rate, config_.epochs, 1, config_.step_size,
-                                    config_.step_gamma};
+    options.schedule = ScheduleSpec{config_.schedule,  config_.learning_rate, config_.epochs, 1,
+                                    config_.step_size, config_.step_gamma};
     options.show_progress = hooks_.show_progress;
     return options;
   }
@@ -101,10 +111,10 @@ class TrainingRun {
     metrics.train_acc = tally.accuracy();
     metrics.samples_per_s = tally.samples / std::max(1e-9, tally.train_wall_s);
     metrics.learning_rate = tally.learning_rate;
-    const EvalResult test = hooks_.evaluate ? hooks_.evaluate(*setup_.model, dataset_, config_.eval_batch_size)
-                                            : evaluate(*setup_.model, dataset_.test, dataset_.normalization,
-                                                       config_.eval_batch_size, setup_.precision.precision,
-                                                       config_.device);
+    const EvalResult test =
+        hooks_.evaluate ? hooks_.evaluate(*setup_.model, dataset_, config_.eval_batch_size)
+                        : evaluate(*setup_.model, dataset_.test, dataset_.normalization,
+                                   config_.eval_batch_size, setup_.precision.precision, config_.device);
     metrics.test_acc = test.accuracy;
     metrics.test_loss = test.loss;
     metrics.eval_wall_s = test.wall_s;
@@ -132,6 +142,7 @@ class TrainingRun {
     result_.wall_s = seconds_since(start_);
     result_.samples_per_s = result_.train_wall_s > 0 ? result_.samples / result_.train_wall_s : 0.0;
     result_.report = report_.complete(result_, run_energy, monitor_.meter_status(), dropped_batches_);
+    if (hooks_.finish_report) hooks_.finish_report(result_);
     folder_.save_results(result_.report);
     result_.model = setup_.model;
     return std::move(result_);
