@@ -1,8 +1,8 @@
 // Output helpers shared by subcommands.
 #include "cli_support.hpp"
 
+#include <cmath>
 #include <cstdio>
-
 #include <ctime>
 #include <iostream>
 
@@ -31,6 +31,19 @@ models::ModelSource parse_model_flags(const std::string& model, const std::strin
   const std::vector<std::int64_t> shape =
       input_shape.empty() ? std::vector<std::int64_t>{} : infer::parse_shape(input_shape, "--input-shape");
   return models::parse_model_source(model, shape, model_flag);
+}
+
+CLI::Validator finite_range(double min, double max) {
+  const std::string range = "[" + format_number("%g", min) + ", " + format_number("%g", max) + "]";
+  return CLI::Validator(
+      [min, max, range](std::string& text) -> std::string {
+        double value = 0.0;
+        if (!CLI::detail::lexical_cast(text, value)) return "'" + text + "' is not a number";
+        if (!std::isfinite(value) || value < min || value > max)
+          return "'" + text + "' is out of range: give a finite number in " + range;
+        return "";
+      },
+      "NUMBER in " + range);
 }
 
 void print_json(const Json& value) {

@@ -30,6 +30,9 @@ models::ModelSource parse_model_flags(const std::string& model, const std::strin
                                       const std::string& model_flag = "--model");
 // Help text of --input-shape, the same for every command that takes a TorchScript --model.
 extern const char* const kInputShapeHelp;
+// A CLI11 check for a floating-point flag: a finite number in [min, max]. CLI::Range and
+// CLI::NonNegativeNumber let NaN (and +inf for open ranges) through; this refuses them, naming the value.
+CLI::Validator finite_range(double min, double max);
 
 // printf-style formatting of one number for tables, e.g. format_number("%.3f", 0.5) == "0.500".
 std::string format_number(const char* pattern, double value);
@@ -48,5 +51,7 @@ CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_load_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_launch_command(CLI::App& app, CommandRunner& runner);
+CLI::App* register_report_command(CLI::App& app, CommandRunner& runner);
+CLI::App* register_gate_command(CLI::App& app, CommandRunner& runner);
 
 }  // namespace ipj::cli

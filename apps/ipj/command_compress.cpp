@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli_support.hpp"
+#include "ipj/core/atomic_file.hpp"
 #include "ipj/core/text_table.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/infer/inference_model.hpp"
@@ -24,17 +25,19 @@ CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner) {
       ->required();
   command->add_option("--out", options.out_path, "Where to write the pruned model")->required();
   command->add_option("--sparsity", options.sparsity, "Fraction of units (structured) or weights to remove")
-      ->check(CLI::Range(0.0, 0.99))
+      ->check(finite_range(0.0, 0.99))
       ->capture_default_str();
   command->add_flag("--structured", options.structured, "Remove whole hidden units / channels");
   command->add_option("--epochs", options.epochs, "Fine-tuning epochs (0 = none)")->capture_default_str();
   command->add_option("--lr", options.learning_rate, "Fine-tuning learning rate (SGD, momentum 0.9)")
+      ->check(finite_range(1e-12, 100.0))
       ->capture_default_str();
   command->add_option("--data", options.data_dir, "Data set folder (default: the model's)");
   command->add_option("--limit", options.train_limit, "Fine-tune on the first N training samples only");
   command->add_option("--test-limit", options.test_limit, "Evaluate on the first N test samples only");
   command->callback([&runner] {
     runner = [] {
+      require_writable_file(options.out_path, "--out");  // before any work
       options.show_progress = !flags.quiet && !flags.json;
       const Json report = quant::run_prune(options);
       if (flags.json) {
@@ -88,10 +91,16 @@ CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner) {
                       "TorchScript --teacher: what it takes per sample (default: the images, C,H,W)");
   command->add_option("--epochs", options.epochs, "Training epochs")->capture_default_str();
   command->add_option("--lr", options.learning_rate, "Learning rate (SGD, momentum 0.9)")
+      ->check(finite_range(1e-12, 100.0))
       ->capture_default_str();
-  command->add_option("--batch", options.batch_size, "Mini-batch size")->capture_default_str();
-  command->add_option("--temperature", options.temperature, "Softmax temperature T")->capture_default_str();
+  command->add_option("--batch", options.batch_size, "Mini-batch size")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
+      ->capture_default_str();
+  command->add_option("--temperature", options.temperature, "Softmax temperature T")
+      ->check(finite_range(1e-3, 1000.0))
+      ->capture_default_str();
   command->add_option("--alpha", options.alpha, "Weight of the distillation term (0 = labels only)")
+      ->check(finite_range(0.0, 1.0))
       ->capture_default_str();
   command->add_option("--seed", options.seed, "Seed for initialisation and shuffling")->capture_default_str();
   command->add_option(
@@ -104,6 +113,7 @@ CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner) {
                       "Run folder for the student's checkpoint.pt and results.json");
   command->callback([&runner] {
     runner = [] {
+      require_writable_folder(options.out_dir, "--out");  // before any work
       options.show_progress = !flags.quiet && !flags.json;
       options.data_dir = data_dir;
       options.student = parse_model_flags(student, input_shape, "--student");

@@ -5,6 +5,7 @@
 
 #include "choice_flags.hpp"
 #include "cli_support.hpp"
+#include "ipj/core/atomic_file.hpp"
 #include "ipj/core/progress.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/device/device_report.hpp"
@@ -63,13 +64,20 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
       ->capture_default_str();
   command->add_option("--epochs", config.epochs, "Training epochs")->capture_default_str();
   command->add_option("--batch", config.batch_size, "Mini-batch size")->capture_default_str();
-  command->add_option("--lr", config.learning_rate, "Learning rate")->capture_default_str();
+  command->add_option("--lr", config.learning_rate, "Learning rate")
+      ->check(finite_range(0.0, 100.0))
+      ->capture_default_str();
   add_choice_option(*command, "--optimizer", config.optimizer, "sgd | adamw");
-  command->add_option("--momentum", config.momentum, "SGD momentum")->capture_default_str();
-  command->add_option("--weight-decay", config.weight_decay, "Weight decay")->capture_default_str();
+  command->add_option("--momentum", config.momentum, "SGD momentum")
+      ->check(finite_range(0.0, 1.0))
+      ->capture_default_str();
+  command->add_option("--weight-decay", config.weight_decay, "Weight decay")
+      ->check(finite_range(0.0, 1.0))
+      ->capture_default_str();
   add_choice_option(*command, "--schedule", config.schedule, "none | step | cosine");
   command->add_option("--step-size", config.step_size, "Step schedule: epochs per decay (0 = epochs/3)");
   command->add_option("--step-gamma", config.step_gamma, "Step schedule: decay factor")
+      ->check(finite_range(0.0, 1.0))
       ->capture_default_str();
   command->add_option("--seed", config.seed, "Seed for initialisation, shuffling and augmentation")
       ->capture_default_str();
@@ -103,15 +111,19 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   add_choice_option(
       *command, "--compile", config.compile,
       "none | jit (evaluate through frozen TorchScript: mlp, cnn) | graphs (CUDA graphs, GPU builds)");
-  command->add_option("--target-acc", config.target_acc,
-                      "Stop once test accuracy reaches this fraction (0 = off)");
+  command
+      ->add_option("--target-acc", config.target_acc,
+                   "Stop once test accuracy reaches this fraction (0 = off)")
+      ->check(finite_range(0.0, 1.0));
   command->add_flag(
       "--no-energy", [](std::int64_t) { config.measure_energy = false; },
       "Do not measure energy (overhead comparisons); energy_source is \"none\"");
   command->add_option("--energy-interval-ms", config.energy_interval_ms, "Energy meter sampling period")
       ->capture_default_str();
-  command->add_option("--cpu-tdp-w", config.cpu_tdp_w,
-                      "CPU power at full load for the energy estimate (0 = default)");
+  command
+      ->add_option("--cpu-tdp-w", config.cpu_tdp_w,
+                   "CPU power at full load for the energy estimate (0 = default)")
+      ->check(finite_range(0.0, 100000.0));
   command->add_option("--out", config.out_dir,
                       "Run folder for checkpoint.pt and results.json (default runs/MODEL-TIME)");
   command->add_flag("--no-save", no_save, "Write no checkpoint or results file");
@@ -137,6 +149,7 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
       }
       const bool primary = !job || job->is_primary();  // prints and writes; the other ranks stay quiet
       train::validate(config);
+      if (primary) require_writable_folder(config.out_dir, "--out");  // before any work, not after an epoch
       if (config.compile == train::CompileMode::jit) infer::require_compilable(config.model.zoo_name);
       train::resolve_precision_here(config.precision,
                                     config.device);  // fail before loading data (e.g. fp16 on a CPU)

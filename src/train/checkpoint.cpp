@@ -1,4 +1,5 @@
-// Checkpoint archives via torch::serialize, written through ipj's atomic file replacement.
+// Checkpoint archives via torch::serialize, written through ipj's atomic file replacement and sealed with an
+// xxh64 checksum (core/checked_file.hpp) that every load verifies first.
 #include "ipj/train/checkpoint.hpp"
 
 #include <torch/serialize.h>
@@ -8,6 +9,7 @@
 #include <filesystem>
 
 #include "ipj/core/atomic_file.hpp"
+#include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/models/registry.hpp"
 #include "ipj/train/model_setup.hpp"
@@ -46,8 +48,11 @@ CheckpointState read_state(torch::serialize::InputArchive& archive, const std::s
   return state;
 }
 
+constexpr const char* kWhat = "ipj checkpoint";
+
 void load_archive(torch::serialize::InputArchive& archive, const std::string& path,
                   const torch::Device& device = torch::kCPU) {
+  verify_ipj_archive(path, "checkpoint");
   try {
     archive.load_from(path, device);
   } catch (const c10::Error& error) {
@@ -95,11 +100,12 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& model,
     } catch (const c10::Error& error) {
       fail(ErrorCategory::io, "cannot write checkpoint '" + path + "': " + error.what_without_backtrace());
     }
+    seal_zip_archive(temporary);
   });
 }
 
 CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model,
-                                torch::optim::Optimizer& optimizer, const torch::Device& device) {
+                                torch::optim::Optimizer& optimizer, const torch::Device& device) try {
   torch::serialize::InputArchive archive;
   load_archive(archive, path, device);
   CheckpointState state = read_state(archive, path);
@@ -115,9 +121,11 @@ CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& mode
          "checkpoint '" + path + "' does not fit this model/optimizer: " + error.what_without_backtrace());
   }
   return state;
+} catch (...) {
+  rethrow_as_load_error(path, kWhat);
 }
 
-CheckpointState load_checkpoint_weights(const std::string& path, torch::nn::Module& model) {
+CheckpointState load_checkpoint_weights(const std::string& path, torch::nn::Module& model) try {
   torch::serialize::InputArchive archive;
   load_archive(archive, path);
   CheckpointState state = read_state(archive, path);
@@ -130,21 +138,27 @@ CheckpointState load_checkpoint_weights(const std::string& path, torch::nn::Modu
          "checkpoint '" + path + "' does not fit its model: " + error.what_without_backtrace());
   }
   return state;
+} catch (...) {
+  rethrow_as_load_error(path, kWhat);
 }
 
-CheckpointState read_checkpoint_state(const std::string& path) {
+CheckpointState read_checkpoint_state(const std::string& path) try {
   torch::serialize::InputArchive archive;
   load_archive(archive, path);
   return read_state(archive, path);
+} catch (...) {
+  rethrow_as_load_error(path, kWhat);
 }
 
-TrainedModel load_trained_model(const std::string& path) {
+TrainedModel load_trained_model(const std::string& path) try {
   TrainedModel result;
-  result.path = std::filesystem::is_directory(path)
+  std::error_code error;  // error_code forms: a symbolic-link loop is an error message, not an exception
+  result.path = std::filesystem::is_directory(path, error)
                     ? (std::filesystem::path(path) / kCheckpointFileName).string()
                     : path;
-  if (!std::filesystem::exists(result.path))
-    fail(ErrorCategory::io, "no model at '" + result.path + "' (give a checkpoint.pt or a run folder)");
+  if (!std::filesystem::exists(result.path, error))
+    fail(ErrorCategory::io, "no model at '" + result.path + "'" + (error ? ": " + error.message() : "") +
+                                " (give a checkpoint.pt or a run folder)");
   const CheckpointState state = read_checkpoint_state(result.path);
   const Json& info = state.model_info;
   if (!info.is_object() || !info.contains("name") || !info.contains("input_shape"))
@@ -161,6 +175,8 @@ TrainedModel load_trained_model(const std::string& path) {
   result.state = load_checkpoint_weights(result.path, *result.model);
   result.model->eval();
   return result;
+} catch (...) {
+  rethrow_as_load_error(path, kWhat);
 }
 
 }  // namespace ipj::train

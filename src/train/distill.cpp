@@ -84,7 +84,11 @@ class DistillationLoss {
 Json run_distillation(const DistillOptions& options, const data::Dataset& dataset,
                       const PixelForward& teacher) {
   if (options.epochs < 1) fail(ErrorCategory::usage, "--epochs must be >= 1");
-  if (!(options.temperature > 0.0)) fail(ErrorCategory::usage, "--temperature must be > 0");
+  if (!(options.temperature > 0.0 && options.temperature <= 1000.0))  // NaN fails too
+    fail(ErrorCategory::usage, "--temperature must be in (0, 1000]");
+  if (!(options.learning_rate > 0.0 && options.learning_rate <= 100.0))
+    fail(ErrorCategory::usage, "--lr must be a positive number up to 100");
+  if (options.batch_size < 1) fail(ErrorCategory::usage, "--batch must be at least 1");
   if (!(options.alpha >= 0.0 && options.alpha <= 1.0))
     fail(ErrorCategory::usage, "--alpha must be in [0, 1]");
   const auto start = std::chrono::steady_clock::now();

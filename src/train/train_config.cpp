@@ -43,20 +43,21 @@ void validate(const TrainConfig& config) {
   }
   require(config.epochs >= 1, "--epochs must be at least 1, got " + std::to_string(config.epochs));
   require(config.batch_size >= 1, "--batch must be at least 1, got " + std::to_string(config.batch_size));
-  require(std::isfinite(config.learning_rate) && config.learning_rate > 0.0,
-          "--lr must be a positive number, got " + std::to_string(config.learning_rate));
+  require(std::isfinite(config.learning_rate) && config.learning_rate > 0.0 && config.learning_rate <= 100.0,
+          "--lr must be a positive number up to 100, got " + std::to_string(config.learning_rate));
   require(config.momentum >= 0.0 && config.momentum < 1.0, "--momentum must be in [0, 1)");
-  require(config.weight_decay >= 0.0, "--weight-decay must be >= 0");
+  require(config.weight_decay >= 0.0 && config.weight_decay <= 1.0, "--weight-decay must be in [0, 1]");
   require(config.step_size >= 0, "--step-size must be >= 0");
   require(config.step_gamma > 0.0 && config.step_gamma <= 1.0, "--step-gamma must be in (0, 1]");
-  require(config.threads >= 0, "--threads must be >= 0 (0 = all cores)");
+  require(config.threads >= 0 && config.threads <= 4096, "--threads must be in 0..4096 (0 = all cores)");
   require(config.limit >= 0, "--limit must be >= 0 (0 = all training samples)");
   require(config.test_limit >= 0, "--test-limit must be >= 0 (0 = all test samples)");
   require(config.prefetch_batches >= 0 && config.prefetch_batches <= 64, "--prefetch must be in 0..64");
   require(config.eval_batch_size >= 1, "--eval-batch must be at least 1");
   require(config.energy_interval_ms >= 1 && config.energy_interval_ms <= 10000,
           "--energy-interval-ms must be in 1..10000");
-  require(config.cpu_tdp_w >= 0.0, "--cpu-tdp-w must be >= 0 (0 = default estimate)");
+  require(config.cpu_tdp_w >= 0.0 && config.cpu_tdp_w <= 1e5,
+          "--cpu-tdp-w must be in 0..100000 W (0 = default estimate)");
   require(config.accumulation_steps >= 1 && config.accumulation_steps <= 4096, "--accum must be in 1..4096");
 #ifdef IPJ_WITH_CUDA
   if (config.compile == CompileMode::graphs) {

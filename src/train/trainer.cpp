@@ -131,7 +131,8 @@ class TrainingRun {
     folder_.save_epoch(metrics.epoch, result_.epochs, report_.partial(result_.epochs));
     if (hooks_.on_epoch_end) hooks_.on_epoch_end(metrics);
     const bool reached = config_.target_acc > 0.0 && metrics.test_acc >= config_.target_acc;  // --target-acc
-    return reached ? AfterEpoch::stop : AfterEpoch::next;
+    const bool stopped = hooks_.should_stop && hooks_.should_stop(metrics);  // e.g. a tuner's pruning
+    return reached || stopped ? AfterEpoch::stop : AfterEpoch::next;
   }
 
   TrainResult finish() {

@@ -206,11 +206,11 @@ TEST(Trainer, CorruptCheckpointIsAClearError) {
 TEST(Trainer, DivergenceStopsWithAnExplanation) {
   TrainConfig config = small_config();
   config.epochs = 1;
-  config.learning_rate = 1e9;
+  config.learning_rate = 100.0;  // the largest accepted (validate: (0, 100])
   config.momentum = 0.0;
   try {
     run_training(config, fashion_subset(), quiet());
-    FAIL() << "a learning rate of 1e9 should diverge";
+    FAIL() << "a learning rate of 100 should diverge";
   } catch (const Error& error) {
     EXPECT_EQ(error.category(), ErrorCategory::runtime);
     EXPECT_NE(std::string(error.what()).find("learning rate"), std::string::npos) << error.what();
@@ -240,6 +240,79 @@ TEST(Trainer, ResultsFileIsWrittenAfterEveryEpoch) {
   run_training(config, dataset, hooks);
   EXPECT_EQ(epochs_seen, 2);
   EXPECT_EQ(read_json_file(dir.file("run/results.json"))["complete"], true);
+}
+
+}  // namespace ipj::train
+
+namespace ipj::train {
+
+TEST(Trainer, ShouldStopHookEndsTheRunAfterThatEpoch) {
+  data::Dataset dataset = data::load_dataset(data::kDefaultDataDirectory, 500, 200);
+  TrainConfig config;
+  config.epochs = 3;
+  TrainHooks hooks;
+  hooks.show_progress = false;
+  std::vector<int> asked;
+  hooks.should_stop = [&](const EpochMetrics& metrics) {
+    asked.push_back(metrics.epoch);
+    return metrics.epoch == 2;
+  };
+  const TrainResult result = run_training(config, dataset, hooks);
+  EXPECT_EQ(asked, (std::vector<int>{1, 2}));
+  ASSERT_EQ(result.epochs.size(), 2u);
+  EXPECT_EQ(result.report["final"]["epochs_completed"], 2);
+  EXPECT_EQ(result.report["complete"], true);
+}
+
+// The seams data-parallel training uses (include/ipj/train/trainer.hpp): a loader change (here drop_last, as a
+// shard would be) drives batches and steps, the step hooks run once per optimizer update, evaluation and
+// meters are replaceable, the after-epoch hook can rewrite the metrics, and a process can write no files.
+TEST(TrainingLoop, HooksAreTheSeamsForDataParallelTraining) {
+  testing::TempDir dir;
+  const data::Dataset dataset = data::load_dataset(data::kDefaultDataDirectory, 500, 200);
+  TrainConfig config;
+  config.epochs = 2;
+  config.batch_size = 64;
+  config.accumulation_steps = 2;
+  config.out_dir = dir.file("run");
+  TrainHooks hooks;
+  hooks.show_progress = false;
+  hooks.adjust_loader = [](data::LoaderOptions& options) { options.drop_last = true; };  // 7 batches of 64
+  std::vector<StepContext> before_backward, before_update;
+  hooks.step.before_backward = [&](const StepContext& context) { before_backward.push_back(context); };
+  hooks.step.before_optimizer_step = [&](const StepContext& context) { before_update.push_back(context); };
+  int evaluations = 0;
+  hooks.evaluate = [&](models::Classifier&, const data::Dataset&, std::int64_t) {
+    ++evaluations;
+    return EvalResult{0.25, 1.5, 200, 0.0};
+  };
+  hooks.after_epoch = [](EpochMetrics& metrics) { metrics.samples *= 2; };  // e.g. summed over two processes
+  hooks.energy_meters = [](const TrainConfig&) { return energy::MeterSet{}; };
+  hooks.write_files = false;
+  const TrainResult result = run_training(config, dataset, hooks);
+
+  // 7 micro-batches in groups of 2: updates after batches 1, 3, 5 and the short last group (6), per epoch.
+  ASSERT_EQ(before_backward.size(), 8u);
+  ASSERT_EQ(before_update.size(), 8u);
+  const std::vector<std::int64_t> update_batches = {1, 3, 5, 6, 1, 3, 5, 6};
+  for (std::size_t index = 0; index < before_update.size(); ++index) {
+    EXPECT_EQ(before_update[index].batch_index, update_batches[index]);
+    EXPECT_TRUE(before_update[index].applies_update);
+    EXPECT_EQ(before_update[index].batch_count, 7);
+    EXPECT_EQ(before_backward[index].batch_index, update_batches[index]);
+  }
+  EXPECT_DOUBLE_EQ(before_update[3].loss_share, 1.0);  // the last group holds one micro-batch
+  EXPECT_DOUBLE_EQ(before_update[0].loss_share, 0.5);
+  EXPECT_EQ(evaluations, 2);
+  ASSERT_EQ(result.epochs.size(), 2u);
+  for (const EpochMetrics& epoch : result.epochs) {
+    EXPECT_EQ(epoch.samples, 2 * 7 * 64);  // drop_last, then doubled by the after-epoch hook
+    EXPECT_DOUBLE_EQ(epoch.test_acc, 0.25);
+    EXPECT_DOUBLE_EQ(epoch.test_loss, 1.5);
+    EXPECT_DOUBLE_EQ(epoch.energy_j, 0.0);  // no meters
+  }
+  EXPECT_EQ(result.report["training_step"], "fused_sgd");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("run")));  // write_files = false
 }
 
 }  // namespace ipj::train

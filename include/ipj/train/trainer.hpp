@@ -56,7 +56,10 @@ struct TrainResult {
 struct TrainHooks {
   bool show_progress = true;                              // progress bar / lines on stderr
   std::function<void(const EpochMetrics&)> on_epoch_end;  // after evaluation and checkpoint
-  Json environment;                                       // `ipj devices` report to embed in results
+  // After on_epoch_end: true ends the run after this epoch (`ipj tune` stops trials that cannot win); the
+  // results then hold the epochs run so far, as for a run that reached --target-acc.
+  std::function<bool(const EpochMetrics&)> should_stop;
+  Json environment;  // `ipj devices` report to embed in results
 
   // Seams; each is optional and the default is what `ipj train` does on its own.
   // After the setup (model built, resumed, laid out) and before the first step (e.g. one process's weights
