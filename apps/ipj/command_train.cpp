@@ -1,5 +1,7 @@
 // `ipj train`: trains a registry model on an image data set and writes results (see docs/CLI.md).
+#include <chrono>
 #include <iostream>
+#include <optional>
 
 #include "choice_flags.hpp"
 #include "cli_support.hpp"
@@ -7,12 +9,39 @@
 #include "ipj/core/progress.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/device/device_report.hpp"
+#include "ipj/dist/data_parallel_training.hpp"
 #include "ipj/infer/compiled_evaluation.hpp"
 #include "ipj/train/precision.hpp"
 #include "ipj/train/repeat.hpp"
 #include "ipj/train/trainer.hpp"
 
 namespace ipj::cli {
+namespace {
+
+// --distributed: this process's place in the job (torchrun's variables) and its c10d settings.
+struct DistributedFlags {
+  bool enabled = false;
+  std::string backend = "auto";
+  double timeout_s = 120.0;
+};
+
+void add_distributed_flags(CLI::App& command, DistributedFlags& distributed) {
+  command.add_flag("--distributed", distributed.enabled,
+                   "Data-parallel training as one rank of a job started by `ipj launch`, torchrun, SLURM or "
+                   "Kubernetes (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; docs/DISTRIBUTED.md); --batch is "
+                   "the global batch");
+  command.add_option("--dist-backend", distributed.backend, "gloo | nccl | auto (nccl for --device cuda)")
+      ->check(CLI::IsMember({"gloo", "nccl", "auto"}))
+      ->capture_default_str();
+  command
+      .add_option("--dist-timeout-s", distributed.timeout_s,
+                  "Seconds to wait for the other ranks (rendezvous and every collective)")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
+}
+
+}  // namespace
+
 CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   auto* command = app.add_subcommand(
       "train",
@@ -24,6 +53,7 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   static int repeat = 1;
   static DataFlags data_flags;
   static std::string model = "mlp", input_shape, device = "cpu";
+  static DistributedFlags distributed;
   add_output_flags(*command, flags);
   command
       ->add_option("--model", model,
@@ -105,6 +135,7 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--repeat", repeat, "Run K seeds (seed, seed+1, ...) and report median and range")
       ->check(CLI::Range(1, 100));
   command->add_flag("--resume", config.resume, "Continue the run in --out from its last checkpoint");
+  add_distributed_flags(*command, distributed);
 
   command->callback([&runner] {
     runner = [] {
@@ -115,25 +146,33 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
         config.out_dir = default_run_folder(models::short_name(config.model));
       config.data_options = data_options(data_flags);
       config.device = train::parse_device(device, "--device");
+      std::optional<dist::DistributedEnvironment> job;  // set with --distributed
+      if (distributed.enabled) {
+        if (repeat > 1)
+          throw ipj::Error(ipj::ErrorCategory::usage, "--repeat cannot be combined with --distributed");
+        job = dist::read_distributed_environment();
+        config = dist::data_parallel_config(config, *job);
+      }
+      const bool primary = !job || job->is_primary();  // prints and writes; the other ranks stay quiet
       train::validate(config);
-      require_writable_folder(config.out_dir, "--out");  // before any work, not after the first epoch
+      if (primary) require_writable_folder(config.out_dir, "--out");  // before any work, not after an epoch
       if (config.compile == train::CompileMode::jit) infer::require_compilable(config.model.zoo_name);
       train::resolve_precision_here(config.precision,
                                     config.device);  // fail before loading data (e.g. fp16 on a CPU)
       const data::Dataset dataset =
           data::load_dataset(config.data_dir, config.limit, config.test_limit, config.data_options);
-      if (!flags.quiet) std::cerr << "data: " << data::describe(dataset) << "\n";
+      if (!flags.quiet && primary) std::cerr << "data: " << data::describe(dataset) << "\n";
 
       train::TrainHooks hooks;
-      hooks.show_progress = !flags.quiet;
+      hooks.show_progress = !flags.quiet && primary;
       hooks.environment = device::device_report();
       if (config.compile == train::CompileMode::jit) {
         hooks.evaluate = [](models::Classifier& model, const data::Dataset& data, std::int64_t batch) {
           return infer::evaluate_compiled(model, config.model.zoo_name, data, batch);
         };
       }
-      hooks.on_epoch_end = [](const train::EpochMetrics& metrics) {
-        if (flags.json) return;
+      hooks.on_epoch_end = [primary](const train::EpochMetrics& metrics) {
+        if (flags.json || !primary) return;
         std::printf("epoch %d  loss %.4f  train acc %.4f  test acc %.4f  %s samples/s  %s  %.1f J (%s)\n",
                     metrics.epoch, metrics.loss, metrics.train_acc, metrics.test_acc,
                     format_count(metrics.samples_per_s).c_str(), format_duration(metrics.wall_s).c_str(),
@@ -161,7 +200,13 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
         }
         return 0;
       }
-      const train::TrainResult result = train::run_training(config, dataset, hooks);
+      const train::TrainResult result =
+          job ? dist::run_data_parallel_training(
+                    config, dataset, hooks, *job,
+                    {dist::parse_backend(distributed.backend, config.device.cuda),
+                     std::chrono::milliseconds(static_cast<std::int64_t>(distributed.timeout_s * 1000.0))})
+              : train::run_training(config, dataset, hooks);
+      if (!primary) return 0;
       if (flags.json) {
         print_json(result.report);
       } else {

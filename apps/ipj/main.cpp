@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   ipj::cli::register_bench_command(app, runner);
   ipj::cli::register_serve_command(app, runner);
   ipj::cli::register_load_command(app, runner);
+  ipj::cli::register_launch_command(app, runner);
   ipj::cli::register_report_command(app, runner);
   ipj::cli::register_gate_command(app, runner);
 

@@ -84,6 +84,7 @@ void validate(const TrainConfig& config) {
   require(config.target_acc >= 0.0 && config.target_acc <= 1.0,
           "--target-acc must be a fraction in 0..1 (0 = none)");
   require(!config.resume || !config.out_dir.empty(), "--resume needs --out DIR (the run folder to continue)");
+  require(config.world_size >= 1, "WORLD_SIZE must be at least 1");
 }
 
 Json to_json(const TrainConfig& config) {
@@ -121,7 +122,8 @@ Json to_json(const TrainConfig& config) {
               {"measure_energy", config.measure_energy},
               {"energy_interval_ms", config.energy_interval_ms},
               {"cpu_tdp_w", config.cpu_tdp_w},
-              {"out", config.out_dir}};
+              {"out", config.out_dir},
+              {"world_size", config.world_size}};
 }
 
 TrainConfig config_from_json(const Json& json) {
@@ -176,6 +178,7 @@ TrainConfig config_from_json(const Json& json) {
   read("energy_interval_ms", config.energy_interval_ms);
   read("cpu_tdp_w", config.cpu_tdp_w);
   read("out", config.out_dir);
+  read("world_size", config.world_size);
   return config;
 }
 

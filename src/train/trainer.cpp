@@ -54,7 +54,9 @@ class TrainingRun {
                  energy::MonitorOptions{config.energy_interval_ms,
                                         setup_.device.is_cuda()
                                             ? std::function<void()>([] { torch::cuda::synchronize(); })
-                                            : nullptr}) {}
+                                            : nullptr}) {
+    if (hooks.after_setup) hooks.after_setup(*setup_.model);
+  }
 
   TrainResult run() {
     result_.epochs = setup_.restored_epochs;
@@ -141,6 +143,7 @@ class TrainingRun {
     result_.wall_s = seconds_since(start_);
     result_.samples_per_s = result_.train_wall_s > 0 ? result_.samples / result_.train_wall_s : 0.0;
     result_.report = report_.complete(result_, run_energy, monitor_.meter_status(), dropped_batches_);
+    if (hooks_.finish_report) hooks_.finish_report(result_);
     folder_.save_results(result_.report);
     result_.model = setup_.model;
     return std::move(result_);

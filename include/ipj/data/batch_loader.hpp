@@ -27,6 +27,10 @@ struct LoaderOptions {
   bool augment = false;      // random crop (zero padding 4 px) + horizontal flip
   int prefetch_batches = 4;  // batches built ahead; 0 = build on the calling thread (no background thread)
   bool drop_last = false;
+  // Data-parallel training: this process reads shard `shard_index` of `shard_count` of the epoch's order
+  // (see shard_order); 1 = the whole set.
+  int shard_index = 0;
+  int shard_count = 1;
 };
 
 struct Batch {
@@ -38,6 +42,13 @@ struct Batch {
 // The sample order of one epoch: a permutation of [0, count) determined by (seed, epoch) alone.
 std::vector<std::int64_t> epoch_order(std::int64_t count, std::uint64_t seed, std::uint64_t epoch,
                                       bool shuffle);
+
+// PyTorch's DistributedSampler (drop_last=False): the order is padded with its first samples to a multiple of
+// `shard_count`, and shard i takes positions i, i + shard_count, ... So with a global batch B split into
+// shard_count local batches of B / shard_count, local batch k of every shard together hold exactly global
+// batch k of the unsharded order.
+std::vector<std::int64_t> shard_order(const std::vector<std::int64_t>& order, int shard_index,
+                                      int shard_count);
 
 class BatchLoader {
  public:

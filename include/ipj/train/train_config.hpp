@@ -53,6 +53,9 @@ struct TrainConfig {
   double cpu_tdp_w = 0.0;        // CPU power for the energy estimate where no sensor exists (0 = default)
   std::string out_dir;           // checkpoint + results.json; empty = write nothing
   bool resume = false;
+  // Processes training together (set by data-parallel training, not a flag; batch_size is their global
+  // batch). Recorded in results; --resume may change it.
+  int world_size = 1;
 };
 
 // Throws ipj::Error(usage) naming the flag for any invalid value or combination.

@@ -62,6 +62,9 @@ struct TrainHooks {
   Json environment;  // `ipj devices` report to embed in results
 
   // Seams; each is optional and the default is what `ipj train` does on its own.
+  // After the setup (model built, resumed, laid out) and before the first step (e.g. one process's weights
+  // broadcast to all processes training together, and their gradient all-reduce attached).
+  std::function<void(models::Classifier&)> after_setup;
   // Each epoch's loader options, after training_loader_options (e.g. a shard of the data for this process).
   // Batches and steps per epoch come from the loader.
   std::function<void(data::LoaderOptions&)> adjust_loader;
@@ -79,6 +82,9 @@ struct TrainHooks {
   bool write_files = true;
   // The energy meters of the run (default_energy_meters: none with --no-energy).
   std::function<energy::MeterSet(const TrainConfig&)> energy_meters;
+  // After the final report is built, before results.json is written: may change the totals and the report
+  // (e.g. the energy summed over processes). Called on every process, write_files or not.
+  std::function<void(TrainResult&)> finish_report;
 };
 
 // What `ipj train` measures with: the meters found here (RAPL, NVML, else the CPU estimate with
