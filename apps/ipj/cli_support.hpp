@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "ipj/core/error.hpp"
 #include "ipj/core/json_io.hpp"
@@ -29,6 +30,12 @@ std::string format_number(const char* pattern, double value);
 // Prints `value` as one compact JSON line on stdout.
 void print_json(const Json& value);
 
+// The TrainConfig JSON keys (train/train_config.hpp) set by flags given on this command line:
+// "--weight-decay"
+// -> "weight_decay", "--thread-plan" -> "tune_threads", "--no-energy" -> "measure_energy". These override a
+// --recipe file's values.
+std::vector<std::string> given_config_keys(const CLI::App& command);
+
 CLI::App* register_devices_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_models_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_train_command(CLI::App& app, CommandRunner& runner);
@@ -40,5 +47,6 @@ CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_load_command(CLI::App& app, CommandRunner& runner);
+CLI::App* register_tune_command(CLI::App& app, CommandRunner& runner);
 
 }  // namespace ipj::cli

@@ -5,6 +5,7 @@
 #include "cli_support.hpp"
 #include "ipj/device/device_report.hpp"
 #include "ipj/train/compare.hpp"
+#include "ipj/train/recipe.hpp"
 
 namespace ipj::cli {
 
@@ -29,8 +30,21 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--threads", config.threads, "Cores to use (0 = all)");
   command->add_option("--out", config.out_dir,
                       "Folder for compare.json and the two run folders (default runs/)");
-  command->callback([&runner] {
-    runner = [] {
+  static std::string recipe_path;
+  command->add_option(
+      "--optimized-recipe", recipe_path,
+      "Recipe file (ipj tune's recipe.json) to run as the optimized side instead of the "
+      "hand-tuned recipe; --model, --target-acc, --epochs and --threads given here override it");
+  command->callback([&runner, command] {
+    runner = [command] {
+      if (!recipe_path.empty()) {
+        config.optimized_recipe_override = train::read_recipe_file(recipe_path);
+        config.optimized_recipe_source = "'" + recipe_path + "'";
+        const Json& recipe = config.optimized_recipe_override;
+        if (command->count("--model") == 0 && recipe.contains("model")) config.model = recipe["model"];
+        if (command->count("--target-acc") == 0 && recipe.value("target_acc", 0.0) > 0.0)
+          config.target_acc = recipe["target_acc"];
+      }
       if (config.out_dir.empty()) config.out_dir = default_run_folder("compare-" + config.model);
       const data::Dataset dataset = data::load_dataset(config.data_dir, config.limit, config.test_limit);
       train::TrainHooks hooks;

@@ -7,6 +7,7 @@
 #include "ipj/device/device_report.hpp"
 #include "ipj/infer/compiled_evaluation.hpp"
 #include "ipj/train/precision.hpp"
+#include "ipj/train/recipe.hpp"
 #include "ipj/train/repeat.hpp"
 #include "ipj/train/trainer.hpp"
 
@@ -34,6 +35,10 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--schedule", config.schedule, "none | step | cosine")->capture_default_str();
   command->add_option("--step-size", config.step_size, "Step schedule: epochs per decay (0 = epochs/3)");
   command->add_option("--step-gamma", config.step_gamma, "Step schedule: decay factor")
+      ->capture_default_str();
+  command
+      ->add_option("--warmup-epochs", config.warmup_epochs,
+                   "Linear learning-rate warmup over this many epochs (fractions allowed; 0 = none)")
       ->capture_default_str();
   command->add_option("--seed", config.seed, "Seed for initialisation, shuffling and augmentation")
       ->capture_default_str();
@@ -99,13 +104,20 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--repeat", repeat, "Run K seeds (seed, seed+1, ...) and report median and range")
       ->check(CLI::Range(1, 100));
   command->add_flag("--resume", config.resume, "Continue the run in --out from its last checkpoint");
+  static std::string recipe_path;
+  command->add_option("--recipe", recipe_path,
+                      "Recipe file (ipj tune's recipe.json): its settings replace the defaults; flags given "
+                      "here override the recipe");
 
-  command->callback([&runner] {
-    runner = [] {
+  command->callback([&runner, command] {
+    runner = [command] {
       if (no_save && (config.resume || !config.out_dir.empty()))
         throw ipj::Error(ipj::ErrorCategory::usage, "--no-save cannot be combined with --out or --resume");
-      if (!no_save && config.out_dir.empty()) config.out_dir = default_run_folder(config.model);
       config.tune_threads = thread_plan == "tuned";
+      if (!recipe_path.empty())
+        config =
+            train::apply_recipe(config, train::read_recipe_file(recipe_path), given_config_keys(*command));
+      if (!no_save && config.out_dir.empty()) config.out_dir = default_run_folder(config.model);
       train::validate(config);
       if (config.compile == "jit") infer::require_compilable(config.model);
       train::resolve_precision_here(config.precision,

@@ -30,6 +30,10 @@ void validate(const TrainConfig& config) {
           "--schedule must be none, step or cosine, got '" + config.schedule + "'");
   require(config.step_size >= 0, "--step-size must be >= 0");
   require(config.step_gamma > 0.0 && config.step_gamma <= 1.0, "--step-gamma must be in (0, 1]");
+  require(std::isfinite(config.warmup_epochs) && config.warmup_epochs >= 0.0 &&
+              config.warmup_epochs <= config.epochs,
+          "--warmup-epochs must be in 0..--epochs (" + std::to_string(config.epochs) + "), got " +
+              std::to_string(config.warmup_epochs));
   require(config.allocator == "tuned" || config.allocator == "system",
           "--allocator must be tuned or system, got '" + config.allocator + "'");
   require(config.threads >= 0, "--threads must be >= 0 (0 = all cores)");
@@ -94,6 +98,7 @@ Json to_json(const TrainConfig& config) {
               {"schedule", config.schedule},
               {"step_size", config.step_size},
               {"step_gamma", config.step_gamma},
+              {"warmup_epochs", config.warmup_epochs},
               {"seed", config.seed},
               {"threads", config.threads},
               {"tune_threads", config.tune_threads},
@@ -133,6 +138,7 @@ TrainConfig config_from_json(const Json& json) {
   read("schedule", config.schedule);
   read("step_size", config.step_size);
   read("step_gamma", config.step_gamma);
+  read("warmup_epochs", config.warmup_epochs);
   read("seed", config.seed);
   read("threads", config.threads);
   read("tune_threads", config.tune_threads);
@@ -161,9 +167,9 @@ void check_resumable(const TrainConfig& saved, const TrainConfig& requested) {
   const Json before = to_json(saved);
   const Json now = to_json(requested);
   // Flags that may change on resume: more epochs, threads, prefetch depth, eval batch, folder spelling.
-  for (const char* key :
-       {"model", "data", "batch", "lr", "optimizer", "momentum", "weight_decay", "schedule", "step_size",
-        "step_gamma", "seed", "limit", "test_limit", "augment", "precision", "loss_scale", "accum"}) {
+  for (const char* key : {"model", "data", "batch", "lr", "optimizer", "momentum", "weight_decay", "schedule",
+                          "step_size", "step_gamma", "warmup_epochs", "seed", "limit", "test_limit",
+                          "augment", "precision", "loss_scale", "accum"}) {
     if (before[key] != now[key]) {
       std::string flag = key;  // JSON keys spell flags with '_' where the CLI has '-'
       std::replace(flag.begin(), flag.end(), '_', '-');

@@ -206,8 +206,14 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
   const std::int64_t accumulation = config.accumulation_steps;
   const std::int64_t steps_per_epoch =
       (batches_per_epoch + accumulation - 1) / accumulation;  // optimizer steps
-  ScheduleSpec schedule{config.schedule, config.learning_rate, config.epochs,
-                        steps_per_epoch, config.step_size,     config.step_gamma};
+  ScheduleSpec schedule{config.schedule,
+                        config.learning_rate,
+                        config.epochs,
+                        steps_per_epoch,
+                        config.step_size,
+                        config.step_gamma,
+                        config.warmup_epochs * static_cast<double>(steps_per_epoch)};
+  const bool varying_rate = config.schedule != "none" || config.warmup_epochs > 0.0;
   // Samples in the accumulation group holding batch `batch_index`: each micro-batch loss is weighted by its
   // share of the group, so that the update equals one large-batch step, including a short last group.
   auto group_samples = [&](std::int64_t batch_index) {
@@ -285,7 +291,7 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
           continue;
         }
         learning_rate = learning_rate_at(schedule, epoch, batch->index);
-        if (config.schedule != "none") sgd_step->set_learning_rate(learning_rate);
+        if (varying_rate) sgd_step->set_learning_rate(learning_rate);
         if (!graph_step)
           graph_step =
               std::make_unique<CudaGraphTrainingStep>(model, *sgd_step, precision.precision, images, labels);
@@ -297,7 +303,7 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
       if (!loss.defined()) {
         if (position_in_group == 0) {
           learning_rate = learning_rate_at(schedule, epoch, batch->index / accumulation);
-          if (config.schedule != "none") {
+          if (varying_rate) {
             if (sgd_step) {
               sgd_step->set_learning_rate(learning_rate);  // the device tensor and the optimizer's options
             } else {
@@ -394,6 +400,7 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
     }
     if (hooks.on_epoch_end) hooks.on_epoch_end(metrics);
     if (config.target_acc > 0.0 && metrics.test_acc >= config.target_acc) break;  // --target-acc reached
+    if (hooks.should_stop && hooks.should_stop(metrics)) break;                   // e.g. a tuner's pruning
   }
 
   const energy::Measurement run_energy = monitor.end_window("run");

@@ -25,6 +25,10 @@ struct CompareConfig {
   std::int64_t test_limit = 0;
   int threads = 0;
   std::string out_dir;  // baseline/ and optimized/ run folders + compare.json; empty = write nothing
+  // --optimized-recipe: a recipe object (train/recipe.hpp) replacing the hand-tuned optimized recipe's
+  // settings; compare's own settings (model, seed, limits, target, and --threads / --epochs when given) win.
+  Json optimized_recipe_override;       // null = the hand-tuned recipe
+  std::string optimized_recipe_source;  // where the override came from (a file name), for the report
 };
 
 // The two recipes for a model (exposed so that docs, tests and benchmarks use exactly what compare runs).

@@ -51,7 +51,10 @@ struct TrainResult {
 struct TrainHooks {
   bool show_progress = true;                              // progress bar / lines on stderr
   std::function<void(const EpochMetrics&)> on_epoch_end;  // after evaluation and checkpoint
-  Json environment;                                       // `ipj devices` report to embed in results
+  // After on_epoch_end: true ends the run after this epoch (`ipj tune` stops trials that cannot win); the
+  // results then hold the epochs run so far, as for a run that reached --target-acc.
+  std::function<bool(const EpochMetrics&)> should_stop;
+  Json environment;  // `ipj devices` report to embed in results
   // --compile jit: evaluates with a compiled copy of the model (frozen TorchScript, built by the infer module
   // from the model and its normalisation). Required when config.compile == "jit".
   std::function<EvalResult(models::Classifier&, const data::Dataset&, std::int64_t batch_size)>
