@@ -174,6 +174,9 @@ TEST(TuneCli, BadSpacesBudgetsAndFoldersGiveClearErrors) {
   expect_failure(ipj("train --recipe " + dir.file("bad-recipe.json") + " --no-save"), 3,
                  "\"batch\" must be a number");
   expect_failure(ipj("compare --optimized-recipe " + dir.file("missing.json")), 4, "missing.json");
+  const auto help = ipj("tune --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("Example: ipj tune"), std::string::npos) << help.out;
   const auto space = ipj("tune --print-space");
   ASSERT_EQ(space.exit_code, 0) << space.err;
   EXPECT_EQ(Json::parse(space.out)["kind"], "tune-space");
