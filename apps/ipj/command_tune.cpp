@@ -9,11 +9,11 @@
 #include "ipj/core/progress.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/device/device_report.hpp"
+#include "ipj/energy/power_limit.hpp"
 #include "ipj/infer/compiled_evaluation.hpp"
 #include "ipj/models/catalog.hpp"
 #include "ipj/train/compare.hpp"
 #include "ipj/train/precision.hpp"
-#include "ipj/tune/power_limit.hpp"
 #include "ipj/tune/training_runner.hpp"
 #include "ipj/tune/tuner.hpp"
 
@@ -63,6 +63,11 @@ void adopt_saved_settings(const CLI::App& command, TuneFlags& flags, Json& saved
   if (!std::filesystem::exists(path))
     fail(ErrorCategory::usage, "--resume: " + path + " does not exist; start the run without --resume first");
   const Json saved = read_json_file(path);
+  for (const char* key : {"model", "data", "limit", "test_limit", "device", "target_acc", "seed", "cpu_tdp_w",
+                          "allow_power_limit", "budget", "space"})
+    if (!saved.contains(key))
+      fail(ErrorCategory::invalid_input,
+           path + " has no \"" + key + "\": it was not written by ipj tune; start a new --out folder");
   auto adopt = [&](const char* flag, const char* key, auto& field) {
     using Field = std::decay_t<decltype(field)>;
     const Field value = saved.at(key).get<Field>();
@@ -104,11 +109,11 @@ tune::SearchSpace resolve_space(const TuneFlags& flags, const tune::SpaceContext
 }
 
 // Power-limit safety before anything else: a restore file from a killed run is honoured (or reported).
-std::unique_ptr<tune::PowerLimitControl> open_power_limit(const TuneFlags& flags) {
+std::unique_ptr<energy::PowerLimitControl> open_power_limit(const TuneFlags& flags) {
   const std::string restore_file =
       (std::filesystem::path(flags.out_dir) / "power_limit_restore.json").string();
   if (!flags.allow_power_limit) {
-    const std::string left = tune::describe_restore_file(restore_file);
+    const std::string left = energy::describe_restore_file(restore_file);
     if (!left.empty())
       std::cerr << "ipj: warning: " << left << "; run again with --allow-power-limit to restore it\n";
     return nullptr;
@@ -118,9 +123,9 @@ std::unique_ptr<tune::PowerLimitControl> open_power_limit(const TuneFlags& flags
          "--allow-power-limit tunes the NVML power limit of the GPU that trains: use it with "
          "--device cuda (this run trains on " +
              flags.device + ")");
-  const std::string restored = tune::restore_power_limit_from_file("", restore_file);
+  const std::string restored = energy::restore_power_limit_from_file("", restore_file);
   if (!restored.empty()) std::cerr << "ipj: " << restored << "\n";
-  return std::make_unique<tune::PowerLimitControl>("", flags.device, restore_file);
+  return std::make_unique<energy::PowerLimitControl>("", flags.device, restore_file);
 }
 
 Json settings_json(const TuneFlags& flags, const tune::Budget& budget, const tune::SearchSpace& space) {
@@ -177,7 +182,7 @@ int run_tune_command(const CLI::App& command, TuneFlags& flags, const CommonOutp
   tune::Budget budget;
   if (flags.budget_j > 0.0) budget = {tune::BudgetUnit::joules, flags.budget_j};
   if (flags.budget_s > 0.0) budget = {tune::BudgetUnit::seconds, flags.budget_s};
-  const std::unique_ptr<tune::PowerLimitControl> power_limit = open_power_limit(flags);
+  const std::unique_ptr<energy::PowerLimitControl> power_limit = open_power_limit(flags);
 
   const auto load_start = std::chrono::steady_clock::now();
   const data::Dataset dataset = data::load_dataset(flags.data_dir, flags.limit, flags.test_limit);

@@ -104,6 +104,10 @@ int nvmlDeviceGetPowerUsage(nvmlDevice_st* device, unsigned* milliwatts) {
   *milliwatts = state.power_mw.count(index) ? state.power_mw.at(index) : 0;
   return kSuccess;
 }
+int nvmlDeviceGetIndex(nvmlDevice_st* device, unsigned* index) {
+  *index = static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(device)) - 1;
+  return kSuccess;
+}
 int nvmlDeviceGetPowerManagementLimit(nvmlDevice_st* device, unsigned* milliwatts) {
   const unsigned index = static_cast<unsigned>(reinterpret_cast<std::uintptr_t>(device)) - 1;
   *milliwatts = value_or(read_state().limit_mw, index, 300000);

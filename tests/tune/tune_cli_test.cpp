@@ -24,10 +24,7 @@ testing::ProcessResult ipj(const std::string& arguments) {
 }
 
 void expect_failure(const testing::ProcessResult& result, int exit_code, const std::string& fragment) {
-  EXPECT_EQ(result.exit_code, exit_code) << result.err;
-  EXPECT_NE(result.err.find(fragment), std::string::npos) << result.err;
-  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
-  EXPECT_TRUE(result.out.empty()) << result.out;
+  testing::expect_cli_failure(result, exit_code, fragment);
 }
 
 std::vector<Json> json_lines(const std::string& path) {

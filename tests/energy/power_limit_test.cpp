@@ -13,12 +13,12 @@
 
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/error.hpp"
-#include "ipj/tune/power_limit.hpp"
+#include "ipj/energy/power_limit.hpp"
 #include "support/test_support.hpp"
 
 extern char** environ;
 
-namespace ipj::tune {
+namespace ipj::energy {
 namespace {
 
 // The limit the fake library holds for GPU 0: its last "limit_mw 0 V" line (300000 when never set).
@@ -41,7 +41,7 @@ struct Holder {
   std::string first_line;
 };
 
-// Starts tests/tune/power_limit_holder.cpp and waits (up to 20 s) for its "ready W" line.
+// Starts tests/energy/power_limit_holder.cpp and waits (up to 20 s) for its "ready W" line.
 Holder start_holder(const std::string& state_path, const std::string& restore_file, const char* fraction) {
   int pipe_fds[2];
   EXPECT_EQ(::pipe(pipe_fds), 0);
@@ -163,4 +163,4 @@ TEST_F(PowerLimit, AfterSigkillTheRestoreFileBringsTheLimitBack) {
   EXPECT_EQ(restore_power_limit_from_file(IPJ_FAKE_NVML, restore_file), "");
 }
 
-}  // namespace ipj::tune
+}  // namespace ipj::energy

@@ -1,8 +1,7 @@
-// NVML power-limit control with a restore file and a signal watcher thread. The few NVML functions used are
-// declared here and bound with dlsym (no nvml.h on the build machines); the library is optional at run time.
-#include "ipj/tune/power_limit.hpp"
+// NVML power-limit control with a restore file and a signal watcher thread, on the energy module's NVML
+// binding (nvml_api.hpp); the library is optional at run time.
+#include "ipj/energy/power_limit.hpp"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -12,49 +11,17 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
-#include <sstream>
 #include <thread>
+#include <vector>
 
 #include "ipj/core/error.hpp"
 #include "ipj/core/json_io.hpp"
+#include "nvml_api.hpp"
 
-namespace ipj::tune {
+namespace ipj::energy {
 namespace {
 
-using NvmlReturn = int;
-using NvmlDevice = struct NvmlDeviceOpaque*;
-constexpr NvmlReturn kNvmlSuccess = 0;
 constexpr int kWatchedSignals[] = {SIGINT, SIGTERM, SIGHUP};
-
-struct Nvml {
-  void* handle = nullptr;
-  NvmlReturn (*init)() = nullptr;
-  NvmlReturn (*shutdown)() = nullptr;
-  const char* (*error_string)(NvmlReturn) = nullptr;
-  NvmlReturn (*device_count)(unsigned*) = nullptr;
-  NvmlReturn (*handle_by_index)(unsigned, NvmlDevice*) = nullptr;
-  NvmlReturn (*handle_by_uuid)(const char*, NvmlDevice*) = nullptr;
-  NvmlReturn (*device_name)(NvmlDevice, char*, unsigned) = nullptr;
-  NvmlReturn (*get_limit)(NvmlDevice, unsigned*) = nullptr;
-  NvmlReturn (*get_default_limit)(NvmlDevice, unsigned*) = nullptr;
-  NvmlReturn (*get_constraints)(NvmlDevice, unsigned*, unsigned*) = nullptr;
-  NvmlReturn (*set_limit)(NvmlDevice, unsigned) = nullptr;
-
-  std::string describe(NvmlReturn code) const {
-    return error_string ? std::string(error_string(code)) : "NVML error " + std::to_string(code);
-  }
-  void close() {
-    if (handle == nullptr) return;
-    if (shutdown) shutdown();
-    ::dlclose(handle);
-    handle = nullptr;
-  }
-};
-
-template <typename Function>
-void bind(void* handle, const char* symbol, Function& function) {
-  function = reinterpret_cast<Function>(::dlsym(handle, symbol));
-}
 
 std::string library_path(const std::string& library) {
   if (!library.empty()) return library;
@@ -62,66 +29,44 @@ std::string library_path(const std::string& library) {
   return from_environment && *from_environment ? from_environment : "libnvidia-ml.so.1";
 }
 
-Nvml open_nvml(const std::string& library) {
+NvmlApi open_nvml(const std::string& library) {
   const std::string path = library_path(library);
-  Nvml nvml;
-  nvml.handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (nvml.handle == nullptr)
-    fail(ErrorCategory::unsupported,
-         "--allow-power-limit needs NVML: cannot load " + path + " (" + ::dlerror() + ")");
-  bind(nvml.handle, "nvmlInit_v2", nvml.init);
-  bind(nvml.handle, "nvmlShutdown", nvml.shutdown);
-  bind(nvml.handle, "nvmlErrorString", nvml.error_string);
-  bind(nvml.handle, "nvmlDeviceGetCount_v2", nvml.device_count);
-  bind(nvml.handle, "nvmlDeviceGetHandleByIndex_v2", nvml.handle_by_index);
-  bind(nvml.handle, "nvmlDeviceGetHandleByUUID", nvml.handle_by_uuid);
-  bind(nvml.handle, "nvmlDeviceGetName", nvml.device_name);
-  bind(nvml.handle, "nvmlDeviceGetPowerManagementLimit", nvml.get_limit);
-  bind(nvml.handle, "nvmlDeviceGetPowerManagementDefaultLimit", nvml.get_default_limit);
-  bind(nvml.handle, "nvmlDeviceGetPowerManagementLimitConstraints", nvml.get_constraints);
-  bind(nvml.handle, "nvmlDeviceSetPowerManagementLimit", nvml.set_limit);
-  if (!nvml.init || !nvml.device_count || !nvml.handle_by_index || !nvml.get_limit || !nvml.get_constraints ||
-      !nvml.set_limit) {
-    ::dlclose(nvml.handle);
+  std::string reason;
+  NvmlApi nvml = load_nvml(path, reason);
+  if (nvml.handle == nullptr) fail(ErrorCategory::unsupported, "--allow-power-limit needs NVML: " + reason);
+  if (!nvml.init || !nvml.device_count || !nvml.handle_by_index || !nvml.power_limit ||
+      !nvml.power_limit_constraints || !nvml.set_power_limit) {
+    close_nvml(nvml, false);
     fail(ErrorCategory::unsupported,
          path +
-             " lacks the NVML power-limit functions (nvmlDeviceGetPowerManagementLimit, "
-             "nvmlDeviceSetPowerManagementLimit, ...)");
+             " lacks the NVML power-limit functions "
+             "(nvmlDeviceGetPowerManagementLimit, nvmlDeviceSetPowerManagementLimit, ...)");
   }
   if (const NvmlReturn status = nvml.init(); status != kNvmlSuccess) {
-    const std::string reason = nvml.describe(status);
-    ::dlclose(nvml.handle);
-    fail(ErrorCategory::unsupported, "--allow-power-limit: nvmlInit failed: " + reason);
+    const std::string message = nvml.describe(status);
+    close_nvml(nvml, false);
+    fail(ErrorCategory::unsupported, "--allow-power-limit: nvmlInit failed: " + message);
   }
   return nvml;
 }
 
-// The NVML device behind a CUDA device name: the N-th entry of CUDA_VISIBLE_DEVICES (an index or a GPU-UUID)
-// when it is set, else NVML index N.
-NvmlDevice device_for(Nvml& nvml, const std::string& device, unsigned& nvml_index) {
+// The NVML device behind a CUDA device name ("cuda" = "cuda:0"): the N-th GPU CUDA would show.
+NvmlDevice device_for(NvmlApi& nvml, const std::string& device, unsigned& nvml_index) {
   const size_t colon = device.find(':');
   const unsigned cuda_index =
       colon == std::string::npos ? 0u : static_cast<unsigned>(std::stoul(device.substr(colon + 1)));
-  std::string entry = std::to_string(cuda_index);
-  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
-    std::stringstream list(visible);
-    std::string token;
-    for (unsigned index = 0; std::getline(list, token, ','); ++index)
-      if (index == cuda_index) entry = token;
+  unsigned count = 0;
+  nvml.device_count(&count);
+  const std::vector<NvmlDevice> visible = visible_devices(nvml, count);
+  if (cuda_index >= visible.size()) {
+    close_nvml(nvml);
+    fail(ErrorCategory::unsupported, "--allow-power-limit: NVML shows " + std::to_string(visible.size()) +
+                                         " GPU(s) (CUDA_VISIBLE_DEVICES honoured), none for --device " +
+                                         device);
   }
-  NvmlDevice handle = nullptr;
-  if (entry.rfind("GPU-", 0) == 0 && nvml.handle_by_uuid) {
-    if (nvml.handle_by_uuid(entry.c_str(), &handle) == kNvmlSuccess) {
-      nvml_index = cuda_index;
-      return handle;
-    }
-  } else if (!entry.empty() && entry.find_first_not_of("0123456789") == std::string::npos) {
-    nvml_index = static_cast<unsigned>(std::stoul(entry));
-    if (nvml.handle_by_index(nvml_index, &handle) == kNvmlSuccess) return handle;
-  }
-  nvml.close();
-  fail(ErrorCategory::unsupported, "--allow-power-limit: NVML has no GPU for --device " + device +
-                                       " (CUDA_VISIBLE_DEVICES entry '" + entry + "')");
+  nvml_index = cuda_index;
+  if (nvml.device_index) nvml.device_index(visible[cuda_index], &nvml_index);
+  return visible[cuda_index];
 }
 
 // The one active control, for the signal handler (a process tunes one GPU at a time).
@@ -138,7 +83,7 @@ void forward_to_watcher(int signal_number) {
 }  // namespace
 
 struct PowerLimitControl::State {
-  Nvml nvml;
+  NvmlApi nvml;
   NvmlDevice device = nullptr;
   GpuPowerLimits limits;
   std::string restore_file;
@@ -152,7 +97,7 @@ struct PowerLimitControl::State {
   void restore_locked() {
     if (changed && nvml.handle != nullptr) {
       const NvmlReturn status =
-          nvml.set_limit(device, static_cast<unsigned>(limits.original_w * 1000.0 + 0.5));
+          nvml.set_power_limit(device, static_cast<unsigned>(limits.original_w * 1000.0 + 0.5));
       if (status != kNvmlSuccess)
         std::fprintf(
             stderr,
@@ -197,14 +142,14 @@ PowerLimitControl::PowerLimitControl(const std::string& library, const std::stri
   state.nvml = open_nvml(library);
   state.device = device_for(state.nvml, device, state.limits.nvml_index);
   unsigned current_mw = 0, default_mw = 0, min_mw = 0, max_mw = 0;
-  if (state.nvml.get_limit(state.device, &current_mw) != kNvmlSuccess ||
-      state.nvml.get_constraints(state.device, &min_mw, &max_mw) != kNvmlSuccess) {
-    state.nvml.close();
+  if (state.nvml.power_limit(state.device, &current_mw) != kNvmlSuccess ||
+      state.nvml.power_limit_constraints(state.device, &min_mw, &max_mw) != kNvmlSuccess) {
+    close_nvml(state.nvml);
     fail(ErrorCategory::unsupported,
          "--allow-power-limit: this GPU does not report its power limits through NVML");
   }
-  if (!state.nvml.get_default_limit ||
-      state.nvml.get_default_limit(state.device, &default_mw) != kNvmlSuccess)
+  if (!state.nvml.default_power_limit ||
+      state.nvml.default_power_limit(state.device, &default_mw) != kNvmlSuccess)
     default_mw = current_mw;
   char name[96] = "GPU";
   if (state.nvml.device_name) state.nvml.device_name(state.device, name, sizeof name);
@@ -243,14 +188,15 @@ PowerLimitControl::~PowerLimitControl() {
   for (int index = 0; index < 3; ++index)
     sigaction(kWatchedSignals[index], &state.previous_actions[index], nullptr);
   pthread_sigmask(SIG_SETMASK, &state.previous_mask, nullptr);
-  state.nvml.close();
+  close_nvml(state.nvml);
 }
 
 double PowerLimitControl::set_fraction(double fraction) {
   State& state = *state_;
   const double watts = std::clamp(fraction * state.limits.default_w, state.limits.min_w, state.limits.max_w);
   std::lock_guard<std::mutex> lock(state.mutex);
-  const NvmlReturn status = state.nvml.set_limit(state.device, static_cast<unsigned>(watts * 1000.0 + 0.5));
+  const NvmlReturn status =
+      state.nvml.set_power_limit(state.device, static_cast<unsigned>(watts * 1000.0 + 0.5));
   if (status != kNvmlSuccess)
     fail(ErrorCategory::unsupported, "--allow-power-limit: NVML refused to set the power limit to " +
                                          std::to_string(static_cast<int>(watts)) + " W (" +
@@ -283,13 +229,13 @@ std::string restore_power_limit_from_file(const std::string& library, const std:
   const Json saved = read_json_file(restore_file);
   const unsigned index = saved.value("nvml_index", 0u);
   const double original_w = saved.value("original_limit_w", 0.0);
-  Nvml nvml = open_nvml(library);
+  NvmlApi nvml = open_nvml(library);
   NvmlDevice device = nullptr;
   NvmlReturn status = nvml.handle_by_index(index, &device);
   if (status == kNvmlSuccess)
-    status = nvml.set_limit(device, static_cast<unsigned>(original_w * 1000.0 + 0.5));
+    status = nvml.set_power_limit(device, static_cast<unsigned>(original_w * 1000.0 + 0.5));
   const std::string reason = nvml.describe(status);
-  nvml.close();
+  close_nvml(nvml);
   if (status != kNvmlSuccess)
     fail(ErrorCategory::unsupported, restore_file + ": cannot restore GPU " + std::to_string(index) + " to " +
                                          std::to_string(static_cast<int>(original_w)) + " W (" + reason +
@@ -301,4 +247,4 @@ std::string restore_power_limit_from_file(const std::string& library, const std:
          ", left by a run that was killed)";
 }
 
-}  // namespace ipj::tune
+}  // namespace ipj::energy

@@ -1,7 +1,7 @@
 // Test helper process for the power-limit tests: starts a thread first (as OpenBLAS does at load time, so a
 // signal may land on a thread that does not block it), then sets the GPU power limit through
 // PowerLimitControl on the fake NVML library, prints "ready" and waits to be signalled or killed.
-// Usage: tune_power_limit_holder NVML_LIBRARY RESTORE_FILE FRACTION   (FAKE_NVML_STATE in the environment)
+// Usage: power_limit_holder NVML_LIBRARY RESTORE_FILE FRACTION   (FAKE_NVML_STATE in the environment)
 #include <unistd.h>
 
 #include <chrono>
@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <thread>
 
-#include "ipj/tune/power_limit.hpp"
+#include "ipj/energy/power_limit.hpp"
 
 int main(int argc, char** argv) {
   if (argc != 4) {
@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::seconds(1));
   });
   early.detach();
-  ipj::tune::PowerLimitControl control(argv[1], "cuda", argv[2]);
+  ipj::energy::PowerLimitControl control(argv[1], "cuda", argv[2]);
   const double watts = control.set_fraction(std::atof(argv[3]));
   std::printf("ready %.0f\n", watts);
   std::fflush(stdout);

@@ -1,13 +1,14 @@
-// The GPU power limit for `ipj tune --allow-power-limit`, through NVML (dlopen, as the energy meter). Safety:
+// The GPU power limit (`ipj tune --allow-power-limit`), through NVML (dlopen, as the energy meter). Safety:
 // the original limit is written to a restore file before any change and put back when the control is
 // destroyed (normal exit, exceptions) and on SIGINT, SIGTERM and SIGHUP (a watcher thread restores, then
 // the signal takes its default course). SIGKILL cannot be caught: the next run restores from the file.
+// LibTorch-free.
 #pragma once
 
 #include <memory>
 #include <string>
 
-namespace ipj::tune {
+namespace ipj::energy {
 
 struct GpuPowerLimits {
   unsigned nvml_index = 0;
@@ -49,4 +50,4 @@ std::string restore_power_limit_from_file(const std::string& library, const std:
 // What the restore file says, for a warning when --allow-power-limit is not given ("" when there is none).
 std::string describe_restore_file(const std::string& restore_file);
 
-}  // namespace ipj::tune
+}  // namespace ipj::energy
