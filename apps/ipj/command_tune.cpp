@@ -28,6 +28,7 @@ struct TuneFlags {
   double budget_j = 0.0;
   int max_trials = 0;
   int heldout = 3;
+  int confirm = 3;
   std::string space_file;
   bool print_space = false;
   std::string out_dir;
@@ -91,6 +92,7 @@ void adopt_saved_settings(const CLI::App& command, TuneFlags& flags, Json& saved
   }
   if (command.count("--max-trials") == 0) flags.max_trials = saved.value("max_trials", 0);
   if (command.count("--heldout") == 0) flags.heldout = saved.value("heldout", 3);
+  if (command.count("--confirm") == 0) flags.confirm = saved.value("confirm", 3);
   saved_space = saved.at("space");
 }
 
@@ -144,6 +146,7 @@ Json settings_json(const TuneFlags& flags, const tune::Budget& budget, const tun
       {"budget", {{"unit", budget.unit == tune::BudgetUnit::seconds ? "s" : "J"}, {"limit", budget.limit}}},
       {"max_trials", flags.max_trials},
       {"heldout", flags.heldout},
+      {"confirm", flags.confirm},
       {"space", tune::to_json(space)}};
 }
 
@@ -207,6 +210,7 @@ int run_tune_command(const CLI::App& command, TuneFlags& flags, const CommonOutp
   options.budget = budget;
   options.max_trials = flags.max_trials;
   options.heldout_runs = flags.heldout;
+  options.confirm_top = flags.confirm;
   options.resume = flags.resume;
   options.show_progress = !output.quiet;
   options.settings = settings_json(flags, budget, space);
@@ -249,6 +253,11 @@ CLI::App* register_tune_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--max-trials", flags.max_trials, "Stop the search after N trials (0 = budget only)")
       ->check(CLI::Range(0, 100000));
   command->add_option("--heldout", flags.heldout, "Held-out seeds the winner is re-run on")
+      ->check(CLI::Range(0, 10))
+      ->capture_default_str();
+  command
+      ->add_option("--confirm", flags.confirm,
+                   "The best N trials are re-run on a second seed (seed+100); the winner is chosen on both")
       ->check(CLI::Range(0, 10))
       ->capture_default_str();
   command->add_option("--space", flags.space_file, "Search-space file (docs/TUNE.md; see --print-space)");

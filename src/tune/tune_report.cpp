@@ -117,6 +117,16 @@ std::string render_tune_report(const Json& report) {
             ", " + number(best["time_to_target_s"], "%.2f s") + " to " + number(target, "%.3f") + " (" +
             best["energy_source"].get<std::string>() + "): " + settings_text(best["values"], best["recipe"]) +
             "\n";
+    std::string confirmations;
+    for (const auto& run : report["confirmations"])
+      confirmations += (confirmations.empty() ? "" : ", ") + std::string("trial ") + run["trial"].dump() +
+                       " " + number(run["energy_to_target_j"], "%.1f J", "missed");
+    if (!confirmations.empty())
+      text += "confirmation seed (" + report["confirmations"][0]["seed"].dump() + "): " + confirmations +
+              (best["confirmed"].get<bool>()
+                   ? ""
+                   : "; none reached the target there: chosen on the search seed alone") +
+              "\n";
     const Json& summary = report["heldout_summary"];
     text += "held-out seeds (" + std::to_string(report["heldout_seeds"].size()) +
             " runs, missed the target: " + summary["missed_target"].dump() + "): energy to target " +
@@ -128,6 +138,7 @@ std::string render_tune_report(const Json& report) {
   const std::string unit = budget["unit"];
   text += "budget: " + number(budget["limit"], "%.0f ") + unit + "; spent " +
           number(budget["search"], "%.1f ") + unit + " on the search + " +
+          number(budget["confirm"], "%.1f ") + unit + " on confirmation runs + " +
           number(budget["heldout"], "%.1f ") + unit +
           " on held-out runs = " + number(budget["total"], "%.1f ") + unit + " (trial runs only)\n";
   text += "files: " + report["files"]["trials"].get<std::string>() + ", " +

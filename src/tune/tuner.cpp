@@ -87,6 +87,7 @@ class Search {
       }
       run_search_trial(index, *point);
     }
+    run_confirmations();
     run_heldout();
     session_wall_s_ = std::chrono::duration<double>(Clock::now() - session_start).count();
     return finish();
@@ -125,20 +126,66 @@ class Search {
       } else if (phase == "heldout") {
         heldout_records_.push_back(record);
         spent_heldout_ += cost(record);
+      } else if (phase == "confirm") {
+        confirm_records_.push_back(record);
+        spent_confirm_ += cost(record);
       }
     }
     session_ = last_session + 1;
     if (!log.records.empty())
       say("resuming: " + std::to_string(search_records_.size()) + " finished trial(s) and " +
-          std::to_string(heldout_records_.size()) + " held-out run(s) from " + path(kTrialLogName) +
-          " are kept, none re-run");
+          std::to_string(confirm_records_.size() + heldout_records_.size()) +
+          " confirmation/held-out run(s) from " + path(kTrialLogName) + " are kept, none re-run");
   }
 
   double cost(const Json& record) const {
     return options_.budget.unit == BudgetUnit::seconds ? record.value("wall_s", 0.0)
                                                        : record.value("energy_j", 0.0);
   }
-  double spent() const { return spent_search_ + spent_heldout_; }
+  double spent() const { return spent_search_ + spent_confirm_ + spent_heldout_; }
+  std::uint64_t confirm_seed() const { return options_.seed + kConfirmSeedOffset; }
+
+  static const Json* find_record(const std::vector<Json>& records, int trial, std::uint64_t seed) {
+    for (const auto& record : records)
+      if (record.value("trial", -1) == trial && record.value("seed", std::uint64_t{0}) == seed)
+        return &record;
+    return nullptr;
+  }
+
+  // The best `confirm_top` trials that reached the target on the search seed, best first.
+  std::vector<const TrialSummary*> confirm_candidates() const {
+    std::vector<const TrialSummary*> reached;
+    for (const auto& summary : history_)
+      if (summary.reached) reached.push_back(&summary);
+    std::stable_sort(reached.begin(), reached.end(), [](const TrialSummary* a, const TrialSummary* b) {
+      return rank_key(*a) < rank_key(*b);
+    });
+    if (static_cast<int>(reached.size()) > options_.confirm_top)
+      reached.resize(static_cast<size_t>(options_.confirm_top));
+    return reached;
+  }
+
+  // The winner: among the candidates that also reached the target on the confirmation seed, the lowest mean
+  // joules to the target over both seeds (ties: mean time); the search's best when none did or without
+  // confirmation runs.
+  const TrialSummary* winner() const {
+    const TrialSummary* best = nullptr;
+    double best_joules = 0.0, best_seconds = 0.0;
+    for (const TrialSummary* candidate : confirm_candidates()) {
+      const Json* confirmed = find_record(confirm_records_, candidate->trial, confirm_seed());
+      if (confirmed == nullptr || !(*confirmed)["reached_target"].get<bool>()) continue;
+      const double joules =
+          0.5 * (candidate->energy_to_target_j + (*confirmed)["energy_to_target_j"].get<double>());
+      const double seconds =
+          0.5 * (candidate->time_to_target_s + (*confirmed)["time_to_target_s"].get<double>());
+      if (best == nullptr || joules < best_joules || (joules == best_joules && seconds < best_seconds)) {
+        best = candidate;
+        best_joules = joules;
+        best_seconds = seconds;
+      }
+    }
+    return best ? best : incumbent();
+  }
 
   const TrialSummary* incumbent() const {
     const TrialSummary* best = nullptr;
@@ -147,15 +194,23 @@ class Search {
     return best;
   }
 
-  // The held-out runs still to come, estimated from the incumbent's own run.
+  // The confirmation and held-out runs still to come, estimated from the search runs: each candidate's own
+  // cost for its confirmation (the incumbent's for candidates still to come), the incumbent's for held-out.
   double heldout_reserve() const {
     const TrialSummary* best = incumbent();
     if (best == nullptr) return 0.0;
-    int done = 0;
-    for (const auto& record : heldout_records_)
-      if (record.value("trial", -1) == best->trial) ++done;
-    return std::max(0, options_.heldout_runs - done) *
-           cost(search_records_.at(static_cast<size_t>(best->trial)));
+    const double best_cost = cost(search_records_.at(static_cast<size_t>(best->trial)));
+    double reserve = 0.0;
+    for (int run = 1; run <= options_.heldout_runs; ++run)
+      if (find_record(heldout_records_, best->trial, options_.seed + static_cast<std::uint64_t>(run)) ==
+          nullptr)
+        reserve += best_cost;
+    const std::vector<const TrialSummary*> candidates = confirm_candidates();
+    reserve += std::max(0, options_.confirm_top - static_cast<int>(candidates.size())) * best_cost;
+    for (const TrialSummary* candidate : candidates)
+      if (find_record(confirm_records_, candidate->trial, confirm_seed()) == nullptr)
+        reserve += cost(search_records_.at(static_cast<size_t>(candidate->trial)));
+    return reserve;
   }
 
   bool budget_left_for_trial() const { return spent() + heldout_reserve() < options_.budget.limit; }
@@ -282,37 +337,65 @@ class Search {
     say(result);
   }
 
+  // One run of a search trial's recipe on another seed, to its end (no early stopping), logged under `phase`.
+  void run_again(const char* phase, const std::string& label, const TrialSummary& trial, std::uint64_t seed,
+                 std::vector<Json>& records, double& spent) {
+    if (find_record(records, trial.trial, seed) != nullptr) return;  // done before a resume
+    say(label + " of trial " + std::to_string(trial.trial) + " on seed " + std::to_string(seed));
+    const Candidate candidate = candidate_for(trial.point);
+    const double power_limit_w = set_power_limit(candidate);
+    const Json& recipe = search_records_.at(static_cast<size_t>(trial.trial))["recipe"];
+    const TrialOutcome outcome = runner_.run({trial.trial, recipe, seed, options_.target_acc},
+                                             [](const EpochPoint&) { return false; });
+    const Json record =
+        record_for(phase, trial.trial, seed, candidate, trial.point, power_limit_w, outcome, {});
+    append_trial_record(path(kTrialLogName), record);
+    records.push_back(record);
+    spent += cost(record);
+    say("  -> " + record["status"].get<std::string>() +
+        (record["reached_target"].get<bool>()
+             ? ": " + format("%.1f", record["energy_to_target_j"].get<double>()) + " J"
+             : ""));
+  }
+
+  void run_confirmations() {
+    const std::vector<const TrialSummary*> candidates = confirm_candidates();
+    for (size_t index = 0; index < candidates.size(); ++index)
+      run_again("confirm",
+                "confirmation run " + std::to_string(index + 1) + "/" + std::to_string(candidates.size()),
+                *candidates[index], confirm_seed(), confirm_records_, spent_confirm_);
+  }
+
   void run_heldout() {
-    const TrialSummary* best = incumbent();
-    if (best == nullptr || options_.heldout_runs <= 0) return;
-    const Json& chosen = search_records_.at(static_cast<size_t>(best->trial));
-    const Candidate candidate = candidate_for(best->point);
-    for (int run = 1; run <= options_.heldout_runs; ++run) {
-      const std::uint64_t seed = options_.seed + static_cast<std::uint64_t>(run);
-      bool done = false;
-      for (const auto& record : heldout_records_)
-        done = done ||
-               (record.value("trial", -1) == best->trial && record.value("seed", std::uint64_t{0}) == seed);
-      if (done) continue;
-      say("held-out run " + std::to_string(run) + "/" + std::to_string(options_.heldout_runs) + " of trial " +
-          std::to_string(best->trial) + " on seed " + std::to_string(seed));
-      const double power_limit_w = set_power_limit(candidate);
-      const TrialOutcome outcome = runner_.run({best->trial, chosen["recipe"], seed, options_.target_acc},
-                                               [](const EpochPoint&) { return false; });
-      const Json record =
-          record_for("heldout", best->trial, seed, candidate, best->point, power_limit_w, outcome, {});
-      append_trial_record(path(kTrialLogName), record);
-      heldout_records_.push_back(record);
-      spent_heldout_ += cost(record);
-      say("  -> " + record["status"].get<std::string>() +
-          (record["reached_target"].get<bool>()
-               ? ": " + format("%.1f", record["energy_to_target_j"].get<double>()) + " J"
-               : ""));
-    }
+    const TrialSummary* best = winner();
+    if (best == nullptr) return;
+    for (int run = 1; run <= options_.heldout_runs; ++run)
+      run_again("heldout",
+                "held-out run " + std::to_string(run) + "/" + std::to_string(options_.heldout_runs), *best,
+                options_.seed + static_cast<std::uint64_t>(run), heldout_records_, spent_heldout_);
+  }
+
+  Json confirmations_json() const {
+    Json list = Json::array();
+    for (const TrialSummary* candidate : confirm_candidates())
+      if (const Json* record = find_record(confirm_records_, candidate->trial, confirm_seed()))
+        list.push_back({{"trial", candidate->trial},
+                        {"seed", confirm_seed()},
+                        {"reached_target", (*record)["reached_target"]},
+                        {"energy_to_target_j", (*record)["energy_to_target_j"]},
+                        {"time_to_target_s", (*record)["time_to_target_s"]},
+                        {"search_energy_to_target_j", candidate->energy_to_target_j},
+                        {"test_acc", (*record)["test_acc"]}});
+    return list;
+  }
+
+  bool confirmed_on_second_seed(const TrialSummary* trial) const {
+    const Json* record = trial ? find_record(confirm_records_, trial->trial, confirm_seed()) : nullptr;
+    return record != nullptr && (*record)["reached_target"].get<bool>();
   }
 
   Json best_json() const {
-    const TrialSummary* best = incumbent();
+    const TrialSummary* best = winner();
     const Json* chosen = best ? &search_records_.at(static_cast<size_t>(best->trial)) : nullptr;
     if (chosen == nullptr) {  // nobody reached the target: the most accurate trial, flagged as such
       for (size_t index = 0; index < history_.size(); ++index)
@@ -330,7 +413,8 @@ class Search {
                 {"time_to_target_s", (*chosen)["time_to_target_s"]},
                 {"test_acc", (*chosen)["test_acc"]},
                 {"energy_source", (*chosen)["energy_source"]},
-                {"power_limit_w", (*chosen)["power_limit_w"]}};
+                {"power_limit_w", (*chosen)["power_limit_w"]},
+                {"confirmed", confirmed_on_second_seed(best)}};
   }
 
   Json finish() {
@@ -373,23 +457,26 @@ class Search {
     report["trials"] = search_records_;
     report["pareto"] = pareto_front(search_records_);
     report["best"] = best;
+    report["confirmations"] = confirmations_json();
     report["heldout_seeds"] = heldout;
     report["heldout_summary"] = {{"runs", heldout.size()},
                                  {"missed_target", missed},
                                  {"energy_to_target_j", spread_of(joules)},
                                  {"time_to_target_s", spread_of(seconds)},
                                  {"test_acc", spread_of(accuracy)}};
-    report["budget"] = {
-        {"unit", unit_symbol(options_.budget.unit)},
-        {"limit", options_.budget.limit},
-        {"search", spent_search_},
-        {"heldout", spent_heldout_},
-        {"total", spent()},
-        {"counts",
-         "trial runs only (training + evaluation + model set-up); the held-out runs are inside the budget: "
-         "the "
-         "search stops early enough to leave them their estimated cost, but they always run to the end"},
-        {"session_wall_s", session_wall_s_}};
+    report["budget"] = {{"unit", unit_symbol(options_.budget.unit)},
+                        {"limit", options_.budget.limit},
+                        {"search", spent_search_},
+                        {"confirm", spent_confirm_},
+                        {"heldout", spent_heldout_},
+                        {"total", spent()},
+                        {"counts",
+                         "trial runs only (training + evaluation + model set-up); the confirmation and "
+                         "held-out runs are inside "
+                         "the budget: the search stops early enough to leave them their estimated cost, but "
+                         "they always run to "
+                         "the end"},
+                        {"session_wall_s", session_wall_s_}};
     report["search"] = {{"seed", options_.seed},
                         {"sessions", session_},
                         {"trials", search_records_.size()},
@@ -427,9 +514,11 @@ class Search {
   Proposer proposer_;
   std::vector<Json> search_records_;
   std::vector<Json> heldout_records_;
+  std::vector<Json> confirm_records_;
   std::vector<TrialSummary> history_;
   double spent_search_ = 0.0;
   double spent_heldout_ = 0.0;
+  double spent_confirm_ = 0.0;
   double session_wall_s_ = 0.0;
   int session_ = 1;
   std::string stopped_because_;

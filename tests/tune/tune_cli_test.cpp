@@ -64,9 +64,13 @@ TEST(TuneCli, JsonContractAndTheRecipeWorksInTrainAndCompare) {
   ASSERT_EQ(report["heldout_seeds"].size(), 3u);
   for (size_t run = 0; run < 3; ++run)
     EXPECT_EQ(report["heldout_seeds"][run]["seed"], run + 1);  // never the search's seed 0
-  EXPECT_NEAR(report["budget"]["total"].get<double>(),
-              report["budget"]["search"].get<double>() + report["budget"]["heldout"].get<double>(), 1e-6);
-  EXPECT_EQ(json_lines(out + "/trials.jsonl").size(), report["trials"].size() + 3);
+  const Json& budget = report["budget"];
+  EXPECT_NEAR(
+      budget["total"].get<double>(),
+      budget["search"].get<double>() + budget["confirm"].get<double>() + budget["heldout"].get<double>(),
+      1e-6);
+  EXPECT_EQ(json_lines(out + "/trials.jsonl").size(),
+            report["trials"].size() + report["confirmations"].size() + 3);
   EXPECT_EQ(read_json_file(out + "/tune.json")["trials"], report["trials"]);
 
   // recipe.json trains as is, and flags given on the command line override it (here --batch).
@@ -150,7 +154,7 @@ TEST(TuneCli, ResumeAfterSigkillMidTrialRerunsNoFinishedTrial) {
   EXPECT_EQ(report["heldout_seeds"].size(), 1u);
   const std::string log_after = read_file(out + "/trials.jsonl");
   EXPECT_EQ(log_after.rfind(log_before, 0), 0u);  // the old lines unchanged, the torn one gone
-  EXPECT_EQ(json_lines(out + "/trials.jsonl").size(), 7u);
+  EXPECT_EQ(json_lines(out + "/trials.jsonl").size(), 6u + report["confirmations"].size() + 1u);
 }
 
 TEST(TuneCli, BadSpacesBudgetsAndFoldersGiveClearErrors) {

@@ -28,7 +28,11 @@ struct TuneOptions {
   Budget budget;
   int max_trials = 0;    // 0 = until the budget or the space runs out
   int heldout_runs = 3;  // the winner is re-run on seeds seed+1 .. seed+heldout_runs
-  bool resume = false;   // continue DIR/trials.jsonl (without it, a folder holding a run is refused)
+  // The best confirm_top trials are re-run on a second selection seed (seed + kConfirmSeedOffset); the winner
+  // is the one with the fewest mean joules to the target over both seeds (0 = choose on the search seed
+  // alone).
+  int confirm_top = 3;
+  bool resume = false;  // continue DIR/trials.jsonl (without it, a folder holding a run is refused)
   bool show_progress = true;
   Json settings;  // what defines the run (model, data, space, ...): saved as DIR/tune_settings.json
   // Sets the GPU power limit to a fraction of its default and returns the watts set; empty when the space
@@ -36,6 +40,7 @@ struct TuneOptions {
   std::function<double(double fraction)> apply_power_limit;
 };
 
+inline constexpr std::uint64_t kConfirmSeedOffset = 100;
 inline constexpr const char* kTrialLogName = "trials.jsonl";
 inline constexpr const char* kSettingsName = "tune_settings.json";
 inline constexpr const char* kRecipeName = "recipe.json";
@@ -45,9 +50,9 @@ inline constexpr const char* kReportName = "tune.json";
 void check_out_folder(const std::string& out_dir, bool resume);
 
 // Runs (or continues) the search and the held-out runs; returns the report (what tune.json holds):
-// {"schema_version", "kind": "tune", "trials", "pareto", "best", "heldout_seeds", "heldout_summary",
-// "budget", "search", "space", "settings", "files"}. Throws ipj::Error(usage) for a folder that holds a
-// run without `resume` (or none with it), io when files cannot be written.
+// {"schema_version", "kind": "tune", "trials", "pareto", "best", "confirmations", "heldout_seeds",
+// "heldout_summary", "budget", "search", "space", "settings", "files"}. Throws ipj::Error(usage) for a folder
+// that holds a run without `resume` (or none with it), io when files cannot be written.
 Json run_tune(const TuneOptions& options, const SearchSpace& space, TrialRunner& runner);
 
 // The trials (trial records) not dominated in (higher test accuracy, fewer joules, less time), by joules.
