@@ -39,8 +39,9 @@ bool dominates(const Json& a, const Json& b) {
 
 std::string spread_text(const Json& spread, const char* pattern) {
   if (spread.is_null()) return "none reached";
-  return "median " + number(spread["median"], pattern) + " (range " + number(spread["min"], pattern) + " - " +
-         number(spread["max"], pattern) + ")";
+  return "mean " + number(spread["mean"], pattern) + " +- " + number(spread["stddev"], pattern) +
+         ", median " + number(spread["median"], pattern) + " (range " + number(spread["min"], pattern) +
+         " - " + number(spread["max"], pattern) + ")";
 }
 
 }  // namespace

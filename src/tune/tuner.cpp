@@ -2,6 +2,7 @@
 // recipe.json and tune.json.
 #include "ipj/tune/tuner.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -53,13 +54,23 @@ TrialSummary summary_of(const Json& record, double target_acc) {
   return summary;
 }
 
-// Median, minimum and maximum of the numbers (null when there are none).
+// Mean, sample standard deviation (0 for one value), median, minimum and maximum of the numbers (null when
+// there are none).
 Json spread_of(std::vector<double> values) {
   if (values.empty()) return nullptr;
   std::sort(values.begin(), values.end());
   const size_t middle = values.size() / 2;
   const double median = values.size() % 2 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
-  return Json{{"median", median}, {"min", values.front()}, {"max", values.back()}, {"count", values.size()}};
+  double sum = 0.0;
+  for (double value : values)
+    sum += value;
+  const double mean = sum / static_cast<double>(values.size());
+  double squares = 0.0;
+  for (double value : values)
+    squares += (value - mean) * (value - mean);
+  const double stddev = values.size() > 1 ? std::sqrt(squares / static_cast<double>(values.size() - 1)) : 0.0;
+  return Json{{"mean", mean},          {"stddev", stddev},     {"median", median},
+              {"min", values.front()}, {"max", values.back()}, {"count", values.size()}};
 }
 
 class Search {

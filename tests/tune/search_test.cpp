@@ -209,7 +209,8 @@ TEST(TuneSearch, ABadTrialIsStoppedAtTheFirstRung) {
 }
 
 TEST(TuneSearch, ConfirmationRejectsAWinnerThatMissesOnASecondSeed) {
-  // lr_scale 2 reaches the target in one epoch on the search seed only; 1 needs two epochs on every seed.
+  // lr_scale 2 reaches the target in one epoch (10 J) on the search seed only; 1 needs two epochs of 6 J on
+  // every seed (12 J: second on the search seed, and not cut by the incumbent bound after its first epoch).
   const SearchSpace space =
       parse_space({{"schema_version", 1},
                    {"dimensions", {{"lr_scale", {1, 2}}}},
@@ -220,6 +221,7 @@ TEST(TuneSearch, ConfirmationRejectsAWinnerThatMissesOnASecondSeed) {
   SyntheticRunner runner;
   runner.fragile_lr_scale = 2.0;
   runner.search_seed = 11;
+  runner.lr_scale_energy = {{"1.0", 6.0}, {"2.0", 10.0}};
   TuneOptions options = options_in(dir, 11);
   const Json report = run_tune(options, space, runner);
   ASSERT_EQ(report["trials"].size(), 2u);
@@ -228,7 +230,13 @@ TEST(TuneSearch, ConfirmationRejectsAWinnerThatMissesOnASecondSeed) {
   EXPECT_FALSE(report["confirmations"][0]["reached_target"].get<bool>());
   EXPECT_EQ(report["best"]["values"]["lr_scale"], 1.0);
   EXPECT_TRUE(report["best"]["confirmed"].get<bool>());
-  EXPECT_EQ(report["heldout_summary"]["missed_target"], 0);
+  const Json& heldout = report["heldout_summary"];
+  EXPECT_EQ(heldout["missed_target"], 0);
+  // The winner's held-out runs: 12 J on every seed (this objective does not depend on the seed).
+  EXPECT_EQ(heldout["energy_to_target_j"]["count"], 3);
+  EXPECT_NEAR(heldout["energy_to_target_j"]["mean"].get<double>(), 12.0, 1e-9);
+  EXPECT_NEAR(heldout["energy_to_target_j"]["stddev"].get<double>(), 0.0, 1e-9);
+  EXPECT_NEAR(heldout["energy_to_target_j"]["median"].get<double>(), 12.0, 1e-9);
   options.confirm_top =
       0;  // chosen on the search seed alone: the fragile recipe wins and misses held-out seeds
   testing::TempDir other;
