@@ -2,10 +2,12 @@
 #include "cli_support.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
-
 #include <ctime>
 #include <iostream>
+
+#include "ipj/infer/inference_model.hpp"
 
 namespace ipj::cli {
 
@@ -19,6 +21,30 @@ std::string default_run_folder(const std::string& name) {
   const std::time_t now = std::time(nullptr);
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
   return "runs/" + name + "-" + stamp;
+}
+
+const char* const kInputShapeHelp =
+    "TorchScript --model: what its forward takes per sample, C,H,W (the data's images, the default) or a "
+    "flat size N (batches become [B, N])";
+
+models::ModelSource parse_model_flags(const std::string& model, const std::string& input_shape,
+                                      const std::string& model_flag) {
+  const std::vector<std::int64_t> shape =
+      input_shape.empty() ? std::vector<std::int64_t>{} : infer::parse_shape(input_shape, "--input-shape");
+  return models::parse_model_source(model, shape, model_flag);
+}
+
+CLI::Validator finite_range(double min, double max) {
+  const std::string range = "[" + format_number("%g", min) + ", " + format_number("%g", max) + "]";
+  return CLI::Validator(
+      [min, max, range](std::string& text) -> std::string {
+        double value = 0.0;
+        if (!CLI::detail::lexical_cast(text, value)) return "'" + text + "' is not a number";
+        if (!std::isfinite(value) || value < min || value > max)
+          return "'" + text + "' is out of range: give a finite number in " + range;
+        return "";
+      },
+      "NUMBER in " + range);
 }
 
 void print_json(const Json& value) {

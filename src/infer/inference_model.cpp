@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/infer/script_program.hpp"
@@ -98,19 +99,23 @@ std::int64_t tensor_bytes(const torch::jit::Module& module) {
 enum class FileFormat { checkpoint, int8, program, torchscript };
 
 FileFormat detect_format(const std::string& path) {
-  if (!std::filesystem::exists(path)) fail(ErrorCategory::io, "no model file at '" + path + "'");
-  if (std::filesystem::is_directory(path)) {
-    if (std::filesystem::exists(std::filesystem::path(path) / train::kCheckpointFileName))
+  std::error_code error;  // error_code forms: a symbolic-link loop is an error message, not an exception
+  if (!std::filesystem::exists(path, error))
+    fail(ErrorCategory::io, "no model file at '" + path + "'" + (error ? ": " + error.message() : ""));
+  if (std::filesystem::is_directory(path, error)) {
+    if (std::filesystem::exists(std::filesystem::path(path) / train::kCheckpointFileName, error))
       return FileFormat::checkpoint;
     fail(ErrorCategory::invalid_input, "'" + path + "' is a folder without checkpoint.pt");
   }
+  verify_zip_archive(path);  // a damaged ipj file is refused here, before LibTorch reads it
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(path);
-  } catch (const c10::Error& error) {
+  } catch (const std::exception& error) {
+    const std::string message = error.what();
     fail(ErrorCategory::invalid_input,
          "'" + path + "' is neither an ipj model nor a TorchScript file (torch.jit.save): " +
-             error.what_without_backtrace());
+             message.substr(0, message.find('\n')));
   }
   c10::IValue marker;
   if (archive.try_read("ipj_int8_format", marker)) return FileFormat::int8;
@@ -227,12 +232,7 @@ InferenceModelPtr from_int8(const std::string& path, const LoadOptions& options)
 
 InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& options) {
   torch::jit::Module module;
-  try {
-    module = torch::jit::load(path);
-  } catch (const c10::Error& error) {
-    fail(ErrorCategory::invalid_input,
-         "'" + path + "' is not a loadable TorchScript file: " + error.what_without_backtrace());
-  }
+  load_file_checked(path, "TorchScript file", [&] { module = torch::jit::load(path); });
   if (!module.find_method("forward"))
     fail(ErrorCategory::invalid_input,
          "'" + path + "' has no forward method (save a scripted or traced module)");

@@ -13,6 +13,11 @@ bool is_listed(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
+// The keys that together say which model (a zoo name, or a file with its input shape): kept or applied as one.
+bool is_model_key(const std::string& key) {
+  return key == "model" || key == "model_source" || key == "input_shape";
+}
+
 [[noreturn]] void fail_recipe(const std::string& source, const std::string& message) {
   fail(ErrorCategory::invalid_input, "recipe " + source + ": " + message);
 }
@@ -21,11 +26,12 @@ bool is_listed(const std::vector<std::string>& names, const std::string& name) {
 
 const std::vector<std::string>& recipe_keys() {
   static const std::vector<std::string> keys = {
-      "model",         "epochs",        "batch",          "lr",        "optimizer",
-      "momentum",      "weight_decay",  "schedule",       "step_size", "step_gamma",
-      "warmup_epochs", "threads",       "tune_threads",   "allocator", "augment",
-      "prefetch",      "eval_batch",    "device",         "precision", "loss_scale",
-      "accum",         "memory_format", "optimizer_impl", "compile",   "target_acc"};
+      "model",        "model_source",  "input_shape",   "epochs",         "batch",
+      "lr",           "optimizer",     "momentum",      "weight_decay",   "schedule",
+      "step_size",    "step_gamma",    "warmup_epochs", "threads",        "tune_threads",
+      "allocator",    "augment",       "prefetch",      "eval_batch",     "device",
+      "precision",    "loss_scale",    "accum",         "memory_format",  "optimizer_impl",
+      "compile",      "target_acc"};
   return keys;
 }
 
@@ -82,8 +88,20 @@ Json read_recipe_file(const std::string& path) {
 
 TrainConfig apply_recipe(const TrainConfig& base, const Json& recipe, const std::vector<std::string>& keep) {
   Json merged = to_json(base);
-  for (const auto& key : recipe_keys())
+  bool keep_model = false;
+  for (const auto& key : keep)
+    keep_model = keep_model || is_model_key(key);
+  const bool recipe_names_model = recipe.contains("model");
+  for (const auto& key : recipe_keys()) {
+    if (is_model_key(key)) {
+      if (keep_model || !recipe_names_model) continue;
+      if (!recipe.contains(key)) {  // an older recipe with "model" alone: a zoo name
+        merged[key] = key == "model_source" ? Json("zoo") : Json::array();
+        continue;
+      }
+    }
     if (recipe.contains(key) && !is_listed(keep, key)) merged[key] = recipe[key];
+  }
   TrainConfig config = config_from_json(merged);
   config.resume = base.resume;  // not part of the JSON form
   return config;

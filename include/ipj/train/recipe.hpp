@@ -29,7 +29,9 @@ void check_recipe(const Json& recipe, const std::string& source);
 Json read_recipe_file(const std::string& path);
 
 // `base` with every recipe key present in `recipe` applied, except those named in `keep` (JSON key names:
-// the settings given as flags, which take precedence over the recipe).
+// the settings given as flags, which take precedence over the recipe). The model keys (model, model_source,
+// input_shape) go together: kept when any of them is in `keep`, else taken from the recipe when it names a
+// model (a recipe with "model" alone names a zoo model).
 TrainConfig apply_recipe(const TrainConfig& base, const Json& recipe,
                          const std::vector<std::string>& keep = {});
 
