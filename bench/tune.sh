@@ -8,6 +8,8 @@
 # Usage: bench/tune.sh [models="mlp cnn"]   (needs build/bin/ipj: bash scripts/build.sh)
 # Env: IPJ_TUNE_BUDGET_FACTOR (10), IPJ_TUNE_LIMIT / IPJ_TUNE_TEST_LIMIT (0 = all samples), IPJ_TUNE_TARGET
 # (0 = compare's default per model), IPJ_TUNE_SEEDS ("1 2 3"), IPJ_TUNE_OUT (a temporary folder).
+# IPJ_BENCH_LOCK=FILE runs each ipj command under `flock FILE` (a machine shared with builds: each step holds
+# the lock on its own, so no hold lasts longer than the tune step).
 # A tiny smoke run: IPJ_TUNE_LIMIT=3000 IPJ_TUNE_TEST_LIMIT=1000 IPJ_TUNE_TARGET=0.75 IPJ_TUNE_BUDGET_FACTOR=3 bench/tune.sh mlp
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,19 +23,20 @@ target="${IPJ_TUNE_TARGET:-0}"
 seeds="${IPJ_TUNE_SEEDS:-1 2 3}"
 out="${IPJ_TUNE_OUT:-$(mktemp -d)}"
 subset=(--limit "$limit" --test-limit "$test_limit")
+run() { if [ -n "${IPJ_BENCH_LOCK:-}" ]; then flock "$IPJ_BENCH_LOCK" "$@"; else "$@"; fi; }
 field() { "$python" -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 
 for model in $models; do
   echo "== $model (subset: limit $limit, test-limit $test_limit; results under $out/$model)"
   mkdir -p "$out/$model"
-  "$ipj" compare --model "$model" --seed 0 --target-acc "$target" "${subset[@]}" --json --quiet \
+  run "$ipj" compare --model "$model" --seed 0 --target-acc "$target" "${subset[@]}" --json --quiet \
     --out "$out/$model/compare-seed0" > "$out/$model/compare-seed0.json"
   seed_cost=$(field "['baseline']['wall_s']" < "$out/$model/compare-seed0.json")
   model_target=$(field "['target_acc']" < "$out/$model/compare-seed0.json")
   budget=$("$python" -c "print(round($factor * $seed_cost, 1))")
   echo "seed recipe (seed 0): $seed_cost s to run; tune budget $factor x = $budget s; target $model_target"
 
-  "$ipj" tune --model "$model" --target-acc "$model_target" --budget-s "$budget" --seed 0 "${subset[@]}" \
+  run "$ipj" tune --model "$model" --target-acc "$model_target" --budget-s "$budget" --seed 0 "${subset[@]}" \
     --out "$out/$model/tune" --json > "$out/$model/tune.json" 2> "$out/$model/tune.log"
   "$python" - "$out/$model/tune.json" <<'PY'
 import json, sys
@@ -41,7 +44,7 @@ report = json.load(open(sys.argv[1]))
 budget, search, best = report["budget"], report["search"], report["best"]
 print(f"tune: {search['trials']} trials ({search['reached']} reached the target, {search['stopped_early']} stopped "
       f"early, {search['failed']} failed), stopped: {search['stopped_because']}; cost {budget['total']:.1f} "
-      f"{budget['unit']} of {budget['limit']:.1f} (search {budget['search']:.1f} + held-out {budget['heldout']:.1f}), "
+      f"{budget['unit']} of {budget['limit']:.1f} (search {budget['search']:.1f} + confirm {budget['confirm']:.1f} + held-out {budget['heldout']:.1f}), "
       f"session wall {budget['session_wall_s']:.1f} s")
 if best:
     values = " ".join(f"{k}={v}" for k, v in best["values"].items())
@@ -51,9 +54,9 @@ PY
   test -f "$out/$model/tune/recipe.json" || { echo "no recipe.json: the search found nothing to compare"; continue; }
 
   for seed in $seeds; do
-    "$ipj" compare --model "$model" --seed "$seed" --target-acc "$model_target" "${subset[@]}" --json --quiet \
+    run "$ipj" compare --model "$model" --seed "$seed" --target-acc "$model_target" "${subset[@]}" --json --quiet \
       --out "$out/$model/compare-seed$seed" > "$out/$model/compare-seed$seed.json"
-    "$ipj" train --recipe "$out/$model/tune/recipe.json" --seed "$seed" "${subset[@]}" --no-save --json --quiet \
+    run "$ipj" train --recipe "$out/$model/tune/recipe.json" --seed "$seed" "${subset[@]}" --no-save --json --quiet \
       > "$out/$model/tuned-seed$seed.json"
   done
   "$python" - "$out/$model" "$seeds" <<'PY'

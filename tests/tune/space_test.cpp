@@ -175,6 +175,27 @@ TEST(TuneRecipe, RecipeFilesRoundTrip) {
   flags.batch_size = 64;
   EXPECT_EQ(train::apply_recipe(flags, recipe, {"batch"}).batch_size, 64);
   EXPECT_EQ(train::apply_recipe(flags, recipe, {"batch"}).precision, "bf16");
+  // The model keys go together: a recipe for a user's file names the file and its input shape; --model or
+  // --input-shape given as flags keep the base's model whole; an older recipe with "model" alone is a zoo model.
+  train::TrainConfig user = config;
+  user.model = models::ModelSource::torchscript("nets/my_net.pt", {1, 28, 28});
+  const Json user_recipe = train::make_recipe(user);
+  EXPECT_EQ(user_recipe["model_source"], "torchscript");
+  const train::TrainConfig user_applied = train::apply_recipe(train::TrainConfig{}, user_recipe);
+  EXPECT_TRUE(user_applied.model.is_file());
+  EXPECT_EQ(user_applied.model.file, "nets/my_net.pt");
+  EXPECT_EQ(user_applied.model.input_shape, (std::vector<std::int64_t>{1, 28, 28}));
+  for (const char* flag : {"model", "input_shape"}) {
+    const train::TrainConfig kept = train::apply_recipe(train::TrainConfig{}, user_recipe, {flag});
+    EXPECT_FALSE(kept.model.is_file()) << flag;
+    EXPECT_EQ(kept.model.zoo_name, "mlp") << flag;
+  }
+  train::TrainConfig file_base;
+  file_base.model = models::ModelSource::torchscript("other.pt");
+  const train::TrainConfig old_style =
+      train::apply_recipe(file_base, Json{{"schema_version", 1}, {"model", "cnn"}});
+  EXPECT_FALSE(old_style.model.is_file());
+  EXPECT_EQ(old_style.model.zoo_name, "cnn");
 }
 
 TEST(TuneRecipe, BadRecipesGiveClearErrors) {
