@@ -6,6 +6,7 @@
 #include "cli_support.hpp"
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/device/device_report.hpp"
+#include "ipj/infer/compiled_evaluation.hpp"
 #include "ipj/report/report.hpp"
 #include "ipj/train/compare.hpp"
 #include "ipj/train/recipe.hpp"
@@ -64,6 +65,11 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
       train::TrainHooks hooks;
       hooks.show_progress = !flags.quiet;
       hooks.environment = device::device_report();
+      // Used only by a side whose recipe says --compile jit (a recipe file's may: ipj tune searches it).
+      hooks.compiled_evaluate = [](models::Classifier& network, const data::Dataset& data,
+                                   std::int64_t batch) {
+        return infer::evaluate_compiled(network, config.model.zoo_name, data, batch);
+      };
       const train::CompareResult result = train::run_compare(config, dataset, hooks);
       const std::filesystem::path folder(config.out_dir);
       if (write_report) {

@@ -13,7 +13,8 @@ bool is_listed(const std::vector<std::string>& names, const std::string& name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
-// The keys that together say which model (a zoo name, or a file with its input shape): kept or applied as one.
+// The keys that together say which model (a zoo name, or a file with its input shape): kept or applied as
+// one.
 bool is_model_key(const std::string& key) {
   return key == "model" || key == "model_source" || key == "input_shape";
 }
@@ -26,12 +27,11 @@ bool is_model_key(const std::string& key) {
 
 const std::vector<std::string>& recipe_keys() {
   static const std::vector<std::string> keys = {
-      "model",        "model_source",  "input_shape",   "epochs",         "batch",
-      "lr",           "optimizer",     "momentum",      "weight_decay",   "schedule",
-      "step_size",    "step_gamma",    "warmup_epochs", "threads",        "tune_threads",
-      "allocator",    "augment",       "prefetch",      "eval_batch",     "device",
-      "precision",    "loss_scale",    "accum",         "memory_format",  "optimizer_impl",
-      "compile",      "target_acc"};
+      "model",          "model_source", "input_shape",  "epochs",     "batch",     "lr",
+      "optimizer",      "momentum",     "weight_decay", "schedule",   "step_size", "step_gamma",
+      "warmup_epochs",  "threads",      "tune_threads", "allocator",  "augment",   "prefetch",
+      "eval_batch",     "device",       "precision",    "loss_scale", "accum",     "memory_format",
+      "optimizer_impl", "compile",      "target_acc"};
   return keys;
 }
 

@@ -176,7 +176,8 @@ TEST(TuneRecipe, RecipeFilesRoundTrip) {
   EXPECT_EQ(train::apply_recipe(flags, recipe, {"batch"}).batch_size, 64);
   EXPECT_EQ(train::apply_recipe(flags, recipe, {"batch"}).precision, "bf16");
   // The model keys go together: a recipe for a user's file names the file and its input shape; --model or
-  // --input-shape given as flags keep the base's model whole; an older recipe with "model" alone is a zoo model.
+  // --input-shape given as flags keep the base's model whole; an older recipe with "model" alone is a zoo
+  // model.
   train::TrainConfig user = config;
   user.model = models::ModelSource::torchscript("nets/my_net.pt", {1, 28, 28});
   const Json user_recipe = train::make_recipe(user);

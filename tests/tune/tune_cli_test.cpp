@@ -101,6 +101,19 @@ TEST(TuneCli, JsonContractAndTheRecipeWorksInTrainAndCompare) {
   EXPECT_DOUBLE_EQ(compared["target_acc"].get<double>(), 0.72);  // the recipe's target
   EXPECT_EQ(compared["optimized_recipe"].get<std::string>().rfind("recipe ", 0), 0u);
   EXPECT_EQ(compared["baseline"]["recipe"]["batch"], 128);  // the seed recipe is untouched
+
+  // A recipe that evaluates through ipj's TorchScript program (--compile jit, in the tuner's space) runs in
+  // compare too (it once failed there with an internal error: compare gave the trainer no compiled
+  // evaluator).
+  Json jit_recipe = recipe;
+  jit_recipe["compile"] = "jit";
+  write_json_file(dir.file("jit_recipe.json"), jit_recipe);
+  const auto jit_compare =
+      ipj("compare --optimized-recipe " + dir.file("jit_recipe.json") +
+          " --limit 1000 --test-limit 200 --max-epochs 1 --epochs 1 --json --quiet --out " +
+          dir.file("compare-jit"));
+  ASSERT_EQ(jit_compare.exit_code, 0) << jit_compare.err;
+  EXPECT_EQ(Json::parse(jit_compare.out)["optimized"]["recipe"]["compile"], "jit");
 }
 
 TEST(TuneCli, ResumeAfterSigkillMidTrialRerunsNoFinishedTrial) {
