@@ -1,6 +1,7 @@
 // Output helpers shared by subcommands.
 #include "cli_support.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -105,6 +106,19 @@ CLI::Validator finite_range(double min, double max) {
 
 void print_json(const Json& value) {
   std::cout << value.dump() << std::endl;
+}
+
+std::vector<std::string> given_config_keys(const CLI::App& command) {
+  std::vector<std::string> keys;
+  for (const CLI::Option* option : command.get_options()) {
+    if (option->count() == 0 || option->get_lnames().empty()) continue;
+    std::string key = option->get_lnames().front();
+    std::replace(key.begin(), key.end(), '-', '_');
+    if (key == "thread_plan") key = "tune_threads";
+    if (key == "no_energy") key = "measure_energy";
+    keys.push_back(key);
+  }
+  return keys;
 }
 
 std::string format_number(const char* pattern, double value) {

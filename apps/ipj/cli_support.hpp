@@ -67,6 +67,12 @@ void parse_model_input_flags(const ModelInputFlags& flags, std::vector<std::int6
 // Prints `value` as one compact JSON line on stdout.
 void print_json(const Json& value);
 
+// The TrainConfig JSON keys (train/train_config.hpp) set by flags given on this command line:
+// "--weight-decay"
+// -> "weight_decay", "--thread-plan" -> "tune_threads", "--no-energy" -> "measure_energy". These override a
+// --recipe file's values.
+std::vector<std::string> given_config_keys(const CLI::App& command);
+
 CLI::App* register_devices_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_models_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_train_command(CLI::App& app, CommandRunner& runner);
@@ -81,5 +87,6 @@ CLI::App* register_load_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_launch_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_report_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_gate_command(CLI::App& app, CommandRunner& runner);
+CLI::App* register_tune_command(CLI::App& app, CommandRunner& runner);
 
 }  // namespace ipj::cli

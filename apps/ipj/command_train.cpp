@@ -12,6 +12,7 @@
 #include "ipj/dist/data_parallel_training.hpp"
 #include "ipj/infer/compiled_evaluation.hpp"
 #include "ipj/train/precision.hpp"
+#include "ipj/train/recipe.hpp"
 #include "ipj/train/repeat.hpp"
 #include "ipj/train/trainer.hpp"
 
@@ -84,6 +85,10 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--step-gamma", config.step_gamma, "Step schedule: decay factor")
       ->check(finite_range(0.0, 1.0))
       ->capture_default_str();
+  command
+      ->add_option("--warmup-epochs", config.warmup_epochs,
+                   "Linear learning-rate warmup over this many epochs (fractions allowed; 0 = none)")
+      ->capture_default_str();
   command->add_option("--seed", config.seed, "Seed for initialisation, shuffling and augmentation")
       ->capture_default_str();
   command->add_option("--threads", config.threads, "Cores to use (0 = all)")->capture_default_str();
@@ -136,12 +141,19 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
       ->check(CLI::Range(1, 100));
   command->add_flag("--resume", config.resume, "Continue the run in --out from its last checkpoint");
   add_distributed_flags(*command, distributed);
+  static std::string recipe_path;
+  command->add_option("--recipe", recipe_path,
+                      "Recipe file (ipj tune's recipe.json): its settings replace the defaults; flags given "
+                      "here override the recipe");
 
-  command->callback([&runner] {
-    runner = [] {
+  command->callback([&runner, command] {
+    runner = [command] {
       if (no_save && (config.resume || !config.out_dir.empty()))
         throw ipj::Error(ipj::ErrorCategory::usage, "--no-save cannot be combined with --out or --resume");
       config.model = parse_model_flags(model, input_shape);
+      if (!recipe_path.empty())
+        config =
+            train::apply_recipe(config, train::read_recipe_file(recipe_path), given_config_keys(*command));
       if (!no_save && config.out_dir.empty())
         config.out_dir = default_run_folder(models::short_name(config.model));
       config.data_options = data_options(data_flags);

@@ -49,6 +49,10 @@ void validate(const TrainConfig& config) {
   require(config.weight_decay >= 0.0 && config.weight_decay <= 1.0, "--weight-decay must be in [0, 1]");
   require(config.step_size >= 0, "--step-size must be >= 0");
   require(config.step_gamma > 0.0 && config.step_gamma <= 1.0, "--step-gamma must be in (0, 1]");
+  require(std::isfinite(config.warmup_epochs) && config.warmup_epochs >= 0.0 &&
+              config.warmup_epochs <= config.epochs,
+          "--warmup-epochs must be in 0..--epochs (" + std::to_string(config.epochs) + "), got " +
+              std::to_string(config.warmup_epochs));
   require(config.threads >= 0 && config.threads <= 4096, "--threads must be in 0..4096 (0 = all cores)");
   require(config.limit >= 0, "--limit must be >= 0 (0 = all training samples)");
   require(config.test_limit >= 0, "--test-limit must be >= 0 (0 = all test samples)");
@@ -102,6 +106,7 @@ Json to_json(const TrainConfig& config) {
               {"schedule", choice_name(config.schedule)},
               {"step_size", config.step_size},
               {"step_gamma", config.step_gamma},
+              {"warmup_epochs", config.warmup_epochs},
               {"seed", config.seed},
               {"threads", config.threads},
               {"tune_threads", config.thread_plan == ThreadPlanChoice::tuned},
@@ -153,6 +158,7 @@ TrainConfig config_from_json(const Json& json) {
   read_choice("schedule", config.schedule);
   read("step_size", config.step_size);
   read("step_gamma", config.step_gamma);
+  read("warmup_epochs", config.warmup_epochs);
   read("seed", config.seed);
   read("threads", config.threads);
   bool tune_threads = true;
@@ -186,10 +192,11 @@ void check_resumable(const TrainConfig& saved, const TrainConfig& requested) {
   const Json before = to_json(saved);
   const Json now = to_json(requested);
   // Flags that may change on resume: more epochs, threads, prefetch depth, eval batch, folder spelling.
-  for (const char* key :
-       {"model",     "model_source", "input_shape",  "data",      "data_options", "batch",      "lr",
-        "optimizer", "momentum",     "weight_decay", "schedule",  "step_size",    "step_gamma", "seed",
-        "limit",     "test_limit",   "augment",      "precision", "loss_scale",   "accum"}) {
+  for (const char* key : {"model",        "model_source", "input_shape", "data",       "data_options",
+                          "batch",        "lr",           "optimizer",   "momentum",   "weight_decay",
+                          "schedule",     "step_size",    "step_gamma",  "warmup_epochs", "seed",
+                          "limit",        "test_limit",   "augment",     "precision",  "loss_scale",
+                          "accum"}) {
     // Files: the path may be spelt differently and --input-shape 1,28,28 equals leaving it out; the trainer
     // compares the file's fingerprint and the resolved input shape instead (check_same_model_file).
     const bool both_files = saved.model.is_file() && requested.model.is_file();

@@ -89,6 +89,7 @@ class TrainingRun {
     options.accumulation_steps = config_.accumulation_steps;
     options.schedule = ScheduleSpec{config_.schedule,  config_.learning_rate, config_.epochs, 1,
                                     config_.step_size, config_.step_gamma};
+    options.warmup_epochs = config_.warmup_epochs;
     options.show_progress = hooks_.show_progress;
     return options;
   }

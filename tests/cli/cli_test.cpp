@@ -42,10 +42,7 @@ void write_fake_powercap(const testing::TempDir& dir, const std::string& energy_
 
 // The failure contract: non-zero exit, exactly one line on stderr that mentions `fragment`.
 void expect_failure(const testing::ProcessResult& result, int exit_code, const std::string& fragment) {
-  EXPECT_EQ(result.exit_code, exit_code) << result.err;
-  EXPECT_NE(result.err.find(fragment), std::string::npos) << result.err;
-  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
-  EXPECT_TRUE(result.out.empty()) << result.out;
+  testing::expect_cli_failure(result, exit_code, fragment);
 }
 
 }  // namespace

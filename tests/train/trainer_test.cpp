@@ -315,4 +315,21 @@ TEST(TrainingLoop, HooksAreTheSeamsForDataParallelTraining) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("run")));  // write_files = false
 }
 
+TEST(Trainer, WarmupEpochsRampTheLearningRate) {
+  data::Dataset dataset = data::load_dataset(data::kDefaultDataDirectory, 512, 200);
+  TrainConfig config;
+  config.epochs = 3;
+  config.batch_size = 128;  // 4 steps per epoch
+  config.learning_rate = 0.01;
+  config.warmup_epochs = 2.0;  // 8 warmup steps
+  TrainHooks hooks;
+  hooks.show_progress = false;
+  const TrainResult result = run_training(config, dataset, hooks);
+  ASSERT_EQ(result.epochs.size(), 3u);
+  EXPECT_NEAR(result.epochs[0].learning_rate, 0.01 * 4.0 / 8.0, 1e-12);  // the epoch's last step
+  EXPECT_NEAR(result.epochs[1].learning_rate, 0.01, 1e-12);
+  EXPECT_NEAR(result.epochs[2].learning_rate, 0.01, 1e-12);
+  EXPECT_EQ(result.report["config"]["warmup_epochs"], 2.0);
+}
+
 }  // namespace ipj::train

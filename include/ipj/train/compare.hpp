@@ -33,6 +33,10 @@ struct CompareConfig {
   std::string out_dir;  // baseline/ and optimized/ run folders + compare.json; empty = write nothing
   // Set: the seed recipe also runs in Python (one epoch) for the implementation effect; unset: it is null.
   std::optional<PythonBaseline> python_baseline;
+  // --optimized-recipe: a recipe object (train/recipe.hpp) replacing the hand-tuned optimized recipe's
+  // settings; compare's own settings (model, seed, limits, target, and --threads / --epochs when given) win.
+  Json optimized_recipe_override;       // null = the hand-tuned recipe
+  std::string optimized_recipe_source;  // where the override came from (a file name), for the report
 };
 
 // The seeds the optimized recipes were tuned on (docs/PERFORMANCE.md): a figure scored on them is not

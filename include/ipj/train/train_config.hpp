@@ -27,6 +27,7 @@ struct TrainConfig {
   ScheduleKind schedule = ScheduleKind::none;
   int step_size = 0;  // step schedule: epochs per decay (0 = max(1, epochs/3))
   double step_gamma = 0.1;
+  double warmup_epochs = 0.0;  // linear learning-rate warmup over this many epochs (fractions allowed)
   std::uint64_t seed = 0;
   int threads = 0;  // cores to use (0 = all)
   // python: Python torch's default thread settings (the seed recipe). JSON: "tune_threads" true | false.
