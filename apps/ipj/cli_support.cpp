@@ -1,6 +1,7 @@
 // Output helpers shared by subcommands.
 #include "cli_support.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -107,10 +108,67 @@ void print_json(const Json& value) {
   std::cout << value.dump() << std::endl;
 }
 
+std::vector<std::string> given_config_keys(const CLI::App& command) {
+  std::vector<std::string> keys;
+  for (const CLI::Option* option : command.get_options()) {
+    if (option->count() == 0 || option->get_lnames().empty()) continue;
+    std::string key = option->get_lnames().front();
+    std::replace(key.begin(), key.end(), '-', '_');
+    if (key == "thread_plan") key = "tune_threads";
+    if (key == "no_energy") key = "measure_energy";
+    keys.push_back(key);
+  }
+  return keys;
+}
+
 std::string format_number(const char* pattern, double value) {
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, pattern, value);
   return buffer;
+}
+
+std::vector<std::string> split_commas(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream stream(text);
+  std::string part;
+  while (std::getline(stream, part, ','))
+    if (!part.empty()) parts.push_back(part);
+  return parts;
+}
+
+std::vector<float> parse_floats(const std::string& text, const std::string& flag) {
+  std::vector<float> values;
+  for (const auto& part : split_commas(text)) {
+    float value = 0.0f;
+    try {
+      std::size_t used = 0;
+      value = std::stof(part, &used);
+      if (used != part.size()) throw std::invalid_argument(part);
+    } catch (const std::exception&) {
+      fail(ErrorCategory::usage, flag + " '" + text + "': expected numbers separated by commas");
+    }
+    if (!std::isfinite(value) || std::fabs(value) > 1e6)
+      fail(ErrorCategory::usage, flag + " '" + text + "': values must be finite numbers within +-1e6");
+    values.push_back(value);
+  }
+  return values;
+}
+
+void add_model_input_flags(CLI::App& command, ModelInputFlags& flags) {
+  command.add_option("--input-shape", flags.input_shape, kInputShapeHelp);
+  command.add_option("--mean", flags.mean, "TorchScript preprocessing: per-channel mean (pixels in [0,1])");
+  command.add_option("--std", flags.std, "TorchScript preprocessing: per-channel std");
+}
+
+void parse_model_input_flags(const ModelInputFlags& flags, std::vector<std::int64_t>& shape,
+                             std::vector<float>& mean, std::vector<float>& std) {
+  if (!flags.input_shape.empty()) shape = infer::parse_shape(flags.input_shape, "--input-shape");
+  if (!flags.mean.empty()) mean = parse_floats(flags.mean, "--mean");
+  if (!flags.std.empty()) std = parse_floats(flags.std, "--std");
+  if (mean.size() != std.size())
+    fail(ErrorCategory::usage, "--mean and --std need the same number of values");
+  for (const float value : std)
+    if (!(value > 0.0f)) fail(ErrorCategory::usage, "--std values must be > 0, got '" + flags.std + "'");
 }
 
 }  // namespace ipj::cli

@@ -4,8 +4,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "ipj/core/error.hpp"
 #include "ipj/core/json_io.hpp"
@@ -50,8 +52,26 @@ CLI::Validator finite_range(double min, double max);
 
 // printf-style formatting of one number for tables, e.g. format_number("%.3f", 0.5) == "0.500".
 std::string format_number(const char* pattern, double value);
+// "0.5,0.25" -> {0.5, 0.25}; throws ipj::Error(usage) naming `flag` on bad text.
+std::vector<float> parse_floats(const std::string& text, const std::string& flag);
+// Comma-separated parts, empty ones dropped.
+std::vector<std::string> split_commas(const std::string& text);
+// --input-shape/--mean/--std of TorchScript models (left empty when the texts are).
+struct ModelInputFlags {
+  std::string input_shape, mean, std;
+};
+void add_model_input_flags(CLI::App& command, ModelInputFlags& flags);
+// Parses them into `shape`, `mean` and `std`; throws ipj::Error(usage) on bad text or unequal mean/std.
+void parse_model_input_flags(const ModelInputFlags& flags, std::vector<std::int64_t>& shape,
+                             std::vector<float>& mean, std::vector<float>& std);
 // Prints `value` as one compact JSON line on stdout.
 void print_json(const Json& value);
+
+// The TrainConfig JSON keys (train/train_config.hpp) set by flags given on this command line:
+// "--weight-decay"
+// -> "weight_decay", "--thread-plan" -> "tune_threads", "--no-energy" -> "measure_energy". These override a
+// --recipe file's values.
+std::vector<std::string> given_config_keys(const CLI::App& command);
 
 CLI::App* register_devices_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_models_command(CLI::App& app, CommandRunner& runner);
@@ -64,7 +84,9 @@ CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_load_command(CLI::App& app, CommandRunner& runner);
+CLI::App* register_launch_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_report_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_gate_command(CLI::App& app, CommandRunner& runner);
+CLI::App* register_tune_command(CLI::App& app, CommandRunner& runner);
 
 }  // namespace ipj::cli

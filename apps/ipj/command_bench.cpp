@@ -17,36 +17,6 @@
 #include "ipj/train/evaluate.hpp"
 
 namespace ipj::cli {
-namespace {
-
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream stream(text);
-  std::string part;
-  while (std::getline(stream, part, ','))
-    if (!part.empty()) parts.push_back(part);
-  return parts;
-}
-
-std::vector<float> parse_floats(const std::string& text, const std::string& flag) {
-  std::vector<float> values;
-  for (const auto& part : split(text)) {
-    float value = 0.0f;
-    try {
-      std::size_t used = 0;
-      value = std::stof(part, &used);
-      if (used != part.size()) throw std::invalid_argument(part);
-    } catch (const std::exception&) {
-      fail(ErrorCategory::usage, flag + " '" + text + "': expected numbers separated by commas");
-    }
-    if (!std::isfinite(value) || std::fabs(value) > 1e6)
-      fail(ErrorCategory::usage, flag + " '" + text + "': values must be finite numbers within +-1e6");
-    values.push_back(value);
-  }
-  return values;
-}
-
-}  // namespace
 
 CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
   auto* command = app.add_subcommand(
@@ -55,8 +25,8 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
       "variants at several batch sizes (warm-up, then windows until 3 agree within 10%)\n"
       "Example: ipj bench --model runs/mlp --variants fp32,jit,int8-dynamic,int8-static --batch 1,64,256");
   static CommonOutputFlags flags;
-  static std::string model_path, variants_text = "file", batches_text = "1,64", input_shape, mean_text,
-                                 std_text;
+  static std::string model_path, variants_text = "file", batches_text = "1,64";
+  static ModelInputFlags input_flags;
   static std::string data_dir;
   static infer::BenchOptions bench;
   static infer::LoadOptions load;
@@ -68,16 +38,16 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
   static DataFlags data_flags;
   add_output_flags(*command, flags);
   command
-      ->add_option("--model", model_path, "ipj checkpoint / run folder, ipj int8 file, or TorchScript file")
+      ->add_option("--model", model_path,
+                   "ipj checkpoint / run folder, ipj int8/program/graph file, or TorchScript file")
       ->required();
   command
       ->add_option("--variants", variants_text,
-                   "Comma list: file (as stored) | fp32 | bf16 | jit | int8-dynamic | int8-static")
+                   "Comma list: file (as stored) | fp32 | bf16 | jit | int8-dynamic | int8-static\n"
+                   "(int8 of TorchScript files: imported into ipj's graph; needs --input-shape)")
       ->capture_default_str();
   command->add_option("--batch", batches_text, "Comma list of batch sizes")->capture_default_str();
-  command->add_option("--input-shape", input_shape, "Per-sample shape for TorchScript models, e.g. 1,28,28");
-  command->add_option("--mean", mean_text, "TorchScript preprocessing: per-channel mean (pixels in [0,1])");
-  command->add_option("--std", std_text, "TorchScript preprocessing: per-channel std");
+  add_model_input_flags(*command, input_flags);
   command->add_option("--window-s", bench.window_s, "Measurement window length")
       ->check(finite_range(0.001, 3600.0))
       ->capture_default_str();
@@ -109,22 +79,15 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
       ->capture_default_str();
   command->callback([&runner] {
     runner = [] {
-      if (!input_shape.empty()) load.input_shape = infer::parse_shape(input_shape, "--input-shape");
-      if (!mean_text.empty()) load.mean = parse_floats(mean_text, "--mean");
-      if (!std_text.empty()) load.std = parse_floats(std_text, "--std");
-      if (load.mean.size() != load.std.size())
-        fail(ErrorCategory::usage, "--mean and --std need the same number of values");
-      for (const float deviation : load.std)
-        if (!(deviation > 0.0f))
-          fail(ErrorCategory::usage, "--std values must be > 0, got '" + std_text + "'");
+      parse_model_input_flags(input_flags, load.input_shape, load.mean, load.std);
       load.calibration_data = data_dir;
       load.calibration_data_options = data_options(data_flags);
       std::vector<std::int64_t> batches;
-      for (const auto& part : split(batches_text)) {
+      for (const auto& part : split_commas(batches_text)) {
         const auto parsed = infer::parse_shape(part, "--batch");
         batches.push_back(parsed.at(0));
       }
-      const std::vector<std::string> variants = split(variants_text);
+      const std::vector<std::string> variants = split_commas(variants_text);
       if (variants.empty() || batches.empty())
         fail(ErrorCategory::usage, "--variants and --batch must not be empty");
 
@@ -143,7 +106,8 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
         if (!flags.quiet && !flags.json) spdlog::info("loading {} as {}", model_path, variant);
         const infer::InferenceModelPtr model = infer::load_inference_model(model_path, load);
         const bool gemm_only = model->variant == "fp32" && model->model_name == "mlp";
-        device::apply_thread_plan(device::plan_threads(gemm_only ? "fp32" : "bf16", threads, !gemm_only));
+        device::apply_thread_plan(device::plan_threads(
+            gemm_only ? device::ThreadWorkload::fp32_gemm : device::ThreadWorkload::onednn, threads));
         std::optional<double> accuracy;
         if (!no_accuracy) {
           const std::string folder = !data_dir.empty()          ? data_dir

@@ -14,16 +14,23 @@ namespace ipj::cli {
 CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner) {
   auto* command = app.add_subcommand(
       "prune",
-      "Prune a trained mlp/cnn: --structured removes whole units/channels (fewer parameters and FLOPs),\n"
-      "otherwise the smallest weights are zeroed; then fine-tunes. Writes a model bench/serve/quantize "
-      "accept\n"
-      "Example: ipj prune --model runs/cnn --sparsity 0.5 --structured --epochs 1 --out cnn-pruned.pt");
+      "Prune a trained model: --structured removes whole units/channels (fewer parameters and FLOPs) where\n"
+      "no residual add or depthwise conv ties them, otherwise the smallest weights are zeroed; then "
+      "fine-tunes.\n"
+      "Writes a model bench/serve/quantize accept (TorchScript inputs: an ipj graph file)\n"
+      "Example: ipj prune --model runs/cnn --sparsity 0.5 --structured --epochs 1 --out cnn-pruned.pt\n"
+      "Example: ipj prune --model net.pt --input-shape 1,28,28 --sparsity 0.5 --structured --out "
+      "net-pruned.pt");
   static CommonOutputFlags flags;
   static quant::PruneOptions options;
   static DataFlags data_flags;
+  static ModelInputFlags input_flags;
   add_output_flags(*command, flags);
-  command->add_option("--model", options.model_path, "ipj checkpoint / run folder or ipj program file")
+  command
+      ->add_option("--model", options.model_path,
+                   "ipj checkpoint / run folder, ipj program or graph file, or TorchScript file")
       ->required();
+  add_model_input_flags(*command, input_flags);
   command->add_option("--out", options.out_path, "Where to write the pruned model")->required();
   command->add_option("--sparsity", options.sparsity, "Fraction of units (structured) or weights to remove")
       ->check(finite_range(0.0, 0.99))
@@ -42,6 +49,8 @@ CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner) {
       require_writable_file(options.out_path, "--out");  // before any work
       options.show_progress = !flags.quiet && !flags.json;
       options.data_options = data_options(data_flags);
+      parse_model_input_flags(input_flags, options.import.input_shape, options.import.mean,
+                              options.import.std);
       const Json report = quant::run_prune(options);
       if (flags.json) {
         print_json(report);

@@ -46,6 +46,21 @@ std::vector<std::int64_t> epoch_order(std::int64_t count, std::uint64_t seed, st
   return order;
 }
 
+std::vector<std::int64_t> shard_order(const std::vector<std::int64_t>& order, int shard_index,
+                                      int shard_count) {
+  if (shard_count < 1 || shard_index < 0 || shard_index >= shard_count)
+    fail(ErrorCategory::internal,
+         "shard " + std::to_string(shard_index) + " of " + std::to_string(shard_count));
+  const auto count = static_cast<std::int64_t>(order.size());
+  if (count == 0) return {};
+  const std::int64_t padded = (count + shard_count - 1) / shard_count * shard_count;
+  std::vector<std::int64_t> shard;
+  shard.reserve(static_cast<std::size_t>(padded / shard_count));
+  for (std::int64_t position = shard_index; position < padded; position += shard_count)
+    shard.push_back(order[static_cast<std::size_t>(position % count)]);  // padding repeats the first samples
+  return shard;
+}
+
 BatchLoader::BatchLoader(const ImageSet& images, const Normalization& normalization, LoaderOptions options)
     : images_(images), normalization_(normalization), options_(options) {
   if (options_.batch_size <= 0)
@@ -54,8 +69,10 @@ BatchLoader::BatchLoader(const ImageSet& images, const Normalization& normalizat
     fail(ErrorCategory::internal, "normalisation has " + std::to_string(normalization_.mean.size()) +
                                       " channels, images have " + std::to_string(images_.channels));
   order_ = epoch_order(images_.count, options_.seed, options_.epoch, options_.shuffle);
-  batch_count_ = options_.drop_last ? images_.count / options_.batch_size
-                                    : (images_.count + options_.batch_size - 1) / options_.batch_size;
+  if (options_.shard_count > 1) order_ = shard_order(order_, options_.shard_index, options_.shard_count);
+  const auto samples = static_cast<std::int64_t>(order_.size());
+  batch_count_ = options_.drop_last ? samples / options_.batch_size
+                                    : (samples + options_.batch_size - 1) / options_.batch_size;
   if (options_.prefetch_batches > 0) producer_ = std::thread([this] { produce(); });
 }
 
@@ -70,7 +87,7 @@ BatchLoader::~BatchLoader() {
 
 Batch BatchLoader::build_batch(std::int64_t batch_index) const {
   const std::int64_t first = batch_index * options_.batch_size;
-  const std::int64_t size = std::min(options_.batch_size, images_.count - first);
+  const std::int64_t size = std::min(options_.batch_size, static_cast<std::int64_t>(order_.size()) - first);
   const int channels = images_.channels, height = images_.height, width = images_.width;
   const std::int64_t plane = static_cast<std::int64_t>(height) * width;
 

@@ -1,4 +1,5 @@
-// Format detection and the InferenceModel implementations (classifier, TorchScript, int8 program).
+// Format dispatch and the InferenceModel implementations (classifier, TorchScript, int8 program); graph IR
+// models (ResNets, graph files, int8 of TorchScript files) are in graph_models.cpp.
 #include "ipj/infer/inference_model.hpp"
 
 #include <torch/script.h>
@@ -8,12 +9,16 @@
 #include <filesystem>
 #include <sstream>
 
+#include "graph_models.hpp"
 #include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/infer/script_program.hpp"
+#include "ipj/quant/graph_builders.hpp"
+#include "ipj/quant/graph_file.hpp"
 #include "ipj/quant/program_file.hpp"
 #include "ipj/quant/quantize.hpp"
+#include "ipj/quant/source_model.hpp"
 #include "ipj/train/checkpoint.hpp"
 #include "ipj/train/precision.hpp"
 
@@ -96,34 +101,6 @@ std::int64_t tensor_bytes(const torch::jit::Module& module) {
   return bytes;
 }
 
-enum class FileFormat { checkpoint, int8, program, torchscript };
-
-FileFormat detect_format(const std::string& path) {
-  std::error_code error;  // error_code forms: a symbolic-link loop is an error message, not an exception
-  if (!std::filesystem::exists(path, error))
-    fail(ErrorCategory::io, "no model file at '" + path + "'" + (error ? ": " + error.message() : ""));
-  if (std::filesystem::is_directory(path, error)) {
-    if (std::filesystem::exists(std::filesystem::path(path) / train::kCheckpointFileName, error))
-      return FileFormat::checkpoint;
-    fail(ErrorCategory::invalid_input, "'" + path + "' is a folder without checkpoint.pt");
-  }
-  verify_zip_archive(path);  // a damaged ipj file is refused here, before LibTorch reads it
-  torch::serialize::InputArchive archive;
-  try {
-    archive.load_from(path);
-  } catch (const std::exception& error) {
-    const std::string message = error.what();
-    fail(ErrorCategory::invalid_input,
-         "'" + path + "' is neither an ipj model nor a TorchScript file (torch.jit.save): " +
-             message.substr(0, message.find('\n')));
-  }
-  c10::IValue marker;
-  if (archive.try_read("ipj_int8_format", marker)) return FileFormat::int8;
-  if (archive.try_read("ipj_program_format", marker)) return FileFormat::program;
-  if (archive.try_read("ipj_checkpoint_format", marker)) return FileFormat::checkpoint;
-  return FileFormat::torchscript;
-}
-
 void check_variant(const std::string& variant) {
   if (variant == "file") return;
   for (const auto& name : variant_names())
@@ -187,9 +164,12 @@ InferenceModelPtr from_checkpoint(const std::string& path, const LoadOptions& op
     for (const auto& buffer : trained.model->buffers())
       bytes += buffer.numel() * buffer.element_size();
     result->parameter_bytes = bytes;
-  } else {
+  } else if (info.at("name") == "mlp" || info.at("name") == "cnn") {
     result = program_variant(quant::extract_program(*trained.model, info), variant, data_dir, data_options,
                              options);
+  } else {
+    result =
+        graph_variant(quant::extract_graph(*trained.model, info), variant, data_dir, data_options, options);
   }
   result->variant = variant;
   result->format = "ipj-checkpoint";
@@ -242,6 +222,46 @@ InferenceModelPtr from_int8(const std::string& path, const LoadOptions& options)
   return result;
 }
 
+InferenceModelPtr from_graph(const std::string& path, const LoadOptions& options) {
+  quant::GraphFile file = quant::load_graph(path);
+  const std::string variant = options.variant == "file" ? "fp32" : options.variant;
+  const std::string data_dir = file.extra.value("data_dir", std::string());
+  const data::DataOptions data_options =
+      data::data_options_from_json(file.extra.value("data_options", Json::object()));
+  const auto sample_shape = file.graph.input_shape;
+  const std::string model_name = file.graph.model_name;
+  auto result = graph_variant(std::move(file.graph), variant, data_dir, data_options, options);
+  result->variant = variant;
+  result->format = "ipj-graph";
+  result->path = path;
+  result->model_name = model_name;
+  result->sample_shape = sample_shape;
+  result->data_dir = data_dir;
+  result->data_options = data_options;
+  return result;
+}
+
+// int8 variants of a TorchScript file: imported into the graph IR (with its --mean/--std), checked against
+// the module on random inputs, then converted.
+std::shared_ptr<InferenceModel> torchscript_int8(const torch::jit::Module& module, const std::string& path,
+                                                 const std::string& variant, const LoadOptions& options) {
+  if (options.input_shape.empty())
+    fail(ErrorCategory::usage, "int8 variants of TorchScript files need --input-shape (e.g. 1,28,28)");
+  quant::ImportOptions import;
+  import.input_shape = options.input_shape;
+  import.mean = options.mean;
+  import.std = options.std;
+  quant::Graph graph = quant::import_torchscript(module, path, import);
+  std::vector<std::int64_t> shape{8};
+  shape.insert(shape.end(), options.input_shape.begin(), options.input_shape.end());
+  const double difference = quant::import_difference(module, graph, import, torch::rand(shape));
+  if (!(difference <= 1e-3))
+    fail(ErrorCategory::unsupported, "'" + path + "': ipj's imported graph differs from the module by " +
+                                         std::to_string(difference) +
+                                         " (relative); int8 is not available for it");
+  return graph_variant(std::move(graph), variant, "", data::DataOptions(), options);
+}
+
 InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& options) {
   torch::jit::Module module;
   load_file_checked(path, "TorchScript file", [&] { module = torch::jit::load(path); });
@@ -250,21 +270,21 @@ InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& o
          "'" + path + "' has no forward method (save a scripted or traced module)");
   module.eval();
   const std::string variant = options.variant == "file" ? "fp32" : options.variant;
-  if (variant.rfind("int8", 0) == 0)
-    fail(ErrorCategory::unsupported,
-         "int8 variants need an ipj checkpoint (mlp or cnn); quantize TorchScript "
-         "models before saving them, then serve the file as is");
   std::vector<std::int64_t> reshape;  // a flat --input-shape (e.g. 784) feeds [B, 784]
   if (options.input_shape.size() == 1) reshape = options.input_shape;
-  auto result =
-      std::make_shared<ScriptModel>(variant == "jit" ? freeze_for_inference(module) : module, options.mean,
-                                    options.std, variant == "bf16" ? "bf16" : "fp32", reshape);
+  std::shared_ptr<InferenceModel> result;
+  if (variant.rfind("int8", 0) == 0)
+    result = torchscript_int8(module, path, variant, options);
+  else
+    result =
+        std::make_shared<ScriptModel>(variant == "jit" ? freeze_for_inference(module) : module, options.mean,
+                                      options.std, variant == "bf16" ? "bf16" : "fp32", reshape);
   result->variant = variant;
   result->format = "torchscript";
   result->path = path;
   result->model_name = module.type()->name() ? module.type()->name()->name() : "torchscript";
   result->sample_shape = options.input_shape;
-  result->parameter_bytes = tensor_bytes(module);
+  if (variant.rfind("int8", 0) != 0) result->parameter_bytes = tensor_bytes(module);
   return result;
 }
 
@@ -301,14 +321,18 @@ InferenceModelPtr load_inference_model(const std::string& path) {
 
 InferenceModelPtr load_inference_model(const std::string& path, const LoadOptions& options) {
   check_variant(options.variant);
-  switch (detect_format(path)) {
-    case FileFormat::checkpoint:
+  switch (quant::detect_model_file(path)) {
+    case quant::ModelFileFormat::checkpoint:
       return from_checkpoint(path, options);
-    case FileFormat::int8:
+    case quant::ModelFileFormat::int8:
       return from_int8(path, options);
-    case FileFormat::program:
+    case quant::ModelFileFormat::int8_graph:
+      return int8_graph_model(path, options);
+    case quant::ModelFileFormat::program:
       return from_program(path, options);
-    case FileFormat::torchscript:
+    case quant::ModelFileFormat::graph:
+      return from_graph(path, options);
+    case quant::ModelFileFormat::torchscript:
       return from_torchscript(path, options);
   }
   fail(ErrorCategory::internal, "unreachable file format");

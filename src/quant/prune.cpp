@@ -9,7 +9,9 @@
 
 #include "ipj/core/error.hpp"
 #include "ipj/data/batch_loader.hpp"
+#include "ipj/quant/graph_file.hpp"
 #include "ipj/quant/program_file.hpp"
+#include "ipj/quant/source_model.hpp"
 #include "ipj/train/checkpoint.hpp"
 #include "ipj/train/evaluate.hpp"
 #include "program_training.hpp"
@@ -97,21 +99,19 @@ double weight_sparsity(const LayerProgram& program) {
 void fine_tune(LayerProgram& program, const data::ImageSet& images, int epochs, double learning_rate,
                std::int64_t batch_size, std::uint64_t seed, bool show_progress,
                const std::vector<torch::Tensor>& masks) {
-  std::vector<torch::Tensor> parameters = make_trainable(program);
-  torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(learning_rate).momentum(0.9));
-  for_each_pixel_batch(
-      images, epochs, batch_size, seed, "fine-tune", show_progress, [&](const data::Batch& batch) {
-        const torch::Tensor loss =
-            torch::nn::functional::cross_entropy(run_float(program, batch.images), batch.labels);
-        optimizer.zero_grad();
-        loss.backward();
-        optimizer.step();
-        if (!masks.empty()) {
-          torch::NoGradGuard no_grad;
-          for (std::size_t index = 0; index < program.layers.size(); ++index)
-            if (masks[index].defined()) program.layers[index].weight.mul_(masks[index]);
-        }
-      });
+  const std::vector<torch::Tensor> parameters = make_trainable(program);
+  const PixelTraining settings{epochs, learning_rate, batch_size, seed, "fine-tune", show_progress};
+  auto loss = [&](const data::Batch& batch, const train::StepContext&) {
+    const torch::Tensor logits = run_float(program, batch.images);  // [B, classes]
+    return train::StepLoss{torch::nn::functional::cross_entropy(logits, batch.labels), logits};
+  };
+  auto keep_pruned_weights_at_zero = [&] {
+    torch::NoGradGuard no_grad;
+    for (std::size_t index = 0; index < program.layers.size(); ++index)
+      if (masks[index].defined()) program.layers[index].weight.mul_(masks[index]);
+  };
+  train_on_pixels(images, settings, parameters, loss,
+                  masks.empty() ? std::function<void()>() : keep_pruned_weights_at_zero);
   freeze(program);
 }
 
@@ -135,26 +135,45 @@ SourceProgram load_source_program(const std::string& path) {
   return source;
 }
 
-Json run_prune(const PruneOptions& options) {
-  if (options.out_path.empty()) fail(ErrorCategory::usage, "--out FILE is required");
-  if (options.epochs < 0) fail(ErrorCategory::usage, "--epochs must be >= 0");
-  if (!(options.sparsity >= 0.0 && options.sparsity < 1.0))  // NaN fails too
-    fail(ErrorCategory::usage, "--sparsity must be in [0, 1)");
-  if (!(options.learning_rate > 0.0 && options.learning_rate <= 100.0))
-    fail(ErrorCategory::usage, "--lr must be a positive number up to 100");
-  SourceProgram source = load_source_program(options.model_path);
-  const std::string data_dir = options.data_dir.empty() ? source.data_dir : options.data_dir;
-  const data::DataOptions data_options = data::merge_data_options(source.data_options, options.data_options);
-  const data::Dataset dataset =
-      data::load_dataset(data_dir, options.train_limit, options.test_limit, data_options);
-  auto accuracy = [&](const LayerProgram& program) {
+namespace {
+
+torch::Tensor float_forward(const LayerProgram& program, const torch::Tensor& x) {
+  return run_float(program, x);
+}
+torch::Tensor float_forward(const Graph& graph, const torch::Tensor& x) {
+  return run_graph(graph, x);
+}
+std::int64_t count_parameters(const LayerProgram& program) {
+  return parameter_count(program);
+}
+std::int64_t count_parameters(const Graph& graph) {
+  return graph_parameter_count(graph);
+}
+std::int64_t count_macs(const LayerProgram& program) {
+  return multiply_accumulates(program);
+}
+std::int64_t count_macs(const Graph& graph) {
+  return graph_multiply_accumulates(graph);
+}
+void save_model(const std::string& path, const LayerProgram& program, const Json& extra) {
+  save_program(path, program, extra);
+}
+void save_model(const std::string& path, const Graph& graph, const Json& extra) {
+  save_graph(path, graph, extra);
+}
+
+template <typename Model>
+Json prune_model(const Model& original, const PruneOptions& options, const data::Dataset& dataset,
+                 const std::string& data_dir, const data::DataOptions& data_options,
+                 const std::string& source_path) {
+  check_data_shape(original.input_shape, dataset.train, data_dir);
+  auto accuracy = [&](const Model& model) {
     torch::NoGradGuard no_grad;
-    return train::pixel_accuracy([&](const torch::Tensor& x) { return run_float(program, x); }, dataset.test,
-                                 256);
+    return train::pixel_accuracy([&](const torch::Tensor& x) { return float_forward(model, x); },
+                                 dataset.test, 256);
   };
-  const LayerProgram& original = source.program;
   const double original_acc = accuracy(original);
-  LayerProgram pruned;
+  Model pruned;
   std::vector<torch::Tensor> masks;
   if (options.structured) {
     pruned = prune_structured(original, options.sparsity);
@@ -169,12 +188,12 @@ Json run_prune(const PruneOptions& options) {
               options.show_progress, masks);
   const double pruned_acc = accuracy(pruned);
   Json extra = {{"data_dir", data_dir},         {"data_options", data::to_json(data_options)},
-                {"source", source.path},        {"structured", options.structured},
+                {"source", source_path},        {"structured", options.structured},
                 {"sparsity", options.sparsity}, {"test_acc", pruned_acc}};
-  save_program(options.out_path, pruned, extra);
+  save_model(options.out_path, pruned, extra);
   return {{"schema_version", kResultsSchemaVersion},
           {"kind", "prune"},
-          {"model", source.path},
+          {"model", source_path},
           {"method", options.structured ? "structured" : "magnitude"},
           {"dataset", data::to_json(dataset)},
           {"sparsity", options.sparsity},
@@ -183,12 +202,37 @@ Json run_prune(const PruneOptions& options) {
           {"pruned_acc_before_fine_tune", pruned_acc_before_tuning},
           {"pruned_acc", pruned_acc},
           {"acc_drop_pt", (original_acc - pruned_acc) * 100.0},
-          {"original_params", parameter_count(original)},
-          {"pruned_params", parameter_count(pruned)},
-          {"original_macs", multiply_accumulates(original)},
-          {"pruned_macs", multiply_accumulates(pruned)},
+          {"original_params", count_parameters(original)},
+          {"pruned_params", count_parameters(pruned)},
+          {"original_macs", count_macs(original)},
+          {"pruned_macs", count_macs(pruned)},
           {"weight_sparsity", weight_sparsity(pruned)},
           {"out", options.out_path}};
+}
+
+}  // namespace
+
+Json run_prune(const PruneOptions& options) {
+  if (options.out_path.empty()) fail(ErrorCategory::usage, "--out FILE is required");
+  if (options.epochs < 0) fail(ErrorCategory::usage, "--epochs must be >= 0");
+  if (!(options.sparsity >= 0.0 && options.sparsity < 1.0))  // NaN fails too
+    fail(ErrorCategory::usage, "--sparsity must be in [0, 1)");
+  if (!(options.learning_rate > 0.0 && options.learning_rate <= 100.0))
+    fail(ErrorCategory::usage, "--lr must be a positive number up to 100");
+  const SourceModel source = load_source_model(options.model_path, options.import);
+  const std::string data_dir = !options.data_dir.empty()  ? options.data_dir
+                               : !source.data_dir.empty() ? source.data_dir
+                                                          : std::string(data::kDefaultDataDirectory);
+  const data::DataOptions data_options = data::merge_data_options(source.data_options, options.data_options);
+  const data::Dataset dataset =
+      data::load_dataset(data_dir, options.train_limit, options.test_limit, data_options);
+  if (source.program)
+    return prune_model(*source.program, options, dataset, data_dir, data_options, source.path);
+  torch::Tensor sample;
+  data::for_each_pixel_batch_in_order(
+      dataset.test, 64, 64, [&](const torch::Tensor& pixels, const torch::Tensor&) { sample = pixels; });
+  check_import(source, sample);
+  return prune_model(*source.graph, options, dataset, data_dir, data_options, source.path);
 }
 
 }  // namespace ipj::quant

@@ -2,8 +2,6 @@
 // (quantized::linear_prepack / conv2d_prepack), execution through the packed params' virtual apply methods.
 #include "ipj/quant/quantized_program.hpp"
 
-#include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/native/quantized/PackedParams.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
@@ -13,30 +11,10 @@
 #include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/quant/program_file.hpp"
+#include "quantized_kernels.hpp"
 
 namespace ipj::quant {
 namespace {
-
-using LinearPacked = c10::intrusive_ptr<LinearPackedParamsBase>;
-using ConvPacked = c10::intrusive_ptr<ConvPackedParamsBase<2>>;
-
-LinearPacked prepack_linear(const torch::Tensor& qweight, const torch::Tensor& bias) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("quantized::linear_prepack", "")
-                       .typed<LinearPacked(at::Tensor, c10::optional<at::Tensor>)>();
-  return op.call(qweight, bias);
-}
-
-ConvPacked prepack_conv(const torch::Tensor& qweight, const torch::Tensor& bias, std::int64_t stride,
-                        std::int64_t padding) {
-  static auto op =
-      c10::Dispatcher::singleton()
-          .findSchemaOrThrow("quantized::conv2d_prepack", "")
-          .typed<ConvPacked(at::Tensor, c10::optional<at::Tensor>, torch::List<std::int64_t>,
-                            torch::List<std::int64_t>, torch::List<std::int64_t>, std::int64_t)>();
-  return op.call(qweight, bias, torch::List<std::int64_t>({stride, stride}),
-                 torch::List<std::int64_t>({padding, padding}), torch::List<std::int64_t>({1, 1}), 1);
-}
 
 std::string engine_name(at::QEngine engine) {
   switch (engine) {
@@ -49,11 +27,6 @@ std::string engine_name(at::QEngine engine) {
     default:
       return "none";
   }
-}
-
-torch::Tensor quantize_weight(const torch::Tensor& int8_values, const torch::Tensor& scales) {
-  const torch::Tensor zero_points = torch::zeros({scales.size(0)}, torch::kLong);
-  return at::_make_per_channel_quantized_tensor(int8_values, scales, zero_points, 0);
 }
 
 bool weighted(const Layer& layer) {
@@ -132,16 +105,10 @@ QuantizedProgram QuantizedProgram::convert(const LayerProgram& program, QuantMod
   result.output_params_.resize(program.layers.size());
   if (mode != QuantMode::dynamic && output_params.size() != program.layers.size())
     fail(ErrorCategory::internal, "static conversion needs one QuantParams per layer");
-  bool input_non_negative = true;  // raw pixels in [0, 1]
   for (std::size_t index = 0; index < program.layers.size(); ++index) {
     Layer& layer = result.program_.layers[index];
     const bool quantize_this =
         layer.kind == LayerKind::linear || (mode != QuantMode::dynamic && weighted(layer));
-    if (weighted(layer) && mode != QuantMode::dynamic && !input_non_negative && result.engine_ == "onednn")
-      fail(ErrorCategory::unsupported,
-           "layer " + std::to_string(index) +
-               " takes signed activations, which oneDNN's static int8 kernels get "
-               "wrong here; use --mode dynamic or --engine qnnpack");
     if (quantize_this) {
       const torch::Tensor scales = weight_scales(layer.weight);
       const torch::Tensor zero_points = torch::zeros({scales.size(0)}, torch::kLong);
@@ -150,7 +117,6 @@ QuantizedProgram QuantizedProgram::convert(const LayerProgram& program, QuantMod
       result.weight_scale_[index] = scales;
       layer.weight = torch::Tensor();  // the int8 copy replaces it
     }
-    if (weighted(layer)) input_non_negative = layer.relu;
   }
   result.pack();
   return result;
@@ -163,11 +129,12 @@ void QuantizedProgram::pack() {
   for (std::size_t index = 0; index < program_.layers.size(); ++index) {
     if (!weight_int8_[index].defined()) continue;
     const Layer& layer = program_.layers[index];
-    const torch::Tensor qweight = quantize_weight(weight_int8_[index], weight_scale_[index]);
+    const torch::Tensor qweight = quantize_weight(weight_int8_[index], weight_scale_[index], engine_);
     if (layer.kind == LayerKind::linear)
       packed->linear[index] = prepack_linear(qweight, layer.bias);
     else
-      packed->conv[index] = prepack_conv(qweight, layer.bias, layer.stride, layer.padding);
+      packed->conv[index] = prepack_conv(qweight, layer.bias, {layer.stride, layer.stride},
+                                         {layer.padding, layer.padding}, {1, 1}, 1);
   }
   packed_ = std::move(packed);
 }

@@ -1,11 +1,13 @@
-// Test helpers: temp folders, synthetic data files, child processes.
+// Test helpers: temp folders, synthetic data files, child processes, the CLI failure contract.
 #include "support/test_support.hpp"
 
+#include <gtest/gtest.h>
 #include <png.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -134,6 +136,13 @@ ProcessResult run_process(const std::string& command) {
 
 std::string ipj_binary() {
   return IPJ_BINARY;
+}
+
+void expect_cli_failure(const ProcessResult& result, int exit_code, const std::string& fragment) {
+  EXPECT_EQ(result.exit_code, exit_code) << result.err;
+  EXPECT_NE(result.err.find(fragment), std::string::npos) << result.err;
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  EXPECT_TRUE(result.out.empty()) << result.out;
 }
 
 }  // namespace ipj::testing

@@ -55,4 +55,8 @@ ProcessResult run_process(const std::string& command);
 // Path of the built `ipj` executable.
 std::string ipj_binary();
 
+// The CLI's failure contract (gtest expectations): exit `exit_code`, exactly one line on stderr containing
+// `fragment`, nothing on stdout.
+void expect_cli_failure(const ProcessResult& result, int exit_code, const std::string& fragment);
+
 }  // namespace ipj::testing

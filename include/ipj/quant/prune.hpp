@@ -1,6 +1,7 @@
 // `ipj prune`: magnitude pruning (zeroes the smallest weights of each layer; same FLOPs on dense kernels, the
 // sparsity is recorded) and structured pruning (removes whole hidden units / channels by L1 norm, so the
-// model really gets smaller and cheaper), each followed by fine-tuning on the training set.
+// model really gets smaller and cheaper), each followed by fine-tuning on the training set. LayerPrograms
+// (mlp, cnn) and graphs (ResNets, TorchScript files) alike; graphs are written as graph files.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +10,9 @@
 
 #include "ipj/core/json_io.hpp"
 #include "ipj/data/dataset.hpp"
+#include "ipj/quant/graph.hpp"
 #include "ipj/quant/layer_program.hpp"
+#include "ipj/quant/torchscript_import.hpp"
 
 namespace ipj::quant {
 
@@ -27,8 +30,19 @@ void fine_tune(LayerProgram& program, const data::ImageSet& images, int epochs, 
                std::int64_t batch_size, std::uint64_t seed, bool show_progress,
                const std::vector<torch::Tensor>& masks = {});
 
+// Graph versions. Structured: the conv/linear nodes whose channels reach only dense conv/linear readers
+// (through activations, pools, flatten) lose channels; those feeding a residual add, a depthwise conv or the
+// output keep them. Throws ipj::Error(unsupported) when no node can lose channels.
+Graph prune_structured(const Graph& graph, double fraction);
+std::vector<torch::Tensor> prune_magnitude(Graph& graph, double sparsity);
+double weight_sparsity(const Graph& graph);
+void fine_tune(Graph& graph, const data::ImageSet& images, int epochs, double learning_rate,
+               std::int64_t batch_size, std::uint64_t seed, bool show_progress,
+               const std::vector<torch::Tensor>& masks = {});
+
 struct PruneOptions {
-  std::string model_path;  // ipj checkpoint, run folder or ipj program file
+  std::string model_path;  // ipj checkpoint, run folder, program/graph file or TorchScript file
+  ImportOptions import;    // TorchScript files: --input-shape, --mean/--std
   std::string out_path;
   double sparsity = 0.5;
   bool structured = false;

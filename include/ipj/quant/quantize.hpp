@@ -1,6 +1,6 @@
-// `ipj quantize`: converts a trained ipj model to int8 (dynamic, static PTQ with calibration, or QAT),
-// measures fp32 vs int8 test accuracy and refuses to write a model whose accuracy drops more than
-// max_drop_pt.
+// `ipj quantize`: converts a trained model to int8 (dynamic, static PTQ with calibration, or QAT), measures
+// fp32 vs int8 test accuracy and refuses to write a model whose accuracy drops more than max_drop_pt. ipj's
+// mlp/cnn go through LayerProgram; ResNets, graph files and TorchScript files through the graph IR.
 #pragma once
 
 #include <cstdint>
@@ -11,12 +11,14 @@
 #include "ipj/quant/layer_program.hpp"
 #include "ipj/quant/observer.hpp"
 #include "ipj/quant/quantized_program.hpp"
+#include "ipj/quant/torchscript_import.hpp"
 
 namespace ipj::quant {
 
 struct QuantizeOptions {
-  std::string model_path;  // ipj checkpoint or run folder
+  std::string model_path;  // ipj checkpoint, run folder, program/graph file or TorchScript file
   std::string out_path;    // where the int8 model goes (only when the guard passes)
+  ImportOptions import;    // TorchScript files: --input-shape, --mean/--std
   QuantMode mode = QuantMode::static_ptq;
   std::string engine = "auto";
   ObserverKind observer = ObserverKind::minmax;
@@ -30,6 +32,7 @@ struct QuantizeOptions {
   // --resize/--channels/...: on top of the options the model was trained with.
   data::DataOptions data_options;
   std::int64_t test_limit = 0;
+  std::int64_t train_limit = 0;  // qat: train on the first N training samples (0 = all)
   std::uint64_t seed = 0;
   bool show_progress = true;
 };

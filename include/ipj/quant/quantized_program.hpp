@@ -30,7 +30,7 @@ std::vector<std::string> available_quantized_engines();
 class QuantizedProgram {
  public:
   // static_ptq / qat need one QuantParams per layer index (used for weighted layers' outputs); dynamic
-  // ignores them. Layers whose input may be negative must not be quantized statically on oneDNN (checked).
+  // ignores them.
   static QuantizedProgram convert(const LayerProgram& program, QuantMode mode,
                                   const std::vector<QuantParams>& output_params, const std::string& engine);
   // pixels: [B, C, H, W] in [0, 1] -> logits [B, classes] float

@@ -1,0 +1,101 @@
+// Graph IR behind the InferenceModel interface (see graph_models.hpp).
+#include "graph_models.hpp"
+
+#include <torch/torch.h>
+
+#include "ipj/core/error.hpp"
+#include "ipj/data/dataset.hpp"
+#include "ipj/quant/quantized_graph.hpp"
+#include "ipj/quant/source_model.hpp"
+#include "ipj/train/precision.hpp"
+
+namespace ipj::infer {
+namespace {
+
+// The float graph, interpreted node by node; bf16 runs under CPU autocast.
+class FloatGraphModel : public InferenceModel {
+ public:
+  FloatGraphModel(quant::Graph graph, std::string precision)
+      : graph_(std::move(graph)), precision_(std::move(precision)) {}
+  torch::Tensor forward(const torch::Tensor& input) const override {
+    torch::NoGradGuard no_grad;
+    train::AutocastRegion autocast(precision_, false);
+    return quant::run_graph(graph_, input).to(torch::kFloat);
+  }
+
+ private:
+  quant::Graph graph_;
+  std::string precision_;
+};
+
+class Int8GraphModel : public InferenceModel {
+ public:
+  explicit Int8GraphModel(quant::QuantizedGraph graph) : graph_(std::move(graph)) {}
+  torch::Tensor forward(const torch::Tensor& input) const override { return graph_.forward(input); }
+  const quant::QuantizedGraph& graph() const { return graph_; }
+
+ private:
+  quant::QuantizedGraph graph_;
+};
+
+std::vector<quant::QuantParams> calibration_params(const quant::Graph& graph, const std::string& data_dir,
+                                                   const data::DataOptions& data_options,
+                                                   const LoadOptions& options) {
+  const std::string folder = !options.calibration_data.empty() ? options.calibration_data
+                             : !data_dir.empty()               ? data_dir
+                                                               : std::string(data::kDefaultDataDirectory);
+  const data::Dataset calibration =
+      data::load_dataset(folder, options.calibration_samples, 1,
+                         data::merge_data_options(data_options, options.calibration_data_options));
+  quant::check_data_shape(graph.input_shape, calibration.train, folder);
+  return quant::calibrate_graph(graph, calibration.train, options.calibration_samples, 256,
+                                quant::ObserverKind::minmax, 100.0);
+}
+
+}  // namespace
+
+std::shared_ptr<InferenceModel> graph_variant(quant::Graph graph, const std::string& variant,
+                                              const std::string& data_dir,
+                                              const data::DataOptions& data_options,
+                                              const LoadOptions& options) {
+  if (variant == "fp32" || variant == "bf16") {
+    const std::int64_t bytes = quant::graph_float_parameter_bytes(graph);
+    auto result = std::make_shared<FloatGraphModel>(std::move(graph), variant);
+    result->parameter_bytes = bytes;
+    return result;
+  }
+  quant::QuantMode mode = quant::QuantMode::dynamic;
+  std::vector<quant::QuantParams> params;
+  if (variant == "int8-static") {
+    mode = quant::QuantMode::static_ptq;
+    params = calibration_params(graph, data_dir, data_options, options);
+  } else if (variant != "int8-dynamic") {
+    fail(ErrorCategory::unsupported, "variant '" + variant + "' is not available for " + graph.model_name +
+                                         " (graph models run fp32, bf16, int8-dynamic, int8-static; "
+                                         "int8-qat: bench the file `ipj quantize "
+                                         "--mode qat` writes)");
+  }
+  auto result =
+      std::make_shared<Int8GraphModel>(quant::QuantizedGraph::convert(graph, mode, params, options.engine));
+  result->parameter_bytes = result->graph().parameter_bytes();
+  return result;
+}
+
+std::shared_ptr<InferenceModel> int8_graph_model(const std::string& path, const LoadOptions& options) {
+  auto result = std::make_shared<Int8GraphModel>(quant::QuantizedGraph::load(path));
+  const quant::QuantizedGraph& loaded = result->graph();
+  const std::string stored = "int8-" + quant::quant_mode_name(loaded.mode());
+  if (options.variant != "file" && options.variant != stored)
+    fail(ErrorCategory::unsupported, "'" + path + "' is an int8 model (" + stored +
+                                         "); it runs only as variant '" + stored + "' (or 'file')");
+  result->variant = stored;
+  result->format = "ipj-int8";
+  result->path = path;
+  result->model_name = loaded.graph().model_name;
+  result->sample_shape = loaded.graph().input_shape;
+  result->parameter_bytes = loaded.parameter_bytes();
+  result->data_dir = loaded.extra().value("data_dir", std::string());
+  return result;
+}
+
+}  // namespace ipj::infer

@@ -1,0 +1,161 @@
+// Model file detection and loading for quantization, pruning and inference.
+#include "ipj/quant/source_model.hpp"
+
+#include <torch/script.h>
+#include <torch/serialize.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "ipj/core/checked_file.hpp"
+#include "ipj/core/error.hpp"
+#include "ipj/data/data_options.hpp"
+#include "ipj/data/dataset.hpp"
+#include "ipj/quant/graph_builders.hpp"
+#include "ipj/quant/graph_file.hpp"
+#include "ipj/quant/program_file.hpp"
+#include "ipj/train/checkpoint.hpp"
+
+namespace ipj::quant {
+namespace {
+
+SourceModel from_checkpoint(const std::string& path) {
+  const train::TrainedModel trained = train::load_trained_model(path);
+  SourceModel source;
+  const Json& info = trained.state.model_info;
+  const std::string name = info.is_object() ? info.value("name", std::string()) : std::string();
+  if (name == "mlp" || name == "cnn")
+    source.program = extract_program(*trained.model, info);
+  else
+    source.graph = extract_graph(*trained.model, info);
+  source.data_dir = trained.state.config.value("data", std::string(data::kDefaultDataDirectory));
+  source.data_options =
+      data::data_options_from_json(trained.state.config.value("data_options", Json::object()));
+  source.path = trained.path;
+  return source;
+}
+
+SourceModel from_torchscript(const std::string& path, const ImportOptions& import) {
+  auto module = std::make_shared<torch::jit::Module>();
+  load_file_checked(path, "TorchScript file", [&] { *module = torch::jit::load(path); });
+  SourceModel source;
+  source.graph = import_torchscript(*module, path, import);
+  source.path = path;
+  source.import_check = [module, import, graph = *source.graph](const torch::Tensor& pixels) {
+    return import_difference(*module, graph, import, pixels);
+  };
+  return source;
+}
+
+}  // namespace
+
+std::string model_file_format_name(ModelFileFormat format) {
+  switch (format) {
+    case ModelFileFormat::checkpoint:
+      return "ipj-checkpoint";
+    case ModelFileFormat::program:
+      return "ipj-program";
+    case ModelFileFormat::graph:
+      return "ipj-graph";
+    case ModelFileFormat::int8:
+      return "ipj-int8";
+    case ModelFileFormat::int8_graph:
+      return "ipj-int8-graph";
+    case ModelFileFormat::torchscript:
+      return "torchscript";
+  }
+  return "unknown";
+}
+
+ModelFileFormat detect_model_file(const std::string& path) {
+  std::error_code error;  // error_code forms: a symbolic-link loop is an error message, not an exception
+  if (!std::filesystem::exists(path, error))
+    fail(ErrorCategory::io, "no model file at '" + path + "'" + (error ? ": " + error.message() : ""));
+  if (std::filesystem::is_directory(path, error)) {
+    if (std::filesystem::exists(std::filesystem::path(path) / train::kCheckpointFileName, error))
+      return ModelFileFormat::checkpoint;
+    fail(ErrorCategory::invalid_input, "'" + path + "' is a folder without checkpoint.pt");
+  }
+  verify_zip_archive(path);  // a damaged ipj file is refused here, before LibTorch reads it
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path);
+  } catch (const std::exception& failure) {
+    const std::string message = failure.what();
+    fail(ErrorCategory::invalid_input,
+         "'" + path + "' is neither an ipj model nor a TorchScript file (torch.jit.save): " +
+             message.substr(0, message.find('\n')));
+  }
+  c10::IValue marker;
+  if (archive.try_read("ipj_int8_format", marker)) return ModelFileFormat::int8;
+  if (archive.try_read("ipj_int8_graph_format", marker)) return ModelFileFormat::int8_graph;
+  if (archive.try_read("ipj_program_format", marker)) return ModelFileFormat::program;
+  if (archive.try_read("ipj_graph_format", marker)) return ModelFileFormat::graph;
+  if (archive.try_read("ipj_checkpoint_format", marker)) return ModelFileFormat::checkpoint;
+  return ModelFileFormat::torchscript;
+}
+
+SourceModel load_source_model(const std::string& path, const ImportOptions& import) {
+  const ModelFileFormat format = detect_model_file(path);
+  SourceModel source;
+  switch (format) {
+    case ModelFileFormat::checkpoint:
+      source = from_checkpoint(path);
+      break;
+    case ModelFileFormat::program: {
+      ProgramFile file = load_program(path);
+      source.program = std::move(file.program);
+      source.data_dir = file.extra.value("data_dir", std::string());
+      source.data_options = data::data_options_from_json(file.extra.value("data_options", Json::object()));
+      source.path = path;
+      break;
+    }
+    case ModelFileFormat::graph: {
+      GraphFile file = load_graph(path);
+      source.graph = std::move(file.graph);
+      source.data_dir = file.extra.value("data_dir", std::string());
+      source.data_options = data::data_options_from_json(file.extra.value("data_options", Json::object()));
+      source.path = path;
+      break;
+    }
+    case ModelFileFormat::int8:
+    case ModelFileFormat::int8_graph:
+      fail(ErrorCategory::unsupported,
+           "'" + path + "' is already an int8 model; quantize or prune the float model it came from");
+    case ModelFileFormat::torchscript:
+      source = from_torchscript(path, import);
+      break;
+  }
+  source.format = format;
+  return source;
+}
+
+void check_data_shape(const std::vector<std::int64_t>& shape, const data::ImageSet& images,
+                      const std::string& data_dir) {
+  std::string shape_text;
+  for (const std::int64_t size : shape)
+    shape_text += (shape_text.empty() ? "" : "x") + std::to_string(size);
+  const bool same = shape.size() == 3
+                        ? shape[0] == images.channels && shape[1] == images.height && shape[2] == images.width
+                        : shape.size() == 1 && shape[0] == images.image_bytes();
+  if (!same)
+    fail(ErrorCategory::invalid_input,
+         "data set '" + data_dir + "' has images of another shape (" + std::to_string(images.channels) + "x" +
+             std::to_string(images.height) + "x" + std::to_string(images.width) +
+             ") than the model's input (" + shape_text +
+             "); check --input-shape or --data, or pass --channels/--resize to match");
+}
+
+double check_import(const SourceModel& source, const torch::Tensor& pixels) {
+  if (!source.import_check) return 0.0;
+  const double difference = source.import_check(pixels);
+  if (!(difference <= 1e-3))
+    fail(ErrorCategory::unsupported,
+         "'" + source.path + "': ipj's imported graph differs from the TorchScript module by " +
+             std::to_string(difference) +
+             " (relative) on real inputs; the model does something the importer does not model "
+             "(e.g. depends on training mode or input values). Check --input-shape and --mean/--std");
+  return difference;
+}
+
+}  // namespace ipj::quant

@@ -1,0 +1,209 @@
+// The graph IR and its TorchScript importer on models made at test time by python3-torch/torchvision (a CNN
+// with BatchNorm, a small residual net, ResNet-18 and MobileNetV2 with 1-channel stems; scripted and traced):
+// the float graph equals PyTorch's outputs, int8 residual and depthwise models stay close to fp32 on real
+// Fashion-MNIST images, files round-trip, unsupported operators are named with their module path, and ipj's
+// zoo ResNet-18 quantizes.
+#include <gtest/gtest.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include "graph_models_fixture.hpp"
+#include "inference_fixture.hpp"
+#include "ipj/core/error.hpp"
+#include "ipj/data/batch_loader.hpp"
+#include "ipj/models/registry.hpp"
+#include "ipj/quant/graph_builders.hpp"
+#include "ipj/quant/graph_file.hpp"
+#include "ipj/quant/quantized_graph.hpp"
+#include "ipj/quant/torchscript_import.hpp"
+
+namespace ipj::quant {
+namespace {
+
+using testing::graph_models;
+using testing::kGraphModelMean;
+using testing::kGraphModelStd;
+
+Graph import_model(const std::string& model, const std::string& how) {
+  return import_torchscript_file(graph_models().file(model + "_" + how + ".pt"),
+                                 testing::graph_model_import_options(model));
+}
+
+// Test images as raw pixels [N, 1, 28, 28] in [0, 1].
+torch::Tensor test_pixels(std::int64_t count) {
+  torch::Tensor pixels;
+  data::for_each_pixel_batch_in_order(
+      testing::fashion_subset().test, count, count,
+      [&](const torch::Tensor& batch, const torch::Tensor&) { pixels = batch; });
+  return pixels;
+}
+
+double relative_error(const torch::Tensor& actual, const torch::Tensor& expected) {
+  return ((actual - expected).norm() / expected.norm()).item<double>();
+}
+
+double argmax_agreement(const torch::Tensor& actual, const torch::Tensor& expected) {
+  return actual.argmax(1).eq(expected.argmax(1)).to(torch::kFloat).mean().item<double>();
+}
+
+class ImportedModel : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(ImportedModel, FloatGraphEqualsPyTorch) {
+  const auto& [model, how] = GetParam();
+  const Graph graph = import_model(model, how);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor expected = graph_models().tensor(model);  // PyTorch's own output on the same pixels
+  const torch::Tensor output = run_graph(graph, graph_models().tensor("input"));
+  const double scale = std::max(1.0, expected.abs().max().item<double>());
+  EXPECT_LT((output - expected).abs().max().item<double>(), 1e-4 * scale) << model << " " << how;
+  EXPECT_EQ(graph.num_classes, 10);
+  EXPECT_TRUE(graph.input_mean.empty()) << "the normalisation folds into the first convolution";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    PythonModels, ImportedModel,
+    ::testing::Combine(::testing::Values("cnn_bn", "residual", "resnet18", "mobilenet_v2"),
+                       ::testing::Values("scripted", "traced")),
+    [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+
+TEST(GraphImport, NodesAreNamedAfterTheirModulePaths) {
+  for (const char* how : {"scripted", "traced"}) {
+    const Graph graph = import_model("resnet18", how);
+    std::set<std::string> names;
+    for (const GraphNode& node : graph.nodes)
+      names.insert(node.name);
+    for (const char* expected : {"input", "conv1", "layer1.0.conv1", "layer1.0.add", "layer2.0.downsample.0",
+                                 "avgpool", "flatten", "fc"})
+      EXPECT_TRUE(names.count(expected)) << how << ": no node '" << expected << "'";
+    EXPECT_EQ(graph.nodes.back().name, "fc");
+    // 20 convolutions (BatchNorm folded into each), 8 residual adds, ReLUs fused
+    std::map<NodeKind, int> kinds;
+    for (const GraphNode& node : graph.nodes)
+      ++kinds[node.kind];
+    EXPECT_EQ(kinds[NodeKind::conv2d], 20) << how;
+    EXPECT_EQ(kinds[NodeKind::add], 8) << how;
+    EXPECT_EQ(kinds[NodeKind::clamp], 0) << how;
+  }
+}
+
+TEST(GraphImport, DepthwiseConvolutionsAndRelu6AreKept) {
+  const Graph graph = import_model("mobilenet_v2", "scripted");
+  int depthwise = 0, relu6 = 0;
+  for (const GraphNode& node : graph.nodes) {
+    if (node.kind == NodeKind::conv2d && node.groups > 1 && node.groups == node.weight.size(0)) ++depthwise;
+    if (node.activation.kind == ActivationKind::clamp && node.activation.max == 6.0) ++relu6;
+  }
+  EXPECT_EQ(depthwise, 17);
+  EXPECT_EQ(relu6, 35);
+}
+
+std::string import_error(const std::string& file, const std::vector<std::int64_t>& input_shape) {
+  try {
+    ImportOptions options;
+    options.input_shape = input_shape;
+    import_torchscript_file(graph_models().file(file), options);
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::unsupported);
+    return error.what();
+  }
+  ADD_FAILURE() << file << " was imported";
+  return "";
+}
+
+TEST(GraphImport, UnsupportedOperatorsAreNamedWithTheirModulePath) {
+  const std::string lstm = import_error("lstm.pt", {28, 28});
+  EXPECT_NE(lstm.find("aten::"), std::string::npos) << lstm;  // the first op outside the IR (a shape check)
+  EXPECT_NE(lstm.find("module 'rnn'"), std::string::npos) << lstm;
+  EXPECT_NE(lstm.find("LSTM"), std::string::npos) << lstm;
+  const std::string swish = import_error("swish.pt", {1, 28, 28});
+  EXPECT_NE(swish.find("aten::sigmoid"), std::string::npos) << swish;
+  EXPECT_NE(swish.find("module 'block.1'"), std::string::npos) << swish;
+}
+
+TEST(GraphImport, ImportDifferenceIsTheSelfCheck) {
+  torch::jit::Module module = torch::jit::load(graph_models().file("residual_traced.pt"));
+  const Graph graph = import_model("residual", "traced");
+  EXPECT_LT(
+      import_difference(module, graph, testing::graph_model_import_options("residual"), test_pixels(32)),
+      1e-5);
+  ImportOptions wrong = testing::graph_model_import_options("residual");
+  wrong.mean = {0.0f};  // the graph folded another normalisation than this one
+  EXPECT_GT(import_difference(module, graph, wrong, test_pixels(32)), 1e-2);
+}
+
+struct Int8Case {
+  std::string model;
+  double min_agreement;
+  double max_relative_error;
+};
+
+class Int8Graph : public ::testing::TestWithParam<Int8Case> {};
+
+// Static int8 (calibrated on 512 real training images) against the float graph on 256 test images.
+TEST_P(Int8Graph, StaysCloseToFp32) {
+  const Int8Case& test_case = GetParam();
+  const Graph graph = import_model(test_case.model, "scripted");
+  const auto params =
+      calibrate_graph(graph, testing::fashion_subset().train, 512, 128, ObserverKind::minmax, 100.0);
+  const QuantizedGraph int8 = QuantizedGraph::convert(graph, QuantMode::static_ptq, params, "auto");
+  torch::NoGradGuard no_grad;
+  const torch::Tensor pixels = test_pixels(256);
+  const torch::Tensor expected = run_graph(graph, pixels);
+  const torch::Tensor actual = int8.forward(pixels);
+  const double agreement = argmax_agreement(actual, expected), error = relative_error(actual, expected);
+  RecordProperty("argmax_agreement", std::to_string(agreement));
+  EXPECT_GE(agreement, test_case.min_agreement) << test_case.model << " relative error " << error;
+  EXPECT_LE(error, test_case.max_relative_error) << test_case.model << " agreement " << agreement;
+  EXPECT_LT(int8.parameter_bytes(), graph_float_parameter_bytes(graph) / 3);
+  // and against PyTorch's own fp32 outputs of the module on the 64 golden images
+  const torch::Tensor pytorch = graph_models().tensor(test_case.model);
+  const torch::Tensor golden_int8 = int8.forward(graph_models().tensor("input"));
+  EXPECT_GE(argmax_agreement(golden_int8, pytorch), test_case.min_agreement - 0.02) << test_case.model;
+  EXPECT_LE(relative_error(golden_int8, pytorch), test_case.max_relative_error) << test_case.model;
+}
+
+// Untrained resnet18 / mobilenet_v2 (random weights, BatchNorm statistics only) are hard cases for int8:
+// LibTorch's own graph-mode passes (quantize_jit, bench/user_models.sh) reach argmax agreement 0.84-0.88 /
+// 0.17-0.25 and relative error 0.14-0.17 / 1.0-1.8 on them; ipj measured 0.79 / 0.36 and 0.23 / 0.77
+// (oneDNN). The bounds below hold ipj to at least that.
+INSTANTIATE_TEST_SUITE_P(PythonModels, Int8Graph,
+                         ::testing::Values(Int8Case{"cnn_bn", 0.97, 0.05}, Int8Case{"residual", 0.95, 0.08},
+                                           Int8Case{"resnet18", 0.75, 0.3},
+                                           Int8Case{"mobilenet_v2", 0.3, 0.9}),
+                         [](const auto& info) { return info.param.model; });
+});
+
+// ipj's own ResNet-18 (CIFAR-style stem, BatchNorm statistics from one train-mode pass over real images):
+// extracted by parameter names, static int8 agrees with the float graph, which equals the module.
+TEST(ZooResNet, StaticInt8OfIpjsResNet18StaysCloseToFp32) {
+  torch::manual_seed(3);
+  auto model = models::create_model("resnet18", models::InputShape{1, 28, 28}, 10);
+  const Json info = {{"name", "resnet18"},
+                     {"input_shape", {1, 28, 28}},
+                     {"num_classes", 10},
+                     {"mean", {kGraphModelMean}},
+                     {"std", {kGraphModelStd}}};
+  const torch::Tensor pixels = test_pixels(64);
+  const torch::Tensor normalized = (pixels - kGraphModelMean) / kGraphModelStd;
+  {
+    torch::NoGradGuard no_grad;
+    model->train();
+    for (int pass = 0; pass < 2; ++pass)
+      model->forward(normalized);  // BatchNorm statistics
+    model->eval();
+  }
+  const Graph graph = extract_graph(*model, info);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor module_output = model->forward(normalized);
+  const torch::Tensor expected = run_graph(graph, pixels);
+  EXPECT_LT(relative_error(expected, module_output), 1e-4);
+  const auto params =
+      calibrate_graph(graph, testing::fashion_subset().train, 128, 64, ObserverKind::minmax, 100.0);
+  const QuantizedGraph int8 = QuantizedGraph::convert(graph, QuantMode::static_ptq, params, "auto");
+  const torch::Tensor actual = int8.forward(pixels);
+  EXPECT_GE(argmax_agreement(actual, expected), 0.9);
+  EXPECT_LE(relative_error(actual, expected), 0.1);
+}
+
+}  // namespace
+}  // namespace ipj::quant
