@@ -17,8 +17,8 @@ int main(int argc, char** argv) {
   const std::int64_t max_bytes = argc > 1 ? std::stoll(argv[1]) : (64 << 20);
   const int iterations = argc > 2 ? std::stoi(argv[2]) : 20;
   try {
-    ipj::dist::ProcessGroupContext context(ipj::dist::read_distributed_environment(), ipj::dist::Backend::gloo,
-                                           std::chrono::seconds(120));
+    ipj::dist::ProcessGroupContext context(ipj::dist::read_distributed_environment(),
+                                           ipj::dist::Backend::gloo, std::chrono::seconds(120));
     const int world = context.world_size();
     for (std::int64_t bytes = 4; bytes <= max_bytes; bytes *= 4) {
       std::vector<torch::Tensor> message{torch::ones({bytes / 4})};  // [bytes / 4] fp32
@@ -34,9 +34,9 @@ int main(int argc, char** argv) {
       const double median = seconds[seconds.size() / 2];
       const double bus_gb_s = 2.0 * (world - 1) / world * static_cast<double>(bytes) / median / 1e9;
       if (context.rank() == 0)
-        std::cout << "{\"bytes\": " << bytes << ", \"ranks\": " << world << ", \"median_us\": " << median * 1e6
-                  << ", \"min_us\": " << seconds.front() * 1e6 << ", \"bus_gb_s\": " << bus_gb_s << "}"
-                  << std::endl;
+        std::cout << "{\"bytes\": " << bytes << ", \"ranks\": " << world
+                  << ", \"median_us\": " << median * 1e6 << ", \"min_us\": " << seconds.front() * 1e6
+                  << ", \"bus_gb_s\": " << bus_gb_s << "}" << std::endl;
     }
     return 0;
   } catch (const ipj::Error& error) {

@@ -92,8 +92,7 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
       hooks.show_progress = !flags.quiet;
       hooks.environment = device::device_report();
       // Used only by a side whose recipe says --compile jit (a recipe file's may: ipj tune searches it).
-      hooks.evaluate = [](models::Classifier& network, const data::Dataset& data,
-                                   std::int64_t batch) {
+      hooks.evaluate = [](models::Classifier& network, const data::Dataset& data, std::int64_t batch) {
         return infer::evaluate_compiled(network, config.model.zoo_name, data, batch);
       };
       const train::CompareResult result = train::run_compare(config, dataset, hooks);

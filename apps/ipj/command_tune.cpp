@@ -166,7 +166,8 @@ int run_tune_command(const CLI::App& command, TuneFlags& flags, const CommonOutp
   run_settings.cpu_tdp_w = flags.cpu_tdp_w;
   run_settings.energy_interval_ms = flags.energy_interval_ms;
   train::validate(run_settings);  // the model, limits, device and energy flags, as ipj train checks them
-  if (run_settings.device.cuda) train::resolve_precision_here(train::Precision::fp32, run_settings.device);  // fails early without CUDA
+  if (run_settings.device.cuda)
+    train::resolve_precision_here(train::Precision::fp32, run_settings.device);  // fails early without CUDA
   const tune::SpaceContext context = tune::make_space_context(
       flags.model, flags.device, flags.allow_power_limit, jit_evaluation_available(flags.model));
   const tune::SearchSpace space = resolve_space(flags, context, saved_space);
@@ -197,8 +198,7 @@ int run_tune_command(const CLI::App& command, TuneFlags& flags, const CommonOutp
   train::TrainHooks hooks;
   hooks.environment = device::device_report();
   const std::string model = flags.model;
-  hooks.evaluate = [model](models::Classifier& network, const data::Dataset& data,
-                                    std::int64_t batch) {
+  hooks.evaluate = [model](models::Classifier& network, const data::Dataset& data, std::int64_t batch) {
     return infer::evaluate_compiled(network, model, data, batch);
   };
   tune::TrainingTrialRunner runner(run_settings, dataset, hooks);

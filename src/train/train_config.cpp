@@ -192,11 +192,11 @@ void check_resumable(const TrainConfig& saved, const TrainConfig& requested) {
   const Json before = to_json(saved);
   const Json now = to_json(requested);
   // Flags that may change on resume: more epochs, threads, prefetch depth, eval batch, folder spelling.
-  for (const char* key : {"model",        "model_source", "input_shape", "data",       "data_options",
-                          "batch",        "lr",           "optimizer",   "momentum",   "weight_decay",
-                          "schedule",     "step_size",    "step_gamma",  "warmup_epochs", "seed",
-                          "limit",        "test_limit",   "augment",     "precision",  "loss_scale",
-                          "accum"}) {
+  for (const char* key :
+       {"model",      "model_source",  "input_shape", "data",         "data_options", "batch",
+        "lr",         "optimizer",     "momentum",    "weight_decay", "schedule",     "step_size",
+        "step_gamma", "warmup_epochs", "seed",        "limit",        "test_limit",   "augment",
+        "precision",  "loss_scale",    "accum"}) {
     // Files: the path may be spelt differently and --input-shape 1,28,28 equals leaving it out; the trainer
     // compares the file's fingerprint and the resolved input shape instead (check_same_model_file).
     const bool both_files = saved.model.is_file() && requested.model.is_file();

@@ -211,8 +211,7 @@ void run_epochs(TrainingStep& step, const EpochLoopOptions& options, const Epoch
     // The schedule's steps per epoch come from the loader (a shard has fewer batches than the data set).
     loop.schedule.steps_per_epoch =
         (loader.batch_count() + options.accumulation_steps - 1) / options.accumulation_steps;
-    loop.schedule.warmup_steps =
-        options.warmup_epochs * static_cast<double>(loop.schedule.steps_per_epoch);
+    loop.schedule.warmup_steps = options.warmup_epochs * static_cast<double>(loop.schedule.steps_per_epoch);
     ProgressBar progress(
         options.label + " " + std::to_string(epoch + 1) + "/" + std::to_string(options.epochs),
         loader.batch_count(), options.show_progress);

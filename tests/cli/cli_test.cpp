@@ -288,8 +288,8 @@ TEST(CliCompare, PythonBaselineGivesTheImplementationSpeedupOnAHeldOutSeed) {
   testing::TempDir dir;
   const auto result =
       ipj("compare --json --quiet --limit 600 --test-limit 200 --target-acc 0.5 --max-epochs 1 "
-          "--epochs 1 --seed 3 --python-baseline --python " IPJ_PYTHON " --out " +
-          dir.file("cmp"));
+          "--epochs 1 --seed 3 --python-baseline --python " +
+          testing::python_path() + " --out " + dir.file("cmp"));
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const json report = json::parse(result.out);
   const json& python = report["python_baseline"];

@@ -132,7 +132,7 @@ TEST(ImageFolderCli, BadImageExitsThreeOrIsSkippedAndCounted) {
 TEST(ImageFolderCli, PngFolderTrainsBitIdenticallyToTheSameSamplesAsIdx) {
   testing::TempDir dir;
   const auto converted = testing::run_process(
-      std::string(IPJ_PYTHON) + " " + IPJ_TEST_SOURCE_DIR +
+      testing::python_path() + " " + testing::test_source_dir() +
       "/../scripts/make_image_folder.py --data /usr/share/datasets/fashion-mnist --limit 2000 "
       "--test-limit 500 --out " +
       dir.file("png") + " --also-idx " + dir.file("idx"));
@@ -155,7 +155,7 @@ TEST(ImageFolderCli, PngFolderTrainsBitIdenticallyToTheSameSamplesAsIdx) {
 TEST(ImageFolderCli, TorchScriptModelsTrainCompareDistillAndBenchOnAFolder) {
   testing::TempDir dir;
   const auto converted = testing::run_process(
-      std::string(IPJ_PYTHON) + " " + IPJ_TEST_SOURCE_DIR +
+      testing::python_path() + " " + testing::test_source_dir() +
       "/../scripts/make_image_folder.py --data /usr/share/datasets/fashion-mnist --limit 300 --test-limit 60 "
       "--out " +
       dir.file("png"));

@@ -15,7 +15,7 @@ namespace {
 
 // Runs tests/data/python/make_image_cases.py KIND into `directory`; fails the test when Python fails.
 nlohmann::json make_cases(const std::string& kind, const std::string& directory) {
-  const auto result = testing::run_process(std::string(IPJ_PYTHON) + " " + IPJ_TEST_SOURCE_DIR +
+  const auto result = testing::run_process(testing::python_path() + " " + testing::test_source_dir() +
                                            "/data/python/make_image_cases.py " + kind + " " + directory);
   EXPECT_EQ(result.exit_code, 0) << result.err;
   return nlohmann::json::parse(read_file(directory + "/manifest.json"));

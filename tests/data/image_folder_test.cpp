@@ -73,7 +73,7 @@ std::vector<torch::Tensor> epoch_batches(const Dataset& dataset, bool augment) {
 
 TEST(ImageFolder, MatchesTorchvisionImageFolderOrderAndPixels) {
   testing::TempDir dir;
-  const auto cases = testing::run_process(std::string(IPJ_PYTHON) + " " + IPJ_TEST_SOURCE_DIR +
+  const auto cases = testing::run_process(testing::python_path() + " " + testing::test_source_dir() +
                                           "/data/python/make_image_cases.py folder " + dir.path());
   ASSERT_EQ(cases.exit_code, 0) << cases.err;
   const auto manifest = nlohmann::json::parse(read_file(dir.file("manifest.json")));

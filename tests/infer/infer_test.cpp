@@ -34,7 +34,7 @@ struct Golden {
   testing::TempDir dir;
   torch::Tensor input, expected, normalized_expected;
   Golden() {
-    const auto result = testing::run_process(std::string(IPJ_PYTHON) + " " + IPJ_TEST_SOURCE_DIR +
+    const auto result = testing::run_process(testing::python_path() + " " + testing::test_source_dir() +
                                              "/infer/make_torchscript_golden.py " + dir.path());
     if (result.exit_code != 0) throw std::runtime_error("golden script failed: " + result.err);
     torch::jit::Module holder = torch::jit::load(dir.file("golden.pt"));

@@ -6,7 +6,7 @@
 namespace ipj::testing {
 
 GraphModels::GraphModels() {
-  const auto result = run_process(std::string(IPJ_PYTHON) + " " + IPJ_TEST_SOURCE_DIR +
+  const auto result = run_process(testing::python_path() + " " + testing::test_source_dir() +
                                   "/quant/make_graph_models.py " + dir.path());
   if (result.exit_code != 0) throw std::runtime_error("model script failed: " + result.err);
   golden = torch::jit::load(dir.file("golden.pt"));

@@ -138,6 +138,14 @@ std::string ipj_binary() {
   return IPJ_BINARY;
 }
 
+std::string test_source_dir() {
+  return IPJ_TEST_SOURCE_DIR;
+}
+
+std::string python_path() {
+  return IPJ_PYTHON;
+}
+
 void expect_cli_failure(const ProcessResult& result, int exit_code, const std::string& fragment) {
   EXPECT_EQ(result.exit_code, exit_code) << result.err;
   EXPECT_NE(result.err.find(fragment), std::string::npos) << result.err;

@@ -54,6 +54,11 @@ ProcessResult run_process(const std::string& command);
 
 // Path of the built `ipj` executable.
 std::string ipj_binary();
+// The tests' source folder (fixtures, Python scripts) and the Python with Debian's python3-torch. Functions,
+// not macros in every test file: the paths then reach only test_support's own objects, so that ccache reuses
+// the other test objects across clones in different folders.
+std::string test_source_dir();
+std::string python_path();
 
 // The CLI's failure contract (gtest expectations): exit `exit_code`, exactly one line on stderr containing
 // `fragment`, nothing on stdout.

@@ -115,8 +115,8 @@ struct EpochLoopOptions {
   int epochs = 1;                                        // total, counting the ones before first_epoch
   int accumulation_steps = 1;                            // micro-batches per optimizer step
   ScheduleSpec schedule;                                 // steps_per_epoch is set from the loader
-  double warmup_epochs = 0.0;  // linear warmup over this many epochs' steps (schedule.warmup_steps from it)
-  std::string label = "epoch";                           // progress: "<label> 3/10"
+  double warmup_epochs = 0.0;   // linear warmup over this many epochs' steps (schedule.warmup_steps from it)
+  std::string label = "epoch";  // progress: "<label> 3/10"
   bool show_progress = true;
 };
 
