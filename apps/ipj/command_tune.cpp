@@ -11,6 +11,7 @@
 #include "ipj/device/device_report.hpp"
 #include "ipj/energy/power_limit.hpp"
 #include "ipj/infer/compiled_evaluation.hpp"
+#include "ipj/models/registry.hpp"
 #include "ipj/train/compare.hpp"
 #include "ipj/train/precision.hpp"
 #include "ipj/tune/training_runner.hpp"
@@ -206,6 +207,10 @@ int run_tune_command(const CLI::App& command, TuneFlags& flags, const CommonOutp
               << format_duration(
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count())
               << ", not counted in the budget)\n";
+  if (run_settings.model.is_file())  // a file that does not fit the data fails here once, not in every trial
+    (void)models::build_classifier(run_settings.model,
+                                   {dataset.train.channels, dataset.train.height, dataset.train.width},
+                                   dataset.num_classes);
   train::TrainHooks hooks;
   hooks.environment = device::device_report();
   const std::string model = flags.model;

@@ -208,6 +208,10 @@ TEST(TuneCli, TunesAUsersTorchScriptFileWhoseRecipeNamesItsModel) {
                    3, "part of the run's identity");
   }
   expect_failure(ipj("tune" + run + " --out " + dir.file("refused")), 2, "--target-acc is required");
+  // A file that does not fit the data fails once, before the search (not as a failed trial after another).
+  expect_failure(ipj("tune --model " + model + " --input-shape 3,32,32 --data " + dir.file("data") +
+                     " --target-acc 0.8 --quiet --out " + dir.file("misfit")),
+                 2, "--input-shape 3,32,32 does not match the data set's images");
 
   const std::string out = dir.file("tune");
   const auto result =
