@@ -56,6 +56,10 @@ class QuantizedGraph {
   const Graph& graph() const { return graph_; }  // float weights only where they stay float
   const Json& extra() const { return extra_; }
   std::int64_t parameter_bytes() const;  // int8 weights + float scales, biases and float weights
+  // Per node (what the ONNX exporter writes): int8 weights, their scales, the output quint8 parameters.
+  const std::vector<torch::Tensor>& weight_int8() const { return weight_int8_; }
+  const std::vector<torch::Tensor>& weight_scale() const { return weight_scale_; }
+  const std::vector<QuantParams>& params() const { return params_; }
 
  private:
   struct Packed;

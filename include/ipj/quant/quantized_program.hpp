@@ -49,6 +49,10 @@ class QuantizedProgram {
   const Json& extra() const { return extra_; }
   // int8 weights + float scales and biases (+ float weights that stay fp32 in dynamic mode).
   std::int64_t parameter_bytes() const;
+  // Per layer (what the ONNX exporter writes): int8 weights, their scales, the output quint8 parameters.
+  const std::vector<torch::Tensor>& weight_int8() const { return weight_int8_; }
+  const std::vector<torch::Tensor>& weight_scale() const { return weight_scale_; }
+  const std::vector<QuantParams>& output_params() const { return output_params_; }
 
  private:
   struct Packed;  // prepacked kernels per layer (LibTorch custom classes)
