@@ -117,7 +117,6 @@ class OnnxConverter {
     const GraphNode& node = graph_.nodes[index];
     if (!is_int8_weight(index))
       return writer_.initializer(node.name + ".weight", node.weight.to(torch::kFloat));
-    }
     const torch::Tensor& values = int8_->weight_int8[index];  // [out, ...] int8
     const std::string quantized = writer_.initializer(node.name + ".weight_int8", values.to(torch::kChar));
     const std::string scale =
