@@ -1,8 +1,8 @@
 // Output helpers shared by subcommands.
 #include "cli_support.hpp"
 
+#include <cmath>
 #include <cstdio>
-
 #include <ctime>
 #include <iostream>
 #include <sstream>
@@ -21,6 +21,30 @@ std::string default_run_folder(const std::string& name) {
   const std::time_t now = std::time(nullptr);
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
   return "runs/" + name + "-" + stamp;
+}
+
+const char* const kInputShapeHelp =
+    "TorchScript --model: what its forward takes per sample, C,H,W (the data's images, the default) or a "
+    "flat size N (batches become [B, N])";
+
+models::ModelSource parse_model_flags(const std::string& model, const std::string& input_shape,
+                                      const std::string& model_flag) {
+  const std::vector<std::int64_t> shape =
+      input_shape.empty() ? std::vector<std::int64_t>{} : infer::parse_shape(input_shape, "--input-shape");
+  return models::parse_model_source(model, shape, model_flag);
+}
+
+CLI::Validator finite_range(double min, double max) {
+  const std::string range = "[" + format_number("%g", min) + ", " + format_number("%g", max) + "]";
+  return CLI::Validator(
+      [min, max, range](std::string& text) -> std::string {
+        double value = 0.0;
+        if (!CLI::detail::lexical_cast(text, value)) return "'" + text + "' is not a number";
+        if (!std::isfinite(value) || value < min || value > max)
+          return "'" + text + "' is out of range: give a finite number in " + range;
+        return "";
+      },
+      "NUMBER in " + range);
 }
 
 void print_json(const Json& value) {
@@ -45,19 +69,23 @@ std::vector<std::string> split_commas(const std::string& text) {
 std::vector<float> parse_floats(const std::string& text, const std::string& flag) {
   std::vector<float> values;
   for (const auto& part : split_commas(text)) {
+    float value = 0.0f;
     try {
       std::size_t used = 0;
-      values.push_back(std::stof(part, &used));
+      value = std::stof(part, &used);
       if (used != part.size()) throw std::invalid_argument(part);
     } catch (const std::exception&) {
       fail(ErrorCategory::usage, flag + " '" + text + "': expected numbers separated by commas");
     }
+    if (!std::isfinite(value) || std::fabs(value) > 1e6)
+      fail(ErrorCategory::usage, flag + " '" + text + "': values must be finite numbers within +-1e6");
+    values.push_back(value);
   }
   return values;
 }
 
 void add_model_input_flags(CLI::App& command, ModelInputFlags& flags) {
-  command.add_option("--input-shape", flags.input_shape, "Per-sample shape for TorchScript models, e.g. 1,28,28");
+  command.add_option("--input-shape", flags.input_shape, kInputShapeHelp);
   command.add_option("--mean", flags.mean, "TorchScript preprocessing: per-channel mean (pixels in [0,1])");
   command.add_option("--std", flags.std, "TorchScript preprocessing: per-channel std");
 }
@@ -69,7 +97,7 @@ void parse_model_input_flags(const ModelInputFlags& flags, std::vector<std::int6
   if (!flags.std.empty()) std = parse_floats(flags.std, "--std");
   if (mean.size() != std.size()) fail(ErrorCategory::usage, "--mean and --std need the same number of values");
   for (const float value : std)
-    if (!(value > 0.0f)) fail(ErrorCategory::usage, "--std values must be > 0");
+    if (!(value > 0.0f)) fail(ErrorCategory::usage, "--std values must be > 0, got '" + flags.std + "'");
 }
 
 }  // namespace ipj::cli

@@ -10,6 +10,7 @@
 
 #include "ipj/core/error.hpp"
 #include "ipj/core/json_io.hpp"
+#include "ipj/models/model_source.hpp"
 
 namespace ipj::cli {
 
@@ -25,6 +26,15 @@ void add_output_flags(CLI::App& command, CommonOutputFlags& flags);
 
 // "runs/<name>-YYYYmmdd-HHMMSS": the default run folder of commands that write results.
 std::string default_run_folder(const std::string& name);
+
+// `--model TEXT` (a zoo name or a TorchScript file) with `--input-shape C,H,W|N` ("" when not given).
+models::ModelSource parse_model_flags(const std::string& model, const std::string& input_shape,
+                                      const std::string& model_flag = "--model");
+// Help text of --input-shape, the same for every command that takes a TorchScript --model.
+extern const char* const kInputShapeHelp;
+// A CLI11 check for a floating-point flag: a finite number in [min, max]. CLI::Range and
+// CLI::NonNegativeNumber let NaN (and +inf for open ranges) through; this refuses them, naming the value.
+CLI::Validator finite_range(double min, double max);
 
 // printf-style formatting of one number for tables, e.g. format_number("%.3f", 0.5) == "0.500".
 std::string format_number(const char* pattern, double value);
@@ -54,6 +64,11 @@ CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_load_command(CLI::App& app, CommandRunner& runner);
+<<<<<<< HEAD
 CLI::App* register_export_command(CLI::App& app, CommandRunner& runner);
+=======
+CLI::App* register_report_command(CLI::App& app, CommandRunner& runner);
+CLI::App* register_gate_command(CLI::App& app, CommandRunner& runner);
+>>>>>>> graph-int8
 
 }  // namespace ipj::cli

@@ -1,6 +1,7 @@
 // `ipj bench`: latency, throughput, joules per 1000 inferences and accuracy of model variants x batch sizes.
 #include <spdlog/spdlog.h>
 
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <sstream>
@@ -8,6 +9,7 @@
 #include "cli_support.hpp"
 #include "ipj/core/text_table.hpp"
 #include "ipj/data/dataset.hpp"
+#include "ipj/device/device_report.hpp"
 #include "ipj/device/threading.hpp"
 #include "ipj/energy/meter.hpp"
 #include "ipj/infer/latency_bench.hpp"
@@ -15,6 +17,7 @@
 #include "ipj/train/evaluate.hpp"
 
 namespace ipj::cli {
+
 CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
   auto* command = app.add_subcommand(
       "bench",
@@ -31,6 +34,7 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
   static bool no_accuracy = false, no_energy = false;
   static std::int64_t test_limit = 0;
   static double tdp = 0.0;
+  static int energy_interval_ms = 100;
   add_output_flags(*command, flags);
   command
       ->add_option("--model", model_path,
@@ -43,20 +47,34 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
       ->capture_default_str();
   command->add_option("--batch", batches_text, "Comma list of batch sizes")->capture_default_str();
   add_model_input_flags(*command, input_flags);
-  command->add_option("--window-s", bench.window_s, "Measurement window length")->capture_default_str();
-  command->add_option("--warmup-s", bench.warmup_s, "Warm-up time per row")->capture_default_str();
-  command->add_option("--max-windows", bench.max_windows, "Give up on stability after this many windows")
+  command->add_option("--window-s", bench.window_s, "Measurement window length")
+      ->check(finite_range(0.001, 3600.0))
       ->capture_default_str();
-  command->add_option("--threads", threads, "Cores to use (0 = all)");
+  command->add_option("--warmup-s", bench.warmup_s, "Warm-up time per row")
+      ->check(finite_range(0.0, 3600.0))
+      ->capture_default_str();
+  command->add_option("--max-windows", bench.max_windows, "Give up on stability after this many windows")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  command->add_option("--threads", threads, "Cores to use (0 = all)")->check(CLI::Range(0, 4096));
   command->add_option("--data", data_dir,
                       "Data set for accuracy and int8-static calibration (default: the model's)");
-  command->add_option("--test-limit", test_limit, "Accuracy on the first N test samples only (0 = all)");
+  command->add_option("--test-limit", test_limit, "Accuracy on the first N test samples only (0 = all)")
+      ->check(CLI::NonNegativeNumber);
   command->add_option("--calib", load.calibration_samples, "Calibration samples for int8-static")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   command->add_option("--engine", load.engine, "Quantized engine for int8 variants")->capture_default_str();
   command->add_flag("--no-accuracy", no_accuracy, "Skip the test-set accuracy of each variant");
   command->add_flag("--no-energy", no_energy, "Do not measure energy");
-  command->add_option("--cpu-tdp-w", tdp, "CPU power at full load for the energy estimate");
+  command->add_option("--cpu-tdp-w", tdp, "CPU power at full load for the energy estimate")
+      ->check(finite_range(0.0, 1e5));
+  command
+      ->add_option("--energy-interval-ms", energy_interval_ms,
+                   "Energy sampling period (ipj gate compares energy over >= 60 samples: e.g. 20 ms with "
+                   "0.5 s windows)")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
   command->callback([&runner] {
     runner = [] {
       parse_model_input_flags(input_flags, load.input_shape, load.mean, load.std);
@@ -72,7 +90,10 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
 
       energy::MeterOptions meter_options;
       meter_options.cpu_tdp_w = tdp;
-      energy::EnergyMonitor monitor(no_energy ? energy::MeterSet{} : energy::discover_meters(meter_options));
+      energy::MonitorOptions monitor_options;
+      monitor_options.interval_ms = energy_interval_ms;
+      energy::EnergyMonitor monitor(no_energy ? energy::MeterSet{} : energy::discover_meters(meter_options),
+                                    monitor_options);
       std::optional<data::Dataset> dataset;
       Json rows = Json::array();
       Json models_json = Json::array();
@@ -114,7 +135,8 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
                      {"model", model_path},
                      {"window_s", bench.window_s},
                      {"variants", models_json},
-                     {"rows", rows}};
+                     {"rows", rows},
+                     {"environment", device::device_report()}};
       if (flags.json) {
         print_json(result);
         return 0;

@@ -1,9 +1,12 @@
 // `ipj compare`: the seeds' case study, baseline recipe vs ipj's optimized recipe, side by side (the main
 // job).
+#include <filesystem>
 #include <iostream>
 
 #include "cli_support.hpp"
+#include "ipj/core/atomic_file.hpp"
 #include "ipj/device/device_report.hpp"
+#include "ipj/report/report.hpp"
 #include "ipj/train/compare.hpp"
 
 namespace ipj::cli {
@@ -15,11 +18,17 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
       "accuracy per kJ\nExample: ipj compare --model mlp --target-acc 0.88 --json");
   static CommonOutputFlags flags;
   static train::CompareConfig config;
+  static std::string model = "mlp", input_shape;
+  static bool write_report = false;
   add_output_flags(*command, flags);
-  command->add_option("--model", config.model, "mlp | cnn | resnet18 | resnet50")->capture_default_str();
+  command
+      ->add_option("--model", model,
+                   "mlp | cnn | resnet18 | resnet50, or a TorchScript file (both recipes train it)")
+      ->capture_default_str();
+  command->add_option("--input-shape", input_shape, kInputShapeHelp);
   command->add_option("--data", config.data_dir, "Data folder")->capture_default_str();
-  command->add_option("--target-acc", config.target_acc,
-                      "Target test accuracy (0 = model default: mlp 0.88)");
+  command->add_option("--target-acc", config.target_acc, "Target test accuracy (0 = model default: mlp 0.88)")
+      ->check(finite_range(0.0, 0.9999));
   command->add_option("--max-epochs", config.baseline_max_epochs, "Baseline epoch cap (0 = model default)");
   command->add_option("--epochs", config.optimized_epochs,
                       "Optimized recipe's schedule length (0 = model default)");
@@ -29,20 +38,36 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--threads", config.threads, "Cores to use (0 = all)");
   command->add_option("--out", config.out_dir,
                       "Folder for compare.json and the two run folders (default runs/)");
+  command->add_flag("--report", write_report, "Also write report.html (charts, tables) next to compare.json");
   command->callback([&runner] {
     runner = [] {
-      if (config.out_dir.empty()) config.out_dir = default_run_folder("compare-" + config.model);
+      config.model = parse_model_flags(model, input_shape);
+      if (config.out_dir.empty())
+        config.out_dir = default_run_folder("compare-" + models::short_name(config.model));
+      require_writable_folder(config.out_dir, "--out");  // before any work
       const data::Dataset dataset = data::load_dataset(config.data_dir, config.limit, config.test_limit);
       train::TrainHooks hooks;
       hooks.show_progress = !flags.quiet;
       hooks.environment = device::device_report();
       const train::CompareResult result = train::run_compare(config, dataset, hooks);
+      const std::filesystem::path folder(config.out_dir);
+      if (write_report) {
+        report::ReportOptions options;
+        options.title = "ipj compare: " + config.model.label();
+        options.generator = "ipj 0.1.0";
+        write_file_atomically(
+            (folder / "report.html").string(),
+            report::render_html_report(report::load_sections({(folder / "compare.json").string()}), options));
+      }
       if (flags.json) {
-        print_json(result.report);
+        Json printed = result.report;
+        if (write_report) printed["report"] = (folder / "report.html").string();
+        print_json(printed);
       } else {
-        std::cout << data::describe(dataset) << ", model " << config.model << "\n"
+        std::cout << data::describe(dataset) << ", model " << config.model.label() << "\n"
                   << train::render_compare_table(result.report) << "results: " << config.out_dir
                   << "/compare.json\n";
+        if (write_report) std::cout << "report: " << (folder / "report.html").string() << "\n";
       }
       return 0;
     };

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli_support.hpp"
+#include "ipj/core/atomic_file.hpp"
 #include "ipj/core/text_table.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/infer/inference_model.hpp"
@@ -29,17 +30,19 @@ CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner) {
   add_model_input_flags(*command, input_flags);
   command->add_option("--out", options.out_path, "Where to write the pruned model")->required();
   command->add_option("--sparsity", options.sparsity, "Fraction of units (structured) or weights to remove")
-      ->check(CLI::Range(0.0, 0.99))
+      ->check(finite_range(0.0, 0.99))
       ->capture_default_str();
   command->add_flag("--structured", options.structured, "Remove whole hidden units / channels");
   command->add_option("--epochs", options.epochs, "Fine-tuning epochs (0 = none)")->capture_default_str();
   command->add_option("--lr", options.learning_rate, "Fine-tuning learning rate (SGD, momentum 0.9)")
+      ->check(finite_range(1e-12, 100.0))
       ->capture_default_str();
   command->add_option("--data", options.data_dir, "Data set folder (default: the model's)");
   command->add_option("--limit", options.train_limit, "Fine-tune on the first N training samples only");
   command->add_option("--test-limit", options.test_limit, "Evaluate on the first N test samples only");
   command->callback([&runner] {
     runner = [] {
+      require_writable_file(options.out_path, "--out");  // before any work
       options.show_progress = !flags.quiet && !flags.json;
       parse_model_input_flags(input_flags, options.import.input_shape, options.import.mean, options.import.std);
       const Json report = quant::run_prune(options);
@@ -75,20 +78,35 @@ CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner) {
   static CommonOutputFlags flags;
   static train::DistillOptions options;
   static std::string teacher_path, data_dir = data::kDefaultDataDirectory;
+  static std::string student = "mlp", input_shape, teacher_input_shape;
   static std::int64_t limit = 0, test_limit = 0;
   add_output_flags(*command, flags);
   command
       ->add_option("--teacher", teacher_path,
-                   "Teacher: ipj checkpoint/run folder, int8/program file, TorchScript")
+                   "Teacher: ipj checkpoint/run folder, int8/program file, TorchScript (takes normalised "
+                   "images, as students do)")
       ->required();
-  command->add_option("--student", options.student, "Student model name (see ipj models)")
+  command
+      ->add_option(
+          "--student", student,
+          "Student: a zoo model (see ipj models) or a TorchScript file; a file's trained weights go to "
+          "OUT/model.pt")
       ->capture_default_str();
+  command->add_option("--input-shape", input_shape, kInputShapeHelp);
+  command->add_option("--teacher-input-shape", teacher_input_shape,
+                      "TorchScript --teacher: what it takes per sample (default: the images, C,H,W)");
   command->add_option("--epochs", options.epochs, "Training epochs")->capture_default_str();
   command->add_option("--lr", options.learning_rate, "Learning rate (SGD, momentum 0.9)")
+      ->check(finite_range(1e-12, 100.0))
       ->capture_default_str();
-  command->add_option("--batch", options.batch_size, "Mini-batch size")->capture_default_str();
-  command->add_option("--temperature", options.temperature, "Softmax temperature T")->capture_default_str();
+  command->add_option("--batch", options.batch_size, "Mini-batch size")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
+      ->capture_default_str();
+  command->add_option("--temperature", options.temperature, "Softmax temperature T")
+      ->check(finite_range(1e-3, 1000.0))
+      ->capture_default_str();
   command->add_option("--alpha", options.alpha, "Weight of the distillation term (0 = labels only)")
+      ->check(finite_range(0.0, 1.0))
       ->capture_default_str();
   command->add_option("--seed", options.seed, "Seed for initialisation and shuffling")->capture_default_str();
   command->add_option(
@@ -101,10 +119,18 @@ CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner) {
                       "Run folder for the student's checkpoint.pt and results.json");
   command->callback([&runner] {
     runner = [] {
+      require_writable_folder(options.out_dir, "--out");  // before any work
       options.show_progress = !flags.quiet && !flags.json;
       options.data_dir = data_dir;
-      const infer::InferenceModelPtr teacher = infer::load_inference_model(teacher_path);
+      options.student = parse_model_flags(student, input_shape, "--student");
       const data::Dataset dataset = data::load_dataset(data_dir, limit, test_limit);
+      infer::LoadOptions
+          teacher_options;  // used by TorchScript teachers only: normalised images, like students
+      if (!teacher_input_shape.empty())
+        teacher_options.input_shape = infer::parse_shape(teacher_input_shape, "--teacher-input-shape");
+      teacher_options.mean = dataset.normalization.mean;
+      teacher_options.std = dataset.normalization.std;
+      const infer::InferenceModelPtr teacher = infer::load_inference_model(teacher_path, teacher_options);
       Json report = train::run_distillation(
           options, dataset, [&](const torch::Tensor& pixels) { return teacher->forward(pixels); });
       report["teacher"] = teacher_path;
@@ -113,10 +139,12 @@ CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner) {
         return 0;
       }
       std::printf("student %s: test accuracy %.4f (teacher %.4f, gap %.2f pt), %lld parameters\n",
-                  options.student.c_str(), report["student_acc"].get<double>(),
+                  options.student.label().c_str(), report["student_acc"].get<double>(),
                   report["teacher_acc"].get<double>(), report["acc_gap_pt"].get<double>(),
                   static_cast<long long>(report["student_params"].get<std::int64_t>()));
       if (!options.out_dir.empty()) std::printf("wrote %s/checkpoint.pt\n", options.out_dir.c_str());
+      if (!options.out_dir.empty() && options.student.is_file())
+        std::printf("wrote %s/model.pt (TorchScript, trained)\n", options.out_dir.c_str());
       return 0;
     };
   });

@@ -1,6 +1,7 @@
 // `ipj models`: the model registry with parameter and FLOP counts for a given input shape.
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "cli_support.hpp"
@@ -9,6 +10,33 @@
 #include "ipj/models/registry.hpp"
 
 namespace ipj::cli {
+namespace {
+
+// "CxHxW", each a positive integer, at most 2^18 values per sample (the mlp's first layer alone grows with
+// it: 2^18 inputs x 512 units are 0.5 GB of weights).
+models::InputShape parse_input_shape(const std::string& text) {
+  const std::string usage = "--input '" + text + "' is not a shape like 1x28x28 (CxHxW, positive integers)";
+  std::vector<long long> sizes;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find('x', start), text.size());
+    const std::string part = text.substr(start, end - start);
+    if (part.empty() || part.size() > 9 || part.find_first_not_of("0123456789") != std::string::npos)
+      throw ipj::Error(ipj::ErrorCategory::usage, usage);
+    sizes.push_back(std::stoll(part));
+    start = end + 1;
+  }
+  if (sizes.size() != 3 || sizes[0] < 1 || sizes[1] < 1 || sizes[2] < 1)
+    throw ipj::Error(ipj::ErrorCategory::usage, usage);
+  if (sizes[0] * sizes[1] * sizes[2] > (1 << 18))
+    throw ipj::Error(
+        ipj::ErrorCategory::usage,
+        "--input '" + text + "' is too large: at most 262144 values per sample (e.g. 3x256x256)");
+  return models::InputShape{static_cast<int>(sizes[0]), static_cast<int>(sizes[1]),
+                            static_cast<int>(sizes[2])};
+}
+
+}  // namespace
 
 CLI::App* register_models_command(CLI::App& app, CommandRunner& runner) {
   auto* command = app.add_subcommand("models",
@@ -22,12 +50,7 @@ CLI::App* register_models_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--classes", classes, "Number of classes")->check(CLI::Range(2, 100000));
   command->callback([&runner] {
     runner = [] {
-      models::InputShape shape;
-      if (std::sscanf(input.c_str(), "%dx%dx%d", &shape.channels, &shape.height, &shape.width) != 3 ||
-          shape.channels < 1 || shape.height < 1 || shape.width < 1) {
-        throw ipj::Error(ipj::ErrorCategory::usage,
-                         "--input '" + input + "' is not a shape like 1x28x28 (CxHxW)");
-      }
+      const models::InputShape shape = parse_input_shape(input);
       Json rows = Json::array();
       TextTable table({"model", "parameters", "MFLOPs/sample (fwd)", "description"});
       table.align_left(3);

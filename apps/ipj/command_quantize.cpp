@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli_support.hpp"
+#include "ipj/core/atomic_file.hpp"
 #include "ipj/core/text_table.hpp"
 #include "ipj/quant/quantize.hpp"
 
@@ -30,15 +31,18 @@ CLI::App* register_quantize_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--mode", mode, "dynamic | static | qat")->capture_default_str();
   command->add_option("--out", options.out_path, "Where to write the int8 model")->required();
   command->add_option("--max-drop", options.max_drop_pt, "Largest accepted accuracy drop, in points")
+      ->check(finite_range(0.0, 100.0))
       ->capture_default_str();
   command->add_option("--calib", options.calib_samples, "Training samples used for calibration (static)")
       ->capture_default_str();
   command->add_option("--observer", observer, "Activation observer: minmax | percentile")
       ->capture_default_str();
   command->add_option("--percentile", options.percentile, "Percentile kept by the percentile observer")
+      ->check(finite_range(50.0, 100.0))
       ->capture_default_str();
   command->add_option("--epochs", options.qat_epochs, "QAT fine-tuning epochs")->capture_default_str();
   command->add_option("--lr", options.qat_learning_rate, "QAT learning rate (SGD, momentum 0.9)")
+      ->check(finite_range(1e-12, 100.0))
       ->capture_default_str();
   command->add_option("--engine", options.engine, "Quantized engine: auto | onednn | qnnpack | fbgemm")
       ->capture_default_str();
@@ -47,6 +51,7 @@ CLI::App* register_quantize_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--test-limit", options.test_limit, "Evaluate on the first N test samples only");
   command->callback([&runner] {
     runner = [] {
+      require_writable_file(options.out_path, "--out");  // before any work
       options.mode = quant::parse_quant_mode(mode);
       parse_model_input_flags(input_flags, options.import.input_shape, options.import.mean, options.import.std);
       options.observer = quant::parse_observer_kind(observer);

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli_support.hpp"
+#include "ipj/core/atomic_file.hpp"
 #include "ipj/core/progress.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/device/device_report.hpp"
@@ -21,19 +22,32 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   static bool no_save = false;
   static std::string thread_plan = "tuned";
   static int repeat = 1;
+  static std::string model = "mlp", input_shape;
   add_output_flags(*command, flags);
-  command->add_option("--model", config.model, "mlp | cnn | resnet18 | resnet50")->capture_default_str();
+  command
+      ->add_option("--model", model,
+                   "mlp | cnn | resnet18 | resnet50, or a TorchScript file (torch.jit.script/trace .save); "
+                   "a file's trained weights go to OUT/model.pt")
+      ->capture_default_str();
+  command->add_option("--input-shape", input_shape, kInputShapeHelp);
   command->add_option("--data", config.data_dir, "Data folder (IDX .gz/plain or CIFAR-10 binary)")
       ->capture_default_str();
   command->add_option("--epochs", config.epochs, "Training epochs")->capture_default_str();
   command->add_option("--batch", config.batch_size, "Mini-batch size")->capture_default_str();
-  command->add_option("--lr", config.learning_rate, "Learning rate")->capture_default_str();
+  command->add_option("--lr", config.learning_rate, "Learning rate")
+      ->check(finite_range(0.0, 100.0))
+      ->capture_default_str();
   command->add_option("--optimizer", config.optimizer, "sgd | adamw")->capture_default_str();
-  command->add_option("--momentum", config.momentum, "SGD momentum")->capture_default_str();
-  command->add_option("--weight-decay", config.weight_decay, "Weight decay")->capture_default_str();
+  command->add_option("--momentum", config.momentum, "SGD momentum")
+      ->check(finite_range(0.0, 1.0))
+      ->capture_default_str();
+  command->add_option("--weight-decay", config.weight_decay, "Weight decay")
+      ->check(finite_range(0.0, 1.0))
+      ->capture_default_str();
   command->add_option("--schedule", config.schedule, "none | step | cosine")->capture_default_str();
   command->add_option("--step-size", config.step_size, "Step schedule: epochs per decay (0 = epochs/3)");
   command->add_option("--step-gamma", config.step_gamma, "Step schedule: decay factor")
+      ->check(finite_range(0.0, 1.0))
       ->capture_default_str();
   command->add_option("--seed", config.seed, "Seed for initialisation, shuffling and augmentation")
       ->capture_default_str();
@@ -84,15 +98,19 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
           "--compile", config.compile,
           "none | jit (evaluate through frozen TorchScript: mlp, cnn) | graphs (CUDA graphs, GPU builds)")
       ->capture_default_str();
-  command->add_option("--target-acc", config.target_acc,
-                      "Stop once test accuracy reaches this fraction (0 = off)");
+  command
+      ->add_option("--target-acc", config.target_acc,
+                   "Stop once test accuracy reaches this fraction (0 = off)")
+      ->check(finite_range(0.0, 1.0));
   command->add_flag(
       "--no-energy", [](std::int64_t) { config.measure_energy = false; },
       "Do not measure energy (overhead comparisons); energy_source is \"none\"");
   command->add_option("--energy-interval-ms", config.energy_interval_ms, "Energy meter sampling period")
       ->capture_default_str();
-  command->add_option("--cpu-tdp-w", config.cpu_tdp_w,
-                      "CPU power at full load for the energy estimate (0 = default)");
+  command
+      ->add_option("--cpu-tdp-w", config.cpu_tdp_w,
+                   "CPU power at full load for the energy estimate (0 = default)")
+      ->check(finite_range(0.0, 100000.0));
   command->add_option("--out", config.out_dir,
                       "Run folder for checkpoint.pt and results.json (default runs/MODEL-TIME)");
   command->add_flag("--no-save", no_save, "Write no checkpoint or results file");
@@ -104,10 +122,13 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
     runner = [] {
       if (no_save && (config.resume || !config.out_dir.empty()))
         throw ipj::Error(ipj::ErrorCategory::usage, "--no-save cannot be combined with --out or --resume");
-      if (!no_save && config.out_dir.empty()) config.out_dir = default_run_folder(config.model);
+      config.model = parse_model_flags(model, input_shape);
+      if (!no_save && config.out_dir.empty())
+        config.out_dir = default_run_folder(models::short_name(config.model));
       config.tune_threads = thread_plan == "tuned";
       train::validate(config);
-      if (config.compile == "jit") infer::require_compilable(config.model);
+      require_writable_folder(config.out_dir, "--out");  // before any work, not after the first epoch
+      if (config.compile == "jit") infer::require_compilable(config.model.zoo_name);
       train::resolve_precision_here(config.precision,
                                     config.device);  // fail before loading data (e.g. fp16 on a CPU)
       const data::Dataset dataset = data::load_dataset(config.data_dir, config.limit, config.test_limit);
@@ -119,7 +140,7 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
       if (config.compile == "jit") {
         hooks.compiled_evaluate = [](models::Classifier& model, const data::Dataset& data,
                                      std::int64_t batch) {
-          return infer::evaluate_compiled(model, config.model, data, batch);
+          return infer::evaluate_compiled(model, config.model.zoo_name, data, batch);
         };
       }
       hooks.on_epoch_end = [](const train::EpochMetrics& metrics) {
@@ -162,6 +183,10 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
             format_duration(result.train_wall_s).c_str(), result.energy_j, result.energy_source.c_str(),
             result.samples > 0 ? result.energy_j / result.samples : 0.0);
         if (!config.out_dir.empty()) std::printf("results: %s/results.json\n", config.out_dir.c_str());
+        if (!config.out_dir.empty() && config.model.is_file())
+          std::printf(
+              "trained TorchScript: %s/model.pt (takes images normalised with the data set's mean/std)\n",
+              config.out_dir.c_str());
       }
       return 0;
     };

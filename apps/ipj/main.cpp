@@ -2,7 +2,9 @@
 // one-line error messages on stderr.
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
 #include <iostream>
+#include <new>
 
 #include "cli_support.hpp"
 #include "ipj/core/error.hpp"
@@ -31,6 +33,8 @@ int main(int argc, char** argv) {
   ipj::cli::register_bench_command(app, runner);
   ipj::cli::register_serve_command(app, runner);
   ipj::cli::register_load_command(app, runner);
+  ipj::cli::register_report_command(app, runner);
+  ipj::cli::register_gate_command(app, runner);
 
   std::string known;
   bool is_known = false;
@@ -62,9 +66,22 @@ int main(int argc, char** argv) {
   } catch (const ipj::Error& error) {
     std::cerr << "ipj: error: " << error.what() << std::endl;
     return ipj::exit_code_for(error.category());
+  } catch (const std::filesystem::filesystem_error& error) {
+    // A path the library did not check (a symbolic-link loop, a folder without permission): an I/O error.
+    std::cerr << "ipj: error: " << error.code().message() << ": '" << error.path1().string()
+              << "'; check the path and its permissions" << std::endl;
+    return ipj::exit_code_for(ipj::ErrorCategory::io);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "ipj: error: out of memory; use a smaller --batch (or model, or data set)" << std::endl;
+    return ipj::exit_code_for(ipj::ErrorCategory::runtime);
   } catch (const std::exception& error) {
     // LibTorch errors carry multi-line backtraces: keep the first line; IPJ_LOG_LEVEL=debug shows it all.
     const std::string message = error.what();
+    if (message.find("can't allocate memory") != std::string::npos) {  // LibTorch's CPU allocator
+      std::cerr << "ipj: error: out of memory (" << message.substr(0, message.find('\n'))
+                << "); use a smaller --batch (or model, or data set)" << std::endl;
+      return ipj::exit_code_for(ipj::ErrorCategory::runtime);
+    }
     spdlog::debug("{}", message);
     std::cerr << "ipj: internal error: " << message.substr(0, message.find('\n')) << std::endl;
     return ipj::exit_code_for(ipj::ErrorCategory::internal);

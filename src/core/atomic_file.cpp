@@ -1,7 +1,9 @@
-// Atomic writes via temp file + fsync + rename(2), and whole-file reads with clear errors.
+// Atomic writes via temp file + fsync + rename(2), stale temporaries of killed writers removed, up-front
+// writability checks, and whole-file reads with clear errors.
 #include "ipj/core/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,8 +17,58 @@
 namespace ipj {
 namespace {
 
+namespace fs = std::filesystem;
+
+constexpr const char* kTemporaryInfix = ".tmp.";
+
 std::string temporary_path_for(const std::string& path) {
-  return path + ".tmp." + std::to_string(::getpid());
+  return path + kTemporaryInfix + std::to_string(::getpid());
+}
+
+fs::path folder_of(const std::string& path) {
+  const fs::path parent = fs::path(path).parent_path();
+  return parent.empty() ? fs::path(".") : parent;
+}
+
+bool process_is_alive(pid_t pid) {
+  return ::kill(pid, 0) == 0 || errno == EPERM;  // EPERM: alive, owned by another user
+}
+
+// Removes "<name>.tmp.<PID>" files next to `path` whose writer process no longer exists (killed with -9
+// between creating and renaming them). Best effort: a file that cannot be removed stays.
+void remove_stale_temporaries(const std::string& path) {
+  const std::string prefix = fs::path(path).filename().string() + kTemporaryInfix;
+  std::error_code error;
+  for (fs::directory_iterator entry(folder_of(path), error), end; !error && entry != end;
+       entry.increment(error)) {
+    const std::string name = entry->path().filename().string();
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = name.substr(prefix.size());
+    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const auto pid = static_cast<pid_t>(std::stol(digits));
+    if (pid == ::getpid() || process_is_alive(pid)) continue;
+    std::error_code ignored;
+    fs::remove(entry->path(), ignored);
+  }
+}
+
+// Creates and removes a file in `folder`: the only sure test that files can be written there.
+void probe_folder(const fs::path& folder, const std::string& flag, const std::string& path) {
+  const fs::path probe = folder / (".ipj-write-check." + std::to_string(::getpid()));
+  const int descriptor = ::open(probe.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
+  if (descriptor < 0)
+    fail(ErrorCategory::io, flag + " '" + path + "' is not writable (" + std::strerror(errno) + " in '" +
+                                folder.string() + "'); choose a folder you can write to");
+  ::close(descriptor);
+  ::unlink(probe.c_str());
+}
+
+void create_folder_for(const fs::path& folder, const std::string& flag, const std::string& path) {
+  std::error_code error;
+  fs::create_directories(folder, error);
+  if (error)
+    fail(ErrorCategory::io, flag + " '" + path + "': cannot create folder '" + folder.string() +
+                                "': " + error.message() + "; choose a folder you can write to");
 }
 
 void fsync_path(const std::string& path) {
@@ -38,6 +90,7 @@ void ensure_parent_exists(const std::string& path) {
 
 void replace_file_atomically(const std::string& path, const std::function<void(const std::string&)>& writer) {
   ensure_parent_exists(path);
+  remove_stale_temporaries(path);
   const std::string temporary = temporary_path_for(path);
   try {
     writer(temporary);
@@ -63,6 +116,35 @@ void write_file_atomically(const std::string& path, const std::string& contents)
     out.flush();
     if (!out) fail(ErrorCategory::io, "cannot write '" + temporary + "' (disk full?)");
   });
+}
+
+void require_writable_folder(const std::string& path, const std::string& flag) {
+  if (path.empty()) return;
+  std::error_code error;
+  const fs::file_status status = fs::status(path, error);
+  if (fs::exists(status) && !fs::is_directory(status))
+    fail(ErrorCategory::usage, flag + " '" + path + "' is a file; give a folder");
+  create_folder_for(path, flag, path);
+  probe_folder(path, flag, path);
+}
+
+void require_writable_file(const std::string& path, const std::string& flag) {
+  if (path.empty()) return;
+  std::error_code error;
+  const fs::file_status status = fs::symlink_status(path, error);
+  if (error && error != std::errc::no_such_file_or_directory)
+    fail(ErrorCategory::io, flag + " '" + path + "': " + error.message());
+  if (fs::is_directory(status))
+    fail(ErrorCategory::usage, flag + " '" + path + "' is a folder; give a file name");
+  if (fs::is_symlink(status)) {
+    const fs::file_status target = fs::status(path, error);  // a loop fails here
+    if (error && error != std::errc::no_such_file_or_directory)
+      fail(ErrorCategory::io, flag + " '" + path + "': " + error.message() + "; give a plain file name");
+    if (fs::is_directory(target))
+      fail(ErrorCategory::usage, flag + " '" + path + "' is a folder; give a file name");
+  }
+  create_folder_for(folder_of(path), flag, path);
+  probe_folder(folder_of(path), flag, path);
 }
 
 std::string read_file(const std::string& path) {

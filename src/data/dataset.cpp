@@ -2,7 +2,11 @@
 // statistics.
 #include "ipj/data/dataset.hpp"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 
@@ -14,11 +18,22 @@ namespace ipj::data {
 namespace fs = std::filesystem;
 namespace {
 
+// fs::exists that reports a folder without permission or a symbolic-link loop as an I/O error naming --data
+// (the throwing form would escape as an internal error).
+bool present(const fs::path& path) {
+  std::error_code error;
+  const bool found = fs::exists(path, error);
+  if (error)
+    fail(ErrorCategory::io, "--data: cannot read '" + path.string() + "': " + error.message() +
+                                "; check the path and its permissions");
+  return found;
+}
+
 // "DIR/NAME.gz" if present, else "DIR/NAME" if present, else "".
 std::string find_idx_file(const fs::path& directory, const std::string& name) {
   for (const std::string& candidate : {name + ".gz", name}) {
     const fs::path path = directory / candidate;
-    if (fs::exists(path)) return path.string();
+    if (present(path)) return path.string();
   }
   return "";
 }
@@ -101,7 +116,7 @@ Normalization compute_normalization(const ImageSet& images) {
 
 Dataset load_dataset(const std::string& directory_text, std::int64_t train_limit, std::int64_t test_limit) {
   const fs::path directory(directory_text);
-  if (!fs::exists(directory)) {
+  if (!present(directory)) {
     std::string message = "data folder '" + directory_text + "' does not exist";
     if (directory == fs::path(kDefaultDataDirectory))
       message += "; install it with: apt-get install dataset-fashion-mnist";
@@ -109,9 +124,13 @@ Dataset load_dataset(const std::string& directory_text, std::int64_t train_limit
       message += "; pass --data DIR with an MNIST-format (IDX) or CIFAR-10 binary folder";
     fail(ErrorCategory::io, message);
   }
-  if (!fs::is_directory(directory))
+  std::error_code error;
+  if (!fs::is_directory(directory, error))
     fail(ErrorCategory::usage,
          "--data '" + directory_text + "' is a file; pass the folder that holds the data set");
+  if (::access(directory.c_str(), R_OK | X_OK) != 0)
+    fail(ErrorCategory::io, "--data '" + directory_text + "' is not readable: " + std::strerror(errno) +
+                                "; check its permissions");
 
   Dataset dataset;
   dataset.directory = directory_text;
@@ -140,16 +159,16 @@ Dataset load_dataset(const std::string& directory_text, std::int64_t train_limit
     }
   } else {
     fs::path cifar = directory;
-    if (!fs::exists(cifar / "data_batch_1.bin") && fs::exists(directory / "cifar-10-batches-bin"))
+    if (!present(cifar / "data_batch_1.bin") && present(directory / "cifar-10-batches-bin"))
       cifar = directory / "cifar-10-batches-bin";
-    if (!fs::exists(cifar / "data_batch_1.bin"))
+    if (!present(cifar / "data_batch_1.bin"))
       fail(ErrorCategory::invalid_input, missing_files_message(directory));
     std::vector<std::string> train_batches;
     for (int index = 1; index <= 5; ++index) {
       const fs::path path = cifar / ("data_batch_" + std::to_string(index) + ".bin");
-      if (fs::exists(path)) train_batches.push_back(path.string());
+      if (present(path)) train_batches.push_back(path.string());
     }
-    if (!fs::exists(cifar / "test_batch.bin"))
+    if (!present(cifar / "test_batch.bin"))
       fail(ErrorCategory::invalid_input,
            "'" + cifar.string() + "' has CIFAR-10 training batches but no test_batch.bin");
     dataset.format = "cifar10-binary";

@@ -1,8 +1,11 @@
-// IDX parsing with zlib for .gz; strict validation so that a corrupt download fails loudly, never silently.
+// IDX parsing with zlib for .gz, inflated as a stream that stops at the size the header declares (a gzip bomb
+// fails fast with bounded memory); strict validation so that a corrupt download fails loudly, never silently.
 #include "ipj/data/idx_reader.hpp"
 
+#include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -20,70 +23,141 @@ std::uint32_t read_big_endian_u32(const std::uint8_t* bytes) {
          std::uint32_t{bytes[3]};
 }
 
+// A gzip or plain file read as a stream; every error names the file.
+class GzipStream {
+ public:
+  explicit GzipStream(const std::string& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {
+    // gzread passes uncompressed files through unchanged
+    if (file_ == nullptr) fail(ErrorCategory::io, "cannot open '" + path + "': " + std::strerror(errno));
+  }
+  ~GzipStream() { gzclose(file_); }
+  GzipStream(const GzipStream&) = delete;
+  GzipStream& operator=(const GzipStream&) = delete;
+
+  // Reads up to `count` bytes (fewer only at the end of the data); throws on a corrupt stream.
+  std::size_t read(std::uint8_t* destination, std::size_t count) {
+    std::size_t done = 0;
+    while (done < count) {
+      const unsigned int ask = static_cast<unsigned int>(std::min<std::size_t>(count - done, 1u << 30));
+      const int got = gzread(file_, destination + done, ask);
+      if (got < 0) {
+        int code = 0;
+        const std::string message = gzerror(file_, &code);
+        fail(code == Z_ERRNO ? ErrorCategory::io : ErrorCategory::invalid_input,
+             "'" + path_ + "' is corrupt or truncated (gzip: " + message + "); re-download or regenerate it");
+      }
+      if (got == 0) break;
+      done += static_cast<std::size_t>(got);
+    }
+    return done;
+  }
+  // After the end of the data: zlib reports a gzip stream cut short only through gzerror (Z_BUF_ERROR).
+  void require_complete_stream() {
+    int code = 0;
+    const std::string message = gzerror(file_, &code);
+    if (code != Z_OK && code != Z_STREAM_END)
+      fail(ErrorCategory::invalid_input,
+           "'" + path_ + "' is truncated or corrupt (gzip: " + message + "); re-download or regenerate it");
+  }
+
+ private:
+  std::string path_;
+  gzFile file_;
+};
+
+// Reads exactly `count` bytes into `values`, growing it as data arrives (a header promising much more than
+// the file holds allocates no more than the file holds), then checks that nothing follows: inflation stops
+// at the first byte past `count`, so a gzip bomb costs at most `count` bytes of memory and the time to
+// inflate them.
+void read_payload(GzipStream& stream, const std::string& path, std::int64_t count,
+                  std::vector<std::uint8_t>& values) {
+  const auto expected = static_cast<std::size_t>(count);
+  std::size_t filled = 0;
+  values.resize(std::min<std::size_t>(expected, std::size_t{1} << 20));
+  while (filled < expected) {
+    if (filled == values.size()) values.resize(std::min(expected, values.size() * 2));
+    const std::size_t got = stream.read(values.data() + filled, values.size() - filled);
+    filled += got;
+    if (got == 0) break;
+  }
+  if (filled < expected) {
+    stream.require_complete_stream();
+    fail(ErrorCategory::invalid_input, "'" + path + "' is truncated: header promises " +
+                                           std::to_string(count) + " bytes of data, file has " +
+                                           std::to_string(filled) + "; re-download it");
+  }
+  std::uint8_t extra[4096];
+  const std::size_t trailing = stream.read(extra, sizeof extra);
+  if (trailing > 0) {
+    fail(ErrorCategory::invalid_input,
+         "'" + path + "' has unexpected bytes after the " + std::to_string(count) +
+             " bytes of data its header declares (at least " + std::to_string(trailing) +
+             "); the header or the file is corrupt (reading stopped there)");
+  }
+  stream.require_complete_stream();
+}
+
+std::uint64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return std::numeric_limits<std::uint64_t>::max();
+  return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page_size);
+}
+
 }  // namespace
 
-std::vector<std::uint8_t> read_maybe_gzip_file(const std::string& path) {
-  gzFile file = gzopen(path.c_str(), "rb");  // gzread passes uncompressed files through unchanged
-  if (file == nullptr) fail(ErrorCategory::io, "cannot open '" + path + "': " + std::strerror(errno));
+std::vector<std::uint8_t> read_maybe_gzip_file(const std::string& path, std::uint64_t max_bytes) {
+  GzipStream stream(path);
   std::vector<std::uint8_t> content;
   std::uint8_t chunk[1 << 16];
-  while (true) {
-    const int got = gzread(file, chunk, sizeof chunk);
-    if (got < 0) {
-      int code = 0;
-      const std::string message = gzerror(file, &code);
-      gzclose(file);
-      fail(code == Z_ERRNO ? ErrorCategory::io : ErrorCategory::invalid_input,
-           "'" + path + "' is corrupt or truncated (gzip: " + message + "); re-download or regenerate it");
-    }
-    if (got == 0) break;
+  while (const std::size_t got = stream.read(chunk, sizeof chunk)) {
+    if (content.size() + got > max_bytes)
+      fail(ErrorCategory::invalid_input, "'" + path + "' holds more than " + std::to_string(max_bytes) +
+                                             " bytes (uncompressed); reading stopped there");
     content.insert(content.end(), chunk, chunk + got);
   }
-  // zlib reports a gzip stream cut short only through gzerror after EOF (Z_BUF_ERROR).
-  int code = 0;
-  const std::string message = gzerror(file, &code);
-  gzclose(file);
-  if (code != Z_OK && code != Z_STREAM_END) {
-    fail(ErrorCategory::invalid_input,
-         "'" + path + "' is truncated or corrupt (gzip: " + message + "); re-download or regenerate it");
-  }
+  stream.require_complete_stream();
   return content;
 }
 
 IdxArray read_idx_file(const std::string& path) {
-  const std::vector<std::uint8_t> content = read_maybe_gzip_file(path);
-  if (content.size() < 4) {
-    fail(ErrorCategory::invalid_input, "'" + path +
-                                           "' is not an IDX file: " + std::to_string(content.size()) +
+  GzipStream stream(path);
+  std::uint8_t header[4 + 4 * 4];
+  const std::size_t magic_bytes = stream.read(header, 4);
+  if (magic_bytes < 4) {
+    stream.require_complete_stream();
+    fail(ErrorCategory::invalid_input, "'" + path + "' is not an IDX file: " + std::to_string(magic_bytes) +
                                            " bytes, too short for the 4-byte magic number");
   }
-  if (content[0] != 0 || content[1] != 0) {
+  if (header[0] != 0 || header[1] != 0) {
     char magic[16];
-    std::snprintf(magic, sizeof magic, "0x%08x", read_big_endian_u32(content.data()));
+    std::snprintf(magic, sizeof magic, "0x%08x", read_big_endian_u32(header));
     fail(ErrorCategory::invalid_input, "'" + path + "' is not an IDX file: wrong magic number " + magic +
                                            " (expected 0x0000TTNN: two zero bytes, type, dimension count)");
   }
-  if (content[2] != kUnsignedByteType) {
+  if (header[2] != kUnsignedByteType) {
     char type[8];
-    std::snprintf(type, sizeof type, "0x%02x", content[2]);
+    std::snprintf(type, sizeof type, "0x%02x", header[2]);
     fail(ErrorCategory::invalid_input, "'" + path + "': IDX type code " + type +
                                            " is not supported (ipj reads unsigned-byte arrays, type 0x08)");
   }
-  const int dimension_count = content[3];
+  const int dimension_count = header[3];
   if (dimension_count < 1 || dimension_count > 4) {
     fail(ErrorCategory::invalid_input, "'" + path + "': IDX dimension count " +
                                            std::to_string(dimension_count) + " is out of range (1..4)");
   }
   const size_t header_bytes = 4 + 4 * static_cast<size_t>(dimension_count);
-  if (content.size() < header_bytes) {
+  const std::size_t size_bytes = stream.read(header + 4, header_bytes - 4);
+  if (size_bytes < header_bytes - 4) {
+    stream.require_complete_stream();
     fail(ErrorCategory::invalid_input, "'" + path + "' is truncated: header needs " +
                                            std::to_string(header_bytes) + " bytes, file has " +
-                                           std::to_string(content.size()));
+                                           std::to_string(4 + size_bytes));
   }
   IdxArray array;
   std::int64_t element_count = 1;
   for (int dimension = 0; dimension < dimension_count; ++dimension) {
-    const std::int64_t size = read_big_endian_u32(content.data() + 4 + 4 * dimension);
+    const std::int64_t size = read_big_endian_u32(header + 4 + 4 * dimension);
     if (size == 0) {
       fail(ErrorCategory::invalid_input,
            "'" + path + "': dimension " + std::to_string(dimension) + " has size 0 (an empty data set)");
@@ -95,18 +169,12 @@ IdxArray read_idx_file(const std::string& path) {
     }
     array.dims.push_back(size);
   }
-  const size_t payload = content.size() - header_bytes;
-  if (payload < static_cast<size_t>(element_count)) {
-    fail(ErrorCategory::invalid_input, "'" + path + "' is truncated: header promises " +
-                                           std::to_string(element_count) + " bytes of data, file has " +
-                                           std::to_string(payload) + "; re-download it");
-  }
-  if (payload > static_cast<size_t>(element_count)) {
+  if (static_cast<std::uint64_t>(element_count) > physical_memory_bytes()) {
     fail(ErrorCategory::invalid_input,
-         "'" + path + "' has " + std::to_string(payload - element_count) +
-             " unexpected bytes after the data; the header or the file is corrupt");
+         "'" + path + "': its header declares " + std::to_string(element_count) +
+             " bytes of data, more than this machine's memory; corrupt header?");
   }
-  array.values.assign(content.begin() + static_cast<std::ptrdiff_t>(header_bytes), content.end());
+  read_payload(stream, path, element_count, array.values);
   return array;
 }
 

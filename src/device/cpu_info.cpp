@@ -4,6 +4,11 @@
 #include <cpuinfo.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <fstream>
+#include <limits>
+#include <string>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -32,7 +37,39 @@ Leaf7Features read_leaf7() {
   return result;
 }
 
+// The first number in a one-line file such as /sys/fs/cgroup/memory.max; nullopt-like 0 when absent or "max".
+std::uint64_t read_number_file(const std::string& path) {
+  std::ifstream file(path);
+  std::uint64_t value = 0;
+  return file >> value ? value : 0;
+}
+
 }  // namespace
+
+std::uint64_t available_memory_bytes() {
+  std::uint64_t available = std::numeric_limits<std::uint64_t>::max();
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  std::uint64_t kibibytes = 0;
+  while (meminfo >> key >> kibibytes) {
+    if (key == "MemAvailable:") {
+      available = kibibytes * 1024;
+      break;
+    }
+    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  const std::uint64_t limit = read_number_file("/sys/fs/cgroup/memory.max");
+  if (limit > 0) {
+    const std::uint64_t used = read_number_file("/sys/fs/cgroup/memory.current");
+    available = std::min(available, limit > used ? limit - used : 0);
+  }
+  if (available == std::numeric_limits<std::uint64_t>::max()) {
+    const long pages = ::sysconf(_SC_PHYS_PAGES);
+    const long page_size = ::sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page_size > 0) available = static_cast<std::uint64_t>(pages) * page_size;
+  }
+  return available;
+}
 
 bool CpuInfo::has(const std::string& feature) const {
   auto found = features.find(feature);

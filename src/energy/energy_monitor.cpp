@@ -65,6 +65,9 @@ EnergyMonitor::Snapshot EnergyMonitor::sample_locked() {
         window.peak_w[index] = std::max(window.peak_w[index], channel_w[index]);
     }
   }
+  ++samples_since_origin_;
+  for (auto& [name, window] : windows_)
+    ++window.samples;
   last_ = snapshot;
   return snapshot;
 }
@@ -105,6 +108,7 @@ Measurement EnergyMonitor::total() {
   whole.start = origin_;
   whole.peak_total_w = peak_total_w_;
   whole.peak_w.assign(channels_.size(), 0.0);
+  whole.samples = samples_since_origin_;
   return measure("total", whole, end);
 }
 
@@ -114,6 +118,7 @@ Measurement EnergyMonitor::latest() {
   whole.start = origin_;
   whole.peak_total_w = peak_total_w_;
   whole.peak_w.assign(channels_.size(), 0.0);
+  whole.samples = samples_since_origin_;
   return measure("latest", whole, last_.joules.size() == origin_.joules.size() ? last_ : origin_);
 }
 
@@ -121,6 +126,7 @@ Measurement EnergyMonitor::measure(const std::string& name, const Window& window
   Measurement measurement;
   measurement.name = name;
   measurement.wall_s = end.time_s - window.start.time_s;
+  measurement.samples = window.samples;
   bool any_in_total = false;
   for (size_t index = 0; index < channels_.size(); ++index) {
     const Channel& channel = channels_[index];

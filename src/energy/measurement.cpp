@@ -37,7 +37,11 @@ Json to_json(const Measurement& measurement) {
               {"energy_source", source_name(measurement.source)},
               {"average_w", measurement.average_w},
               {"peak_w", measurement.peak_w},
-              {"devices", devices}};
+              {"devices", devices},
+              {"samples", measurement.samples},
+              {"sample_hz", measurement.wall_s > 0 && measurement.samples > 1
+                                ? (measurement.samples - 1) / measurement.wall_s
+                                : 0.0}};
 }
 
 std::string describe_energy(double joules, EnergySource source) {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/infer/script_program.hpp"
@@ -246,12 +247,7 @@ std::shared_ptr<InferenceModel> torchscript_int8(const torch::jit::Module& modul
 
 InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& options) {
   torch::jit::Module module;
-  try {
-    module = torch::jit::load(path);
-  } catch (const c10::Error& error) {
-    fail(ErrorCategory::invalid_input,
-         "'" + path + "' is not a loadable TorchScript file: " + error.what_without_backtrace());
-  }
+  load_file_checked(path, "TorchScript file", [&] { module = torch::jit::load(path); });
   if (!module.find_method("forward"))
     fail(ErrorCategory::invalid_input,
          "'" + path + "' has no forward method (save a scripted or traced module)");

@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <deque>
 #include <numeric>
 
 #include "ipj/core/error.hpp"
+#include "ipj/device/cpu_info.hpp"
 
 namespace ipj::infer {
 namespace {
@@ -20,11 +22,29 @@ struct Window {
   std::vector<double> latencies_ms;
   double wall_s = 0.0;
   double energy_j = 0.0;
+  int energy_samples = 0;
   std::string energy_source = "none";
+  std::string energy_model;
   double throughput(std::int64_t batch) const {
     return wall_s > 0 ? static_cast<double>(latencies_ms.size() * batch) / wall_s : 0.0;
   }
 };
+
+// Refuses a batch whose input tensor (float32 `shape`) could not fit twice in the memory available now: a
+// clear error naming --batch instead of an allocation failure (or the OOM killer) in the middle of a run.
+void require_batch_fits(const std::vector<std::int64_t>& shape) {
+  double bytes = 4.0;
+  for (const std::int64_t size : shape)
+    bytes *= static_cast<double>(size);
+  const double available = static_cast<double>(device::available_memory_bytes());
+  if (2.0 * bytes > available) {
+    char text[160];
+    std::snprintf(text, sizeof text,
+                  "--batch %lld needs %.3g GiB for its input alone, %.3g GiB are available",
+                  static_cast<long long>(shape.front()), bytes / (1u << 30), available / (1u << 30));
+    fail(ErrorCategory::usage, std::string(text) + "; use a smaller --batch");
+  }
+}
 
 }  // namespace
 
@@ -39,19 +59,35 @@ double quantile(std::vector<double> values, double q) {
 }
 
 Json to_json(const BenchRow& row) {
-  return {{"variant", row.variant},
-          {"batch", row.batch},
-          {"p50_ms", row.p50_ms},
-          {"p90_ms", row.p90_ms},
-          {"p99_ms", row.p99_ms},
-          {"mean_ms", row.mean_ms},
-          {"throughput_per_s", row.throughput_per_s},
-          {"j_per_1000", row.energy_source == "none" ? Json(nullptr) : Json(row.j_per_1000)},
-          {"energy_source", row.energy_source},
-          {"windows", row.windows},
-          {"stable", row.stable},
-          {"parameter_bytes", row.parameter_bytes},
-          {"test_acc", row.test_acc ? Json(*row.test_acc) : Json(nullptr)}};
+  Json windows = Json::array();
+  for (const BenchRow::WindowStats& window : row.window_stats)
+    windows.push_back(
+        {{"throughput_per_s", window.throughput_per_s},
+         {"p50_ms", window.p50_ms},
+         {"p99_ms", window.p99_ms},
+         {"j_per_1000", row.energy_source == "none" ? Json(nullptr) : Json(window.j_per_1000)}});
+  return {
+      {"variant", row.variant},
+      {"batch", row.batch},
+      {"p50_ms", row.p50_ms},
+      {"p90_ms", row.p90_ms},
+      {"p99_ms", row.p99_ms},
+      {"mean_ms", row.mean_ms},
+      {"throughput_per_s", row.throughput_per_s},
+      {"j_per_1000", row.energy_source == "none" ? Json(nullptr) : Json(row.j_per_1000)},
+      {"energy_source", row.energy_source},
+      {"windows", row.windows},
+      {"stable", row.stable},
+      {"parameter_bytes", row.parameter_bytes},
+      {"test_acc", row.test_acc ? Json(*row.test_acc) : Json(nullptr)},
+      {"window_stats", windows},
+      {"energy_window_s", row.energy_source == "none" ? Json(nullptr) : Json(row.energy_window_s)},
+      {"energy_samples", row.energy_source == "none" ? Json(nullptr) : Json(row.energy_samples)},
+      {"energy_sample_hz",
+       row.energy_source == "none" || row.energy_window_s <= 0
+           ? Json(nullptr)
+           : Json((row.energy_samples - static_cast<double>(row.window_stats.size())) / row.energy_window_s)},
+      {"energy_model", row.energy_model}};
 }
 
 BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, const BenchOptions& options,
@@ -62,6 +98,7 @@ BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, cons
   if (batch < 1) fail(ErrorCategory::usage, "batch sizes must be >= 1");
   std::vector<std::int64_t> shape{batch};
   shape.insert(shape.end(), model.sample_shape.begin(), model.sample_shape.end());
+  require_batch_fits(shape);
   torch::manual_seed(0);
   const torch::Tensor input = torch::rand(shape);  // [B, ...] in [0, 1): pixel-like
 
@@ -90,6 +127,10 @@ BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, cons
       const energy::Measurement measured = monitor->end_window("bench");
       window.energy_j = measured.energy_j;
       window.energy_source = measured.devices.empty() ? "none" : energy::source_name(measured.source);
+      window.energy_samples = measured.samples;
+      for (const auto& device : measured.devices)
+        if (device.in_total && !device.model.empty())
+          window.energy_model += (window.energy_model.empty() ? "" : "; ") + device.model;
     }
     ++windows;
     recent.push_back(std::move(window));
@@ -121,6 +162,12 @@ BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, cons
     wall_s += kept.wall_s;
     energy_j += kept.energy_j;
     source = kept.energy_source;
+    row.energy_samples += kept.energy_samples;
+    row.energy_model = kept.energy_model;
+    const double window_inferences = static_cast<double>(kept.latencies_ms.size() * batch);
+    row.window_stats.push_back({kept.throughput(batch), quantile(kept.latencies_ms, 0.50),
+                                quantile(kept.latencies_ms, 0.99),
+                                window_inferences > 0 ? kept.energy_j / window_inferences * 1000.0 : 0.0});
   }
   row.calls = static_cast<std::int64_t>(latencies.size());
   row.p50_ms = quantile(latencies, 0.50);
@@ -132,6 +179,7 @@ BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, cons
   row.throughput_per_s = wall_s > 0 ? inferences / wall_s : 0.0;
   row.energy_source = source;
   row.j_per_1000 = inferences > 0 ? energy_j / inferences * 1000.0 : 0.0;
+  row.energy_window_s = wall_s;
   return row;
 }
 

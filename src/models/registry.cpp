@@ -3,6 +3,7 @@
 
 #include "ipj/core/error.hpp"
 #include "ipj/models/resnet.hpp"
+#include "ipj/models/script_classifier.hpp"
 #include "ipj/models/simple_models.hpp"
 
 namespace ipj::models {
@@ -25,6 +26,12 @@ ClassifierPtr create_model(const std::string& name, InputShape input, int num_cl
   if (name == "resnet50") return make_resnet50(input, num_classes);
   require_known_model(name);
   fail(ErrorCategory::internal, "model '" + name + "' is in the catalog but has no constructor");
+}
+
+ClassifierPtr build_classifier(const ModelSource& source, InputShape input, int num_classes) {
+  if (num_classes < 2) fail(ErrorCategory::usage, "a classifier needs at least 2 classes");
+  if (source.is_file()) return create_script_classifier(source, input, num_classes);
+  return create_model(source.zoo_name, input, num_classes);
 }
 
 const ModelEntry& model_entry(const std::string& name) {

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "ipj/core/atomic_file.hpp"
+#include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
 
 namespace ipj::quant {
@@ -112,6 +113,7 @@ void save_graph(const std::string& path, const Graph& graph, const Json& extra) 
     } catch (const c10::Error& error) {
       fail(ErrorCategory::io, "cannot write '" + path + "': " + error.what_without_backtrace());
     }
+    seal_zip_archive(temporary);
   });
 }
 
@@ -121,12 +123,13 @@ bool is_graph_file(const std::string& path) {
     archive.load_from(path);
     c10::IValue format;
     return archive.try_read("ipj_graph_format", format);
-  } catch (const c10::Error&) {
+  } catch (const std::exception&) {  // any damage: "not this format"; its loader says why
     return false;
   }
 }
 
-GraphFile load_graph(const std::string& path) {
+GraphFile load_graph(const std::string& path) try {
+  verify_ipj_archive(path, "graph file");
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(path);
@@ -162,6 +165,8 @@ GraphFile load_graph(const std::string& path) {
   }
   validate_graph(file.graph, path);
   return file;
+} catch (...) {
+  rethrow_as_load_error(path, "ipj graph file");
 }
 
 }  // namespace ipj::quant

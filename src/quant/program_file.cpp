@@ -4,6 +4,7 @@
 #include <torch/serialize.h>
 
 #include "ipj/core/atomic_file.hpp"
+#include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
 
 namespace ipj::quant {
@@ -61,6 +62,7 @@ void save_program(const std::string& path, const LayerProgram& program, const Js
     } catch (const c10::Error& error) {
       fail(ErrorCategory::io, "cannot write '" + path + "': " + error.what_without_backtrace());
     }
+    seal_zip_archive(temporary);
   });
 }
 
@@ -70,12 +72,13 @@ bool is_program_file(const std::string& path) {
     archive.load_from(path);
     c10::IValue format;
     return archive.try_read("ipj_program_format", format);
-  } catch (const c10::Error&) {
+  } catch (const std::exception&) {  // any damage: "not this format"; its loader says why
     return false;
   }
 }
 
-ProgramFile load_program(const std::string& path) {
+ProgramFile load_program(const std::string& path) try {
+  verify_ipj_archive(path, "program file");
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(path);
@@ -117,6 +120,8 @@ ProgramFile load_program(const std::string& path) {
     fail(ErrorCategory::invalid_input, "'" + path + "': damaged program: " + error.what_without_backtrace());
   }
   return file;
+} catch (...) {
+  rethrow_as_load_error(path, "ipj program file");
 }
 
 }  // namespace ipj::quant

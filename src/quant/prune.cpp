@@ -119,7 +119,8 @@ void fine_tune(LayerProgram& program, const data::ImageSet& images, int epochs, 
 
 SourceProgram load_source_program(const std::string& path) {
   SourceProgram source;
-  if (!std::filesystem::is_directory(path) && is_program_file(path)) {
+  std::error_code error;  // error_code form: a symbolic-link loop is reported by the loader, not thrown here
+  if (!std::filesystem::is_directory(path, error) && is_program_file(path)) {
     ProgramFile file = load_program(path);
     source.program = std::move(file.program);
     source.data_dir = file.extra.value("data_dir", std::string(data::kDefaultDataDirectory));
@@ -199,6 +200,10 @@ Json prune_model(const Model& original, const PruneOptions& options, const data:
 Json run_prune(const PruneOptions& options) {
   if (options.out_path.empty()) fail(ErrorCategory::usage, "--out FILE is required");
   if (options.epochs < 0) fail(ErrorCategory::usage, "--epochs must be >= 0");
+  if (!(options.sparsity >= 0.0 && options.sparsity < 1.0))  // NaN fails too
+    fail(ErrorCategory::usage, "--sparsity must be in [0, 1)");
+  if (!(options.learning_rate > 0.0 && options.learning_rate <= 100.0))
+    fail(ErrorCategory::usage, "--lr must be a positive number up to 100");
   const SourceModel source = load_source_model(options.model_path, options.import);
   const std::string data_dir = !options.data_dir.empty()  ? options.data_dir
                                : !source.data_dir.empty() ? source.data_dir

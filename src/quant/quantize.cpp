@@ -102,7 +102,12 @@ Json quantize_report(const QuantizeOptions& options, const QuantizeResult& resul
 }  // namespace
 
 QuantizeResult run_quantize(const QuantizeOptions& options) {
-  if (options.max_drop_pt < 0.0) fail(ErrorCategory::usage, "--max-drop must be >= 0 accuracy points");
+  if (!(options.max_drop_pt >= 0.0 && options.max_drop_pt <= 100.0))  // NaN fails too
+    fail(ErrorCategory::usage, "--max-drop must be in 0..100 accuracy points");
+  if (!(options.percentile > 0.0 && options.percentile <= 100.0))
+    fail(ErrorCategory::usage, "--percentile must be in (0, 100]");
+  if (!(options.qat_learning_rate > 0.0 && options.qat_learning_rate <= 100.0))
+    fail(ErrorCategory::usage, "--lr must be a positive number up to 100");
   if (options.calib_samples <= 0) fail(ErrorCategory::usage, "--calib must be a positive number of samples");
   if (options.out_path.empty()) fail(ErrorCategory::usage, "--out FILE is required");
   const auto start = std::chrono::steady_clock::now();

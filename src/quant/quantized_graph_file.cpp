@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "ipj/core/atomic_file.hpp"
+#include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/quant/graph_file.hpp"
 #include "ipj/quant/quantized_graph.hpp"
@@ -37,6 +38,7 @@ void QuantizedGraph::save(const std::string& path, const Json& extra) const {
     } catch (const c10::Error& error) {
       fail(ErrorCategory::io, "cannot write '" + path + "': " + error.what_without_backtrace());
     }
+    seal_zip_archive(temporary);
   });
 }
 
@@ -46,12 +48,13 @@ bool QuantizedGraph::is_int8_graph_file(const std::string& path) {
     archive.load_from(path);
     c10::IValue format;
     return archive.try_read("ipj_int8_graph_format", format);
-  } catch (const c10::Error&) {
+  } catch (const std::exception&) {  // any damage: "not this format"; its loader says why
     return false;
   }
 }
 
-QuantizedGraph QuantizedGraph::load(const std::string& path) {
+QuantizedGraph QuantizedGraph::load(const std::string& path) try {
+  verify_ipj_archive(path, "int8 graph file");
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(path);
@@ -102,6 +105,8 @@ QuantizedGraph QuantizedGraph::load(const std::string& path) {
     fail(ErrorCategory::invalid_input, "'" + path + "': damaged int8 graph: " + error.what_without_backtrace());
   }
   return result;
+} catch (...) {
+  rethrow_as_load_error(path, "ipj int8 graph file");
 }
 
 }  // namespace ipj::quant

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "ipj/core/atomic_file.hpp"
+#include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/quant/program_file.hpp"
 #include "quantized_kernels.hpp"
@@ -226,6 +227,7 @@ void QuantizedProgram::save(const std::string& path, const Json& extra) const {
     } catch (const c10::Error& error) {
       fail(ErrorCategory::io, "cannot write '" + path + "': " + error.what_without_backtrace());
     }
+    seal_zip_archive(temporary);
   });
 }
 
@@ -235,12 +237,13 @@ bool QuantizedProgram::is_int8_file(const std::string& path) {
     archive.load_from(path);
     c10::IValue format;
     return archive.try_read("ipj_int8_format", format);
-  } catch (const c10::Error&) {
+  } catch (const std::exception&) {  // any damage: "not this format"; its loader says why
     return false;
   }
 }
 
-QuantizedProgram QuantizedProgram::load(const std::string& path) {
+QuantizedProgram QuantizedProgram::load(const std::string& path) try {
+  verify_ipj_archive(path, "int8 model");
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(path);
@@ -295,6 +298,8 @@ QuantizedProgram QuantizedProgram::load(const std::string& path) {
          "'" + path + "': damaged int8 model: " + error.what_without_backtrace());
   }
   return result;
+} catch (...) {
+  rethrow_as_load_error(path, "ipj int8 model");
 }
 
 }  // namespace ipj::quant

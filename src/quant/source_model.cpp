@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/quant/graph_builders.hpp"
@@ -33,12 +34,7 @@ SourceModel from_checkpoint(const std::string& path) {
 
 SourceModel from_torchscript(const std::string& path, const ImportOptions& import) {
   auto module = std::make_shared<torch::jit::Module>();
-  try {
-    *module = torch::jit::load(path);
-  } catch (const c10::Error& error) {
-    fail(ErrorCategory::invalid_input,
-         "'" + path + "' is neither an ipj model nor a TorchScript file: " + error.what_without_backtrace());
-  }
+  load_file_checked(path, "TorchScript file", [&] { *module = torch::jit::load(path); });
   SourceModel source;
   source.graph = import_torchscript(*module, path, import);
   source.path = path;
@@ -69,19 +65,23 @@ std::string model_file_format_name(ModelFileFormat format) {
 }
 
 ModelFileFormat detect_model_file(const std::string& path) {
-  if (!std::filesystem::exists(path)) fail(ErrorCategory::io, "no model file at '" + path + "'");
-  if (std::filesystem::is_directory(path)) {
-    if (std::filesystem::exists(std::filesystem::path(path) / train::kCheckpointFileName))
+  std::error_code error;  // error_code forms: a symbolic-link loop is an error message, not an exception
+  if (!std::filesystem::exists(path, error))
+    fail(ErrorCategory::io, "no model file at '" + path + "'" + (error ? ": " + error.message() : ""));
+  if (std::filesystem::is_directory(path, error)) {
+    if (std::filesystem::exists(std::filesystem::path(path) / train::kCheckpointFileName, error))
       return ModelFileFormat::checkpoint;
     fail(ErrorCategory::invalid_input, "'" + path + "' is a folder without checkpoint.pt");
   }
+  verify_zip_archive(path);  // a damaged ipj file is refused here, before LibTorch reads it
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(path);
-  } catch (const c10::Error& error) {
+  } catch (const std::exception& failure) {
+    const std::string message = failure.what();
     fail(ErrorCategory::invalid_input,
          "'" + path + "' is neither an ipj model nor a TorchScript file (torch.jit.save): " +
-             error.what_without_backtrace());
+             message.substr(0, message.find('\n')));
   }
   c10::IValue marker;
   if (archive.try_read("ipj_int8_format", marker)) return ModelFileFormat::int8;

@@ -1,4 +1,5 @@
-// Checkpoint archives via torch::serialize, written through ipj's atomic file replacement.
+// Checkpoint archives via torch::serialize, written through ipj's atomic file replacement and sealed with an
+// xxh64 checksum (core/checked_file.hpp) that every load verifies first.
 #include "ipj/train/checkpoint.hpp"
 
 #include <torch/serialize.h>
@@ -8,8 +9,10 @@
 #include <filesystem>
 
 #include "ipj/core/atomic_file.hpp"
+#include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/models/registry.hpp"
+#include "ipj/train/model_setup.hpp"
 
 namespace ipj::train {
 namespace {
@@ -41,17 +44,35 @@ CheckpointState read_state(torch::serialize::InputArchive& archive, const std::s
     state.loss_scale = scale.toDouble();
     state.scaler_growth_tracker = tracker.toInt();
   }
+  archive.try_read("cpu_generator_state", state.generator_state);
   return state;
 }
 
+constexpr const char* kWhat = "ipj checkpoint";
+
 void load_archive(torch::serialize::InputArchive& archive, const std::string& path,
                   const torch::Device& device = torch::kCPU) {
+  verify_ipj_archive(path, "checkpoint");
   try {
     archive.load_from(path, device);
   } catch (const c10::Error& error) {
     fail(ErrorCategory::invalid_input,
          "'" + path + "' is not a readable checkpoint: " + error.what_without_backtrace());
   }
+}
+
+// The model of a checkpoint: a zoo name, or the user's TorchScript file it was trained from (checked to be
+// the same file), or, when that file is gone, the run's own model.pt next to the checkpoint.
+models::ModelSource trained_model_source(const Json& info, const std::string& checkpoint_path) {
+  models::ModelSource source = model_source_from_info(info);
+  if (!source.is_file()) return source;
+  const auto sibling = std::filesystem::path(checkpoint_path).parent_path() / kTrainedTorchScriptFileName;
+  if (!std::filesystem::exists(source.file) && std::filesystem::exists(sibling)) {
+    source.file = sibling.string();
+    return source;
+  }
+  check_same_model_file(info, source, checkpoint_path);
+  return source;
 }
 
 }  // namespace
@@ -66,6 +87,7 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& model,
   archive.write("grad_scaler_scale", c10::IValue(state.loss_scale));
   archive.write("grad_scaler_growth_tracker", c10::IValue(state.scaler_growth_tracker));
   if (!state.model_info.is_null()) archive.write("model_info_json", c10::IValue(state.model_info.dump()));
+  if (state.generator_state.defined()) archive.write("cpu_generator_state", state.generator_state);
   torch::serialize::OutputArchive model_archive;
   model.save(model_archive);
   archive.write("model", model_archive);
@@ -78,11 +100,12 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& model,
     } catch (const c10::Error& error) {
       fail(ErrorCategory::io, "cannot write checkpoint '" + path + "': " + error.what_without_backtrace());
     }
+    seal_zip_archive(temporary);
   });
 }
 
 CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model,
-                                torch::optim::Optimizer& optimizer, const torch::Device& device) {
+                                torch::optim::Optimizer& optimizer, const torch::Device& device) try {
   torch::serialize::InputArchive archive;
   load_archive(archive, path, device);
   CheckpointState state = read_state(archive, path);
@@ -98,9 +121,11 @@ CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& mode
          "checkpoint '" + path + "' does not fit this model/optimizer: " + error.what_without_backtrace());
   }
   return state;
+} catch (...) {
+  rethrow_as_load_error(path, kWhat);
 }
 
-CheckpointState load_checkpoint_weights(const std::string& path, torch::nn::Module& model) {
+CheckpointState load_checkpoint_weights(const std::string& path, torch::nn::Module& model) try {
   torch::serialize::InputArchive archive;
   load_archive(archive, path);
   CheckpointState state = read_state(archive, path);
@@ -113,21 +138,27 @@ CheckpointState load_checkpoint_weights(const std::string& path, torch::nn::Modu
          "checkpoint '" + path + "' does not fit its model: " + error.what_without_backtrace());
   }
   return state;
+} catch (...) {
+  rethrow_as_load_error(path, kWhat);
 }
 
-CheckpointState read_checkpoint_state(const std::string& path) {
+CheckpointState read_checkpoint_state(const std::string& path) try {
   torch::serialize::InputArchive archive;
   load_archive(archive, path);
   return read_state(archive, path);
+} catch (...) {
+  rethrow_as_load_error(path, kWhat);
 }
 
-TrainedModel load_trained_model(const std::string& path) {
+TrainedModel load_trained_model(const std::string& path) try {
   TrainedModel result;
-  result.path = std::filesystem::is_directory(path)
+  std::error_code error;  // error_code forms: a symbolic-link loop is an error message, not an exception
+  result.path = std::filesystem::is_directory(path, error)
                     ? (std::filesystem::path(path) / kCheckpointFileName).string()
                     : path;
-  if (!std::filesystem::exists(result.path))
-    fail(ErrorCategory::io, "no model at '" + result.path + "' (give a checkpoint.pt or a run folder)");
+  if (!std::filesystem::exists(result.path, error))
+    fail(ErrorCategory::io, "no model at '" + result.path + "'" + (error ? ": " + error.message() : "") +
+                                " (give a checkpoint.pt or a run folder)");
   const CheckpointState state = read_checkpoint_state(result.path);
   const Json& info = state.model_info;
   if (!info.is_object() || !info.contains("name") || !info.contains("input_shape"))
@@ -138,12 +169,14 @@ TrainedModel load_trained_model(const std::string& path) {
   const auto shape = info.at("input_shape").get<std::vector<int>>();
   if (shape.size() != 3)
     fail(ErrorCategory::invalid_input, "checkpoint '" + result.path + "': bad input_shape");
-  result.model = models::create_model(info.at("name").get<std::string>(),
-                                      models::InputShape{shape[0], shape[1], shape[2]},
-                                      info.at("num_classes").get<int>());
+  result.model = models::build_classifier(trained_model_source(info, result.path),
+                                          models::InputShape{shape[0], shape[1], shape[2]},
+                                          info.at("num_classes").get<int>());
   result.state = load_checkpoint_weights(result.path, *result.model);
   result.model->eval();
   return result;
+} catch (...) {
+  rethrow_as_load_error(path, kWhat);
 }
 
 }  // namespace ipj::train

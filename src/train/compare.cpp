@@ -18,14 +18,19 @@ struct ModelDefaults {
   int optimized_epochs;
   std::int64_t optimized_batch;
   double optimized_lr;
+  bool convolutional;  // channels-last in the optimized recipe
 };
 
 // Tuned on this VM for mlp and cnn (docs/PERFORMANCE.md: the cnn's 2-epoch cosine at batch 128 reached 0.90
 // at its second epoch for seeds 0, 1, 2; batch 256 needed a third epoch for seed 2). resnet18: untuned.
-ModelDefaults defaults_for(const std::string& model) {
-  if (model == "mlp") return {0.88, 10, 4, 256, 0.1};
-  if (model == "cnn") return {0.90, 8, 2, 128, 0.05};
-  return {0.90, 15, 10, 256, 0.05};
+// A user's TorchScript model gets the defaults of the zoo model of its kind: cnn's when it has 4-D
+// (convolution) weights, mlp's otherwise.
+ModelDefaults defaults_for(const models::ModelSource& model) {
+  const bool convolutional = models::is_convolutional(model);
+  const std::string kind = model.is_file() ? (convolutional ? "cnn" : "mlp") : model.zoo_name;
+  if (kind == "mlp") return {0.88, 10, 4, 256, 0.1, convolutional};
+  if (kind == "cnn") return {0.90, 8, 2, 128, 0.05, convolutional};
+  return {0.90, 15, 10, 256, 0.05, convolutional};
 }
 
 std::string child_folder(const CompareConfig& config, const char* name) {
@@ -58,7 +63,7 @@ std::string number(const Json& value, const char* format, const char* missing = 
 
 }  // namespace
 
-double default_target_accuracy(const std::string& model) {
+double default_target_accuracy(const models::ModelSource& model) {
   return defaults_for(model).target_acc;
 }
 
@@ -102,7 +107,7 @@ TrainConfig optimized_recipe(const CompareConfig& config) {
   // NHWC for convolutional models (1.4-1.6x cnn training here, docs/PERFORMANCE.md). With it, eager bf16
   // evaluation beats the frozen fp32 TorchScript graph (0.37 s vs 0.44 s for the cnn's 10,000 test images),
   // so the recipe no longer uses --compile jit.
-  recipe.memory_format = models::model_entry(config.model).convolutional ? "channels_last" : "contiguous";
+  recipe.memory_format = defaults.convolutional ? "channels_last" : "contiguous";
   recipe.compile = "none";
   recipe.out_dir = child_folder(config, "optimized");
   return recipe;
@@ -110,8 +115,8 @@ TrainConfig optimized_recipe(const CompareConfig& config) {
 
 CompareResult run_compare(const CompareConfig& config, const data::Dataset& dataset,
                           const TrainHooks& hooks) {
-  models::require_known_model(config.model);
-  if (config.target_acc < 0.0 || config.target_acc >= 1.0)
+  if (!config.model.is_file()) models::require_known_model(config.model.zoo_name);
+  if (!(config.target_acc >= 0.0 && config.target_acc < 1.0))  // NaN fails too
     fail(ErrorCategory::usage, "--target-acc must be a fraction in (0, 1), or 0 for the model's default");
   const TrainConfig baseline = baseline_recipe(config);
   const TrainConfig optimized = optimized_recipe(config);

@@ -11,6 +11,7 @@
 #include "ipj/data/batch_loader.hpp"
 #include "ipj/models/registry.hpp"
 #include "ipj/train/checkpoint.hpp"
+#include "ipj/train/model_setup.hpp"
 #include "ipj/train/train_config.hpp"
 
 namespace ipj::train {
@@ -18,13 +19,17 @@ namespace ipj::train {
 Json run_distillation(const DistillOptions& options, const data::Dataset& dataset,
                       const PixelForward& teacher) {
   if (options.epochs < 1) fail(ErrorCategory::usage, "--epochs must be >= 1");
-  if (!(options.temperature > 0.0)) fail(ErrorCategory::usage, "--temperature must be > 0");
+  if (!(options.temperature > 0.0 && options.temperature <= 1000.0))  // NaN fails too
+    fail(ErrorCategory::usage, "--temperature must be in (0, 1000]");
+  if (!(options.learning_rate > 0.0 && options.learning_rate <= 100.0))
+    fail(ErrorCategory::usage, "--lr must be a positive number up to 100");
+  if (options.batch_size < 1) fail(ErrorCategory::usage, "--batch must be at least 1");
   if (!(options.alpha >= 0.0 && options.alpha <= 1.0))
     fail(ErrorCategory::usage, "--alpha must be in [0, 1]");
   const auto start = std::chrono::steady_clock::now();
   torch::manual_seed(options.seed);
-  const models::InputShape shape{dataset.train.channels, dataset.train.height, dataset.train.width};
-  models::ClassifierPtr student = models::create_model(options.student, shape, dataset.num_classes);
+  const models::InputShape shape = image_shape(dataset);
+  models::ClassifierPtr student = models::build_classifier(options.student, shape, dataset.num_classes);
   TrainConfig config;
   config.model = options.student;
   config.epochs = options.epochs;
@@ -91,7 +96,7 @@ Json run_distillation(const DistillOptions& options, const data::Dataset& datase
   Json report = {
       {"schema_version", kResultsSchemaVersion},
       {"kind", "distill"},
-      {"student", options.student},
+      {"student", options.student.label()},
       {"student_params", models::count_parameters(*student)},
       {"student_acc", student_eval.accuracy},
       {"teacher_acc", teacher_acc},
@@ -109,13 +114,10 @@ Json run_distillation(const DistillOptions& options, const data::Dataset& datase
     state.completed_epochs = options.epochs;
     state.config = to_json(config);
     state.epoch_metrics = Json::array();
-    state.model_info = {{"name", options.student},
-                        {"input_shape", {shape.channels, shape.height, shape.width}},
-                        {"num_classes", dataset.num_classes},
-                        {"mean", dataset.normalization.mean},
-                        {"std", dataset.normalization.std}};
+    state.model_info = describe_model_source(options.student, dataset);
     save_checkpoint((std::filesystem::path(options.out_dir) / kCheckpointFileName).string(), *student,
                     optimizer, state);
+    write_trained_torchscript(options.out_dir, *student, state.model_info);  // a student from a file
     write_json_file((std::filesystem::path(options.out_dir) / "results.json").string(), report);
   }
   return report;

@@ -17,29 +17,39 @@ void require(bool condition, const std::string& message) {
 }  // namespace
 
 void validate(const TrainConfig& config) {
-  models::require_known_model(config.model);
+  if (config.model.is_file()) {
+    require(!config.model.file.empty(), "--model: empty file name");
+    if (config.compile == "jit")
+      fail(
+          ErrorCategory::unsupported,
+          "--compile jit builds ipj's own TorchScript program of mlp/cnn; a TorchScript model from a file is "
+          "evaluated as it is: use --compile none");
+  } else {
+    models::require_known_model(config.model.zoo_name);
+  }
   require(config.epochs >= 1, "--epochs must be at least 1, got " + std::to_string(config.epochs));
   require(config.batch_size >= 1, "--batch must be at least 1, got " + std::to_string(config.batch_size));
-  require(std::isfinite(config.learning_rate) && config.learning_rate > 0.0,
-          "--lr must be a positive number, got " + std::to_string(config.learning_rate));
+  require(std::isfinite(config.learning_rate) && config.learning_rate > 0.0 && config.learning_rate <= 100.0,
+          "--lr must be a positive number up to 100, got " + std::to_string(config.learning_rate));
   require(config.optimizer == "sgd" || config.optimizer == "adamw",
           "--optimizer must be sgd or adamw, got '" + config.optimizer + "'");
   require(config.momentum >= 0.0 && config.momentum < 1.0, "--momentum must be in [0, 1)");
-  require(config.weight_decay >= 0.0, "--weight-decay must be >= 0");
+  require(config.weight_decay >= 0.0 && config.weight_decay <= 1.0, "--weight-decay must be in [0, 1]");
   require(config.schedule == "none" || config.schedule == "step" || config.schedule == "cosine",
           "--schedule must be none, step or cosine, got '" + config.schedule + "'");
   require(config.step_size >= 0, "--step-size must be >= 0");
   require(config.step_gamma > 0.0 && config.step_gamma <= 1.0, "--step-gamma must be in (0, 1]");
   require(config.allocator == "tuned" || config.allocator == "system",
           "--allocator must be tuned or system, got '" + config.allocator + "'");
-  require(config.threads >= 0, "--threads must be >= 0 (0 = all cores)");
+  require(config.threads >= 0 && config.threads <= 4096, "--threads must be in 0..4096 (0 = all cores)");
   require(config.limit >= 0, "--limit must be >= 0 (0 = all training samples)");
   require(config.test_limit >= 0, "--test-limit must be >= 0 (0 = all test samples)");
   require(config.prefetch_batches >= 0 && config.prefetch_batches <= 64, "--prefetch must be in 0..64");
   require(config.eval_batch_size >= 1, "--eval-batch must be at least 1");
   require(config.energy_interval_ms >= 1 && config.energy_interval_ms <= 10000,
           "--energy-interval-ms must be in 1..10000");
-  require(config.cpu_tdp_w >= 0.0, "--cpu-tdp-w must be >= 0 (0 = default estimate)");
+  require(config.cpu_tdp_w >= 0.0 && config.cpu_tdp_w <= 1e5,
+          "--cpu-tdp-w must be in 0..100000 W (0 = default estimate)");
   require(config.precision == "fp32" || config.precision == "bf16" || config.precision == "fp16" ||
               config.precision == "auto",
           "--precision must be fp32, bf16, fp16 or auto, got '" + config.precision + "'");
@@ -83,7 +93,9 @@ void validate(const TrainConfig& config) {
 }
 
 Json to_json(const TrainConfig& config) {
-  return Json{{"model", config.model},
+  return Json{{"model", config.model.label()},
+              {"model_source", config.model.is_file() ? "torchscript" : "zoo"},
+              {"input_shape", config.model.input_shape},
               {"data", config.data_dir},
               {"epochs", config.epochs},
               {"batch", config.batch_size},
@@ -122,7 +134,13 @@ TrainConfig config_from_json(const Json& json) {
   auto read = [&](const char* key, auto& field) {
     if (json.contains(key) && !json[key].is_null()) field = json[key].get<std::decay_t<decltype(field)>>();
   };
-  read("model", config.model);
+  std::string model = config.model.zoo_name, model_source = "zoo";
+  std::vector<std::int64_t> input_shape;
+  read("model", model);
+  read("model_source", model_source);
+  read("input_shape", input_shape);
+  config.model = model_source == "torchscript" ? models::ModelSource::torchscript(model, input_shape)
+                                               : models::ModelSource(model);
   read("data", config.data_dir);
   read("epochs", config.epochs);
   read("batch", config.batch_size);
@@ -161,9 +179,13 @@ void check_resumable(const TrainConfig& saved, const TrainConfig& requested) {
   const Json before = to_json(saved);
   const Json now = to_json(requested);
   // Flags that may change on resume: more epochs, threads, prefetch depth, eval batch, folder spelling.
-  for (const char* key :
-       {"model", "data", "batch", "lr", "optimizer", "momentum", "weight_decay", "schedule", "step_size",
-        "step_gamma", "seed", "limit", "test_limit", "augment", "precision", "loss_scale", "accum"}) {
+  for (const char* key : {"model", "model_source", "input_shape", "data", "batch", "lr", "optimizer",
+                          "momentum", "weight_decay", "schedule", "step_size", "step_gamma", "seed", "limit",
+                          "test_limit", "augment", "precision", "loss_scale", "accum"}) {
+    // Files: the path may be spelt differently and --input-shape 1,28,28 equals leaving it out; the trainer
+    // compares the file's fingerprint and the resolved input shape instead (check_same_model_file).
+    const bool both_files = saved.model.is_file() && requested.model.is_file();
+    if (both_files && (std::string(key) == "model" || std::string(key) == "input_shape")) continue;
     if (before[key] != now[key]) {
       std::string flag = key;  // JSON keys spell flags with '_' where the CLI has '-'
       std::replace(flag.begin(), flag.end(), '_', '-');

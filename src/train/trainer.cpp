@@ -24,6 +24,7 @@
 #include "ipj/train/evaluate.hpp"
 #include "ipj/train/grad_scaler.hpp"
 #include "ipj/train/lr_schedule.hpp"
+#include "ipj/train/model_setup.hpp"
 #include "ipj/train/precision.hpp"
 
 namespace ipj::train {
@@ -76,13 +77,26 @@ Json model_description(const TrainConfig& config, models::Classifier& model, con
     model.forward(torch::zeros({1, shape.channels, shape.height, shape.width}, torch::TensorOptions(device)));
   });
   if (was_training) model.train();
-  return Json{{"name", config.model},
+  return Json{{"name", config.model.label()},
+              {"source", config.model.is_file() ? "torchscript" : "zoo"},
               {"parameters", models::count_parameters(model)},
               {"forward_flops_per_sample", flops},
               {"input_shape", {shape.channels, shape.height, shape.width}}};
 }
 
+TrainResult run_training_loop(const TrainConfig& config, const data::Dataset& dataset,
+                              const TrainHooks& hooks);
+
 }  // namespace
+
+TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset, const TrainHooks& hooks) {
+  if (!config.model.is_file()) return run_training_loop(config, dataset, hooks);
+  try {  // a user's module can reach LibTorch operators that fail (e.g. no bf16 kernel): say so, no exit 70
+    return run_training_loop(config, dataset, hooks);
+  } catch (const c10::Error& error) {
+    fail_user_model_step(config, error);
+  }
+}
 
 Json to_json(const EpochMetrics& metrics) {
   return Json{{"epoch", metrics.epoch},
@@ -118,7 +132,10 @@ EpochMetrics epoch_metrics_from_json(const Json& json) {
   return metrics;
 }
 
-TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset, const TrainHooks& hooks) {
+namespace {
+
+TrainResult run_training_loop(const TrainConfig& config, const data::Dataset& dataset,
+                              const TrainHooks& hooks) {
   validate(config);
   const auto run_start = Clock::now();
   const PrecisionChoice precision = resolve_precision_here(config.precision, config.device);
@@ -127,9 +144,9 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
   const bool use_scaler =
       config.loss_scale == "dynamic" || (config.loss_scale == "auto" && precision.precision == "fp16");
   const device::ThreadPlan thread_plan =
-      config.tune_threads ? device::plan_threads(precision.precision, config.threads,
-                                                 models::model_entry(config.model).convolutional)
-                          : device::python_default_thread_plan(config.threads);
+      config.tune_threads
+          ? device::plan_threads(precision.precision, config.threads, models::is_convolutional(config.model))
+          : device::python_default_thread_plan(config.threads);
   device::apply_thread_plan(thread_plan);
   const device::AllocatorPlan allocator_plan =
       config.allocator == "tuned" ? device::tune_allocator() : device::system_allocator();
@@ -139,9 +156,10 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
   if (config.compile == "jit" && !jit_evaluation_supported(config))
     fail(ErrorCategory::unsupported, "--compile jit evaluates on the CPU; use it with --device cpu");
   torch::manual_seed(config.seed);
-  const models::InputShape shape{dataset.train.channels, dataset.train.height, dataset.train.width};
+  const models::InputShape shape = image_shape(dataset);
+  const Json model_info = describe_model_source(config.model, dataset);  // what checkpoints record
   TrainResult result;
-  result.model = models::create_model(config.model, shape, dataset.num_classes);
+  result.model = models::build_classifier(config.model, shape, dataset.num_classes);
   result.model->to(device);
   models::Classifier& model = *result.model;
   auto optimizer = make_optimizer(config, model);
@@ -158,7 +176,7 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
     if (!std::filesystem::exists(checkpoint_path))
       fail(ErrorCategory::usage,
            "--resume: no checkpoint at '" + checkpoint_path + "'; train without --resume first");
-    const CheckpointState state = load_checkpoint(checkpoint_path, model, *optimizer, device);
+    const CheckpointState state = resume_checkpoint(checkpoint_path, config.model, model, *optimizer, device);
     if (use_scaler && state.loss_scale > 0.0) scaler.set_state(state.loss_scale, state.scaler_growth_tracker);
     check_resumable(config_from_json(state.config), config);
     start_epoch = state.completed_epochs;
@@ -373,11 +391,8 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
       CheckpointState state;
       state.completed_epochs = epoch + 1;
       state.config = to_json(config);
-      state.model_info = {{"name", config.model},
-                          {"input_shape", {shape.channels, shape.height, shape.width}},
-                          {"num_classes", dataset.num_classes},
-                          {"mean", dataset.normalization.mean},
-                          {"std", dataset.normalization.std}};
+      state.model_info = model_info;
+      state.generator_state = cpu_generator_state();
       state.epoch_metrics = Json::array();
       if (use_scaler) {
         state.loss_scale = scaler.current_scale();
@@ -386,6 +401,7 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
       for (const auto& done : result.epochs)
         state.epoch_metrics.push_back(to_json(done));
       save_checkpoint(checkpoint_path, model, *optimizer, state);
+      write_trained_torchscript(config.out_dir, model, model_info);  // user models: OUT/model.pt
       // Results so far, so that an interrupted run still leaves a readable results.json ("complete": false).
       Json partial = report;
       partial["complete"] = false;
@@ -449,5 +465,7 @@ TrainResult run_training(const TrainConfig& config, const data::Dataset& dataset
   result.report = std::move(report);
   return result;
 }
+
+}  // namespace
 
 }  // namespace ipj::train

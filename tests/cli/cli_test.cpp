@@ -143,7 +143,7 @@ TEST(CliMeasure, ExitStatusPassesThroughAndJsonContract) {
   }
   EXPECT_EQ(ipj("measure -- true").exit_code, 0);
   EXPECT_EQ(ipj("measure -- sh -c 'kill -TERM $$'").exit_code, 128 + 15);
-  expect_failure(ipj("measure -- /nonexistent/command"), 2, "/nonexistent/command");
+  expect_failure(ipj("measure -- /nonexistent/command"), 127, "/nonexistent/command");
 }
 
 TEST(CliMeasure, UsesAFakePowercapTreeAndReportsCosts) {

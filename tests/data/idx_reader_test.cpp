@@ -1,5 +1,9 @@
 // IDX parsing: gzip and plain, and every way a file can be wrong gives a clear error naming the file.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <filesystem>
 
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/error.hpp"
@@ -97,6 +101,37 @@ TEST(IdxReader, TruncatedHeaderAndTrailingBytesAndZeroDims) {
   expect_invalid(dir.file("trailing"), "unexpected bytes");
   testing::write_bytes(dir.file("zero"), encode_idx(IdxArray{{0}, {}}));
   expect_invalid(dir.file("zero"), "size 0");
+}
+
+TEST(IdxReader, GzipBombFailsFastWithBoundedMemory) {
+  testing::TempDir dir;
+  const std::string path = dir.file("train-images-idx3-ubyte.gz");
+  // The header declares 10 images of 28x28 (7840 bytes); the stream inflates to 4 GiB.
+  const std::vector<std::uint8_t> header = encode_idx(IdxArray{{10, 28, 28}, {}});
+  const std::uint64_t inflated = testing::write_gzip_bomb(path, header, std::uint64_t{4} << 30);
+  ASSERT_GE(inflated, std::uint64_t{4} << 30);
+  ASSERT_LT(std::filesystem::file_size(path), std::uint64_t{8} << 20);
+  rusage before{};
+  ::getrusage(RUSAGE_SELF, &before);
+  const auto start = std::chrono::steady_clock::now();
+  expect_invalid(path, "unexpected bytes after");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  rusage after{};
+  ::getrusage(RUSAGE_SELF, &after);
+  EXPECT_LT(seconds, 1.0);
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 64 * 1024) << "KiB of peak RSS growth";  // ru_maxrss: KiB
+}
+
+TEST(IdxReader, HeaderPromisingMoreThanTheFileHoldsAllocatesOnlyWhatArrives) {
+  testing::TempDir dir;
+  // 2^33 declared bytes (8 GiB), a few bytes present: truncated, without allocating the declared size.
+  testing::write_gzip(dir.file("liar.gz"), encode_idx(IdxArray{{1 << 21, 64, 64}, {}}));
+  rusage before{};
+  ::getrusage(RUSAGE_SELF, &before);
+  expect_invalid(dir.file("liar.gz"), "truncated");
+  rusage after{};
+  ::getrusage(RUSAGE_SELF, &after);
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 64 * 1024) << "KiB of peak RSS growth";
 }
 
 TEST(IdxReader, MissingFileIsIoError) {

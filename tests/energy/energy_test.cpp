@@ -247,4 +247,24 @@ TEST(Monitor, PeakPowerFromSamplesAndCosts) {
   EXPECT_DOUBLE_EQ(accuracy_per_kj(0.9, 2000.0), 0.45);
 }
 
+TEST(Monitor, WindowsCountTheirSamples) {
+  double joules = 0.0;
+  MeterSet set;
+  set.meters.push_back(std::make_unique<ManualMeter>(&joules));
+  EnergyMonitor monitor(std::move(set), MonitorOptions{10, nullptr});
+  monitor.begin_window("empty");
+  const Measurement empty = monitor.end_window("empty");
+  EXPECT_EQ(empty.samples, 2);  // the two edges
+  monitor.begin_window("w");
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const Measurement measurement = monitor.end_window("w");
+  // ~30 sampler readings at 100 Hz plus the edges; a loaded machine may delay some, never add any.
+  EXPECT_GE(measurement.samples, 12);
+  EXPECT_LE(measurement.samples, 33);
+  const Json json = to_json(measurement);
+  EXPECT_EQ(json["samples"].get<int>(), measurement.samples);
+  EXPECT_NEAR(json["sample_hz"].get<double>(), (measurement.samples - 1) / measurement.wall_s, 1e-9);
+  EXPECT_GE(monitor.total().samples, measurement.samples);
+}
+
 }  // namespace ipj::energy

@@ -43,6 +43,27 @@ void write_gzip(const std::string& path, const std::vector<std::uint8_t>& bytes)
   gzclose(file);
 }
 
+std::uint64_t write_gzip_bomb(const std::string& path, const std::vector<std::uint8_t>& header,
+                              std::uint64_t zero_bytes) {
+  // gzip members may be concatenated (RFC 1952): one compressed block of zeros, written many times, inflates
+  // to gigabytes from a few megabytes without ever holding them.
+  constexpr std::size_t kBlock = std::size_t{64} << 20;
+  const std::string block_path = path + ".block";
+  write_gzip(block_path, std::vector<std::uint8_t>(kBlock, 0));
+  std::ifstream block_file(block_path, std::ios::binary);
+  const std::string block((std::istreambuf_iterator<char>(block_file)), std::istreambuf_iterator<char>());
+  std::filesystem::remove(block_path);
+  write_gzip(path, header);
+  std::ofstream out(path, std::ios::binary | std::ios::app);
+  std::uint64_t inflated = header.size();
+  for (std::uint64_t written = 0; written < zero_bytes; written += kBlock) {
+    out.write(block.data(), static_cast<std::streamsize>(block.size()));
+    inflated += kBlock;
+  }
+  if (!out) throw std::runtime_error("cannot write " + path);
+  return inflated;
+}
+
 void write_synthetic_idx_dataset(const std::string& directory, std::int64_t train_count,
                                  std::int64_t test_count, bool gzip, int height, int width) {
   std::filesystem::create_directories(directory);

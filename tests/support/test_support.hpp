@@ -25,6 +25,11 @@ class TempDir {
 void write_bytes(const std::string& path, const std::vector<std::uint8_t>& bytes);
 void write_gzip(const std::string& path, const std::vector<std::uint8_t>& bytes);
 
+// A gzip file that inflates to `header` followed by at least `zero_bytes` zeros (in 64 MiB members): ~1 KB of
+// file per MiB inflated. Returns the inflated size.
+std::uint64_t write_gzip_bomb(const std::string& path, const std::vector<std::uint8_t>& header,
+                              std::uint64_t zero_bytes);
+
 // Writes the four IDX files of an MNIST-format data set (28x28 unless given): image pixels depend on the
 // label (a bright horizontal band at a label-specific row) plus noise, so that models can learn it quickly.
 void write_synthetic_idx_dataset(const std::string& directory, std::int64_t train_count,

@@ -23,6 +23,11 @@ struct CpuInfo {
 
 CpuInfo probe_cpu();
 
+// Memory this process can still allocate without swapping: MemAvailable of /proc/meminfo, lowered to the
+// cgroup v2 limit's headroom (memory.max - memory.current) inside a container; physical memory as a fallback.
+// For checks before large allocations (a batch that cannot fit is a clear error, not a crash).
+std::uint64_t available_memory_bytes();
+
 // Precisions that run on native hardware instructions here (not emulated): always "fp32"; "bf16" with
 // AVX512_BF16 or AMX-BF16; "fp16" with AVX512_FP16; "int8" with VNNI or AMX-INT8.
 std::vector<std::string> native_cpu_precisions(const CpuInfo& cpu);

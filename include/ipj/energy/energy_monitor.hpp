@@ -55,6 +55,7 @@ class EnergyMonitor {
     Snapshot start;
     double peak_total_w = 0.0;
     std::vector<double> peak_w;  // per channel
+    int samples = 1;             // readings since the window began, its first edge included
   };
 
   double now_s() const;
@@ -73,6 +74,7 @@ class EnergyMonitor {
   Snapshot origin_;
   Snapshot last_;
   double peak_total_w_ = 0.0;
+  int samples_since_origin_ = 1;
   std::map<std::string, Window> windows_;
   std::condition_variable stop_signal_;
   bool stopping_ = false;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ipj/core/json_io.hpp"
 #include "ipj/energy/energy_monitor.hpp"
@@ -33,6 +34,15 @@ struct BenchRow {
   std::int64_t calls = 0;  // calls inside the reported windows
   std::int64_t parameter_bytes = 0;
   std::optional<double> test_acc;
+  // Per reported window: throughput, p50/p99 and J/1000 (their spread is the row's noise for `ipj gate`).
+  struct WindowStats {
+    double throughput_per_s = 0.0, p50_ms = 0.0, p99_ms = 0.0, j_per_1000 = 0.0;
+  };
+  std::vector<WindowStats> window_stats;
+  // The energy window behind j_per_1000: seconds, meter readings, and the estimate model (empty if measured).
+  double energy_window_s = 0.0;
+  int energy_samples = 0;
+  std::string energy_model;
 };
 Json to_json(const BenchRow& row);
 

@@ -7,12 +7,17 @@
 
 #include "ipj/models/catalog.hpp"
 #include "ipj/models/classifier.hpp"
+#include "ipj/models/model_source.hpp"
 
 namespace ipj::models {
 
 // Builds a freshly initialised model (LibTorch's default init, from the global torch seed).
 // Throws ipj::Error(usage) for an unknown name, listing the known ones.
 ClassifierPtr create_model(const std::string& name, InputShape input, int num_classes);
+
+// A zoo model (create_model) or a user's TorchScript file (models/script_classifier.hpp: input shape and
+// class count checked against the data) for images of `input` and `num_classes` classes.
+ClassifierPtr build_classifier(const ModelSource& source, InputShape input, int num_classes);
 
 std::int64_t count_parameters(const torch::nn::Module& model);
 

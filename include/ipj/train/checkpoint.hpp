@@ -25,6 +25,9 @@ struct CheckpointState {
   // What inference needs without the training data: {"name", "input_shape": [C, H, W], "num_classes",
   // "mean": [...], "std": [...]} (pixels in [0,1] are normalised with mean/std before the model).
   Json model_info;
+  // The CPU generator at the end of the epoch (dropout masks of user models; --resume restores it).
+  // Undefined in checkpoints of older ipj versions.
+  torch::Tensor generator_state;
 };
 
 void save_checkpoint(const std::string& path, const torch::nn::Module& model,

@@ -15,9 +15,10 @@
 namespace ipj::train {
 
 struct CompareConfig {
-  std::string model = "mlp";
+  models::ModelSource model = "mlp";  // a zoo name or a user's TorchScript file
   std::string data_dir = data::kDefaultDataDirectory;
-  double target_acc = 0.0;      // 0 = the model's default (mlp 0.88, cnn 0.90, resnet18 0.90)
+  double target_acc =
+      0.0;  // 0 = the model's default (mlp 0.88, cnn 0.90, resnet18 0.90; files: as their kind)
   int baseline_max_epochs = 0;  // 0 = the model's default; the seed recipe's LR is constant, so only a cap
   int optimized_epochs = 0;     // 0 = the model's default; the cosine schedule's horizon
   std::uint64_t seed = 0;
@@ -30,7 +31,7 @@ struct CompareConfig {
 // The two recipes for a model (exposed so that docs, tests and benchmarks use exactly what compare runs).
 TrainConfig baseline_recipe(const CompareConfig& config);
 TrainConfig optimized_recipe(const CompareConfig& config);
-double default_target_accuracy(const std::string& model);
+double default_target_accuracy(const models::ModelSource& model);
 
 struct CompareResult {
   TrainResult baseline;

@@ -9,12 +9,13 @@
 
 #include "ipj/core/json_io.hpp"
 #include "ipj/data/dataset.hpp"
+#include "ipj/models/model_source.hpp"
 #include "ipj/train/evaluate.hpp"
 
 namespace ipj::train {
 
 struct DistillOptions {
-  std::string student = "mlp";  // a model name from the registry
+  models::ModelSource student = "mlp";  // a zoo name or a user's TorchScript file
   int epochs = 3;
   double learning_rate = 0.01;
   std::int64_t batch_size = 128;

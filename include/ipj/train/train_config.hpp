@@ -7,11 +7,13 @@
 
 #include "ipj/core/json_io.hpp"
 #include "ipj/data/dataset.hpp"
+#include "ipj/models/model_source.hpp"
 
 namespace ipj::train {
 
 struct TrainConfig {
-  std::string model = "mlp";
+  // A zoo name (`config.model = "cnn"`) or a user's TorchScript file (models::parse_model_source at the CLI).
+  models::ModelSource model = "mlp";
   std::string data_dir = data::kDefaultDataDirectory;
   int epochs = 1;
   std::int64_t batch_size = 128;

@@ -1,0 +1,62 @@
+// The parts of a training run that depend on where its model comes from (ipj's zoo or a user's TorchScript
+// file): building it, the checkpoint's model_info, the resume check of the file, the CPU generator state
+// (dropout), and OUT/model.pt, the trained TorchScript file. Used by the trainer and by distillation.
+#pragma once
+
+#include <torch/types.h>
+
+#include <string>
+
+#include "ipj/core/json_io.hpp"
+#include "ipj/data/dataset.hpp"
+#include "ipj/models/classifier.hpp"
+#include "ipj/models/model_source.hpp"
+#include "ipj/train/checkpoint.hpp"
+#include "ipj/train/train_config.hpp"
+
+namespace ipj::train {
+
+// A user model's trained TorchScript file in the run folder (torch.jit.load runs it unchanged).
+inline constexpr const char* kTrainedTorchScriptFileName = "model.pt";
+// Its extra file (torch.jit.load(PATH, _extra_files={"ipj.json": ""})): the model_info JSON.
+inline constexpr const char* kTorchScriptInfoName = "ipj.json";
+
+// The images a data set holds, as the models' input shape.
+models::InputShape image_shape(const data::Dataset& dataset);
+
+// What inference needs without the training data (the checkpoint's model_info): "name", "input_shape" [C, H,
+// W] of the images, "num_classes", "mean", "std" (images are normalised with them before the model). A file
+// adds "source": "torchscript", "file", "file_bytes", "file_xxh3_64" and "model_input_shape" (what forward
+// takes per sample: [C, H, W] or [N]).
+Json describe_model_source(const models::ModelSource& source, const data::Dataset& dataset);
+
+// The ModelSource that model_info describes (zoo by default, for checkpoints of older ipj versions).
+models::ModelSource model_source_from_info(const Json& model_info);
+
+// --resume / inference from a checkpoint: `requested`'s file must be the one the run started from (same size
+// and XXH3 hash as recorded in saved_info; the path may be spelt differently), taking the same input shape
+// per sample (--input-shape C,H,W of the images equals leaving it out). Nothing for zoo models. Throws
+// ipj::Error(usage) naming the file and both fingerprints.
+void check_same_model_file(const Json& saved_info, const models::ModelSource& requested,
+                           const std::string& checkpoint_path);
+
+// --resume: checks a model file (check_same_model_file) before loading weights into it, loads the checkpoint
+// into model and optimizer (load_checkpoint) and restores the CPU generator state.
+CheckpointState resume_checkpoint(const std::string& checkpoint_path, const models::ModelSource& source,
+                                  models::Classifier& model, torch::optim::Optimizer& optimizer,
+                                  const torch::Device& device);
+
+// The CPU generator (dropout masks), saved with each checkpoint so that --resume continues bit-for-bit.
+torch::Tensor cpu_generator_state();
+void restore_cpu_generator_state(const torch::Tensor& state);
+
+// A LibTorch error while training a user's TorchScript model (backward, optimizer step; forward errors are
+// reported by the classifier itself) as ipj::Error(unsupported) naming the file, the reason and the fix.
+[[noreturn]] void fail_user_model_step(const TrainConfig& config, const std::exception& error);
+
+// For a TorchScript model: writes <out_dir>/model.pt (the module with the trained weights, contiguous, in
+// eval mode, written atomically) with model_info as its ipj.json extra file. Nothing for zoo models.
+void write_trained_torchscript(const std::string& out_dir, const models::Classifier& model,
+                               const Json& model_info);
+
+}  // namespace ipj::train

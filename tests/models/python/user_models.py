@@ -1,0 +1,193 @@
+#!/usr/bin/python3
+"""Users' TorchScript models for ipj's tests, made and checked by Debian's python3-torch (and torchvision).
+
+  user_models.py make OUT_DIR NAME...     writes OUT_DIR/NAME.pt for each NAME (list below)
+  user_models.py check MANIFEST.json      runs each listed model.pt on its input, prints {name: max |diff|}
+  user_models.py train MANIFEST.json      trains each listed model file as PyTorch itself would (SGD steps on
+                                          the batches ipj used) and writes its parameters and buffers after
+Models take normalised images [B, 1, 28, 28] (flat_mlp: [B, 784]) and return logits [B, 10]; NAME ends in
+_scripted (torch.jit.script) or _traced (torch.jit.trace).
+"""
+import json
+import sys
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Mlp(nn.Module):
+    def __init__(self, inputs=784, classes=10):
+        super().__init__()
+        self.fc1 = nn.Linear(inputs, 64)
+        self.fc2 = nn.Linear(64, classes)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x.flatten(1))))
+
+
+class FlatMlp(Mlp):
+    def forward(self, x):  # x: [B, 784]
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+class CnnBn(nn.Module):
+    """Conv + BatchNorm + ReLU + pool, dropout, linear: BN statistics and dropout masks exercise train mode."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 8, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(8)
+        self.drop = nn.Dropout(0.25)
+        self.fc = nn.Linear(8 * 14 * 14, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn(self.conv(x))), 2)  # [B, 8, 14, 14]
+        return self.fc(self.drop(x.flatten(1)))
+
+
+class Block(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(channels)
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(x + self.bn2(self.conv2(y)))  # residual add
+
+
+class SmallResidual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(1, 8, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU())
+        self.blocks = nn.Sequential(Block(8), Block(8))
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        return self.fc(self.pool(self.blocks(self.stem(x))).flatten(1))
+
+
+class NoParameters(nn.Module):
+    def forward(self, x):
+        return x.flatten(1)[:, :10]
+
+
+class TupleOutput(Mlp):
+    def forward(self, x):
+        y = self.fc2(F.relu(self.fc1(x.flatten(1))))
+        return y, y
+
+
+def resnet18():
+    import torchvision
+    model = torchvision.models.resnet18(num_classes=10)
+    model.conv1 = nn.Conv2d(1, 64, 7, stride=2, padding=3, bias=False)  # 1-channel stem
+    return model
+
+
+def mobilenet_v2():
+    import torchvision
+    model = torchvision.models.mobilenet_v2(num_classes=10)
+    model.features[0][0] = nn.Conv2d(1, 32, 3, stride=2, padding=1, bias=False)  # 1-channel stem
+    return model
+
+
+ARCHITECTURES = {
+    "mlp": Mlp, "flat_mlp": FlatMlp, "cnn_bn": CnnBn, "residual": SmallResidual, "resnet18": resnet18,
+    "mobilenet_v2": mobilenet_v2, "wrong_classes": lambda: Mlp(classes=5), "wrong_input": lambda: Mlp(inputs=3 * 32 * 32),
+    "no_parameters": NoParameters, "tuple_output": TupleOutput,
+}
+
+
+def make(out_dir, name):
+    path = f"{out_dir}/{name}.pt"
+    if name == "garbage":
+        open(path, "wb").write(b"this is not a zip archive" * 100)
+        return
+    torch.manual_seed(sum(map(ord, name)))
+    architecture, _, kind = name.rpartition("_")
+    if name == "state_dict":  # torch.save of weights: a zip archive but not TorchScript
+        torch.save(Mlp().state_dict(), path)
+        return
+    if kind == "frozen":  # torch.jit.freeze turns the weights into constants: nothing left to train
+        torch.jit.freeze(torch.jit.script(Mlp().eval())).save(path)
+        return
+    model = ARCHITECTURES[architecture]()
+    if kind == "scripted":
+        torch.jit.script(model).save(path)
+    elif kind == "traced":
+        example = torch.randn(2, 784) if architecture == "flat_mlp" else torch.randn(2, 1, 28, 28)
+        # Traced in eval mode, as models are exported: tracing records BatchNorm's and dropout's training flag
+        # as a constant, so the traced module keeps eval behaviour (running statistics, no dropout) even while
+        # ipj trains its weights.
+        torch.jit.trace(model.eval(), example).save(path)
+    else:
+        raise SystemExit(f"unknown model name {name}: ARCHITECTURE_scripted|_traced, garbage, state_dict, mlp_frozen")
+
+
+def read(path, shape, dtype="<f4"):
+    return torch.from_numpy(np.fromfile(path, dtype=dtype).reshape(shape).copy())
+
+
+def write(path, tensor):
+    tensor.detach().to(torch.float32).contiguous().numpy().astype("<f4").tofile(path)
+
+
+def check(manifest_path):
+    """Each entry: model (a trained model.pt), original (the file it was trained from), input (.bin, shape),
+    expected (.bin): ipj's outputs."""
+    result = {}
+    for entry in json.load(open(manifest_path)):
+        extra = {"ipj.json": ""}
+        model = torch.jit.load(entry["model"], _extra_files=extra)
+        x = read(entry["input"], entry["shape"])
+        with torch.no_grad():
+            y = model(x)
+        expected = read(entry["expected"], list(y.shape))
+        original = dict(torch.jit.load(entry["original"]).named_parameters())
+        changed = max((value - original[name]).abs().max().item() for name, value in model.named_parameters())
+        result[entry["name"]] = {"max_abs_diff": (y - expected).abs().max().item(), "max_abs": y.abs().max().item(),
+                                 "training": model.training,
+                                 "has_ipj_json": bool(extra["ipj.json"]), "changed_from_original": changed}
+    print(json.dumps(result))
+
+
+def train(manifest_path):
+    """Each entry: model (the untrained file), lr, momentum, weight_decay, batches [{input, shape, labels}],
+    out (a folder for after.NAME.bin of every floating-point parameter and buffer)."""
+    torch.set_num_threads(1)
+    for entry in json.load(open(manifest_path)):
+        model = torch.jit.load(entry["model"])
+        model.train()
+        optimizer = torch.optim.SGD(model.parameters(), lr=entry["lr"], momentum=entry["momentum"],
+                                    weight_decay=entry["weight_decay"])
+        for batch in entry["batches"]:
+            optimizer.zero_grad()
+            logits = model(read(batch["input"], batch["shape"]))
+            F.cross_entropy(logits, torch.tensor(batch["labels"], dtype=torch.int64)).backward()
+            optimizer.step()
+        for name, value in list(model.named_parameters()) + list(model.named_buffers()):
+            if value.is_floating_point():
+                write(f"{entry['out']}/after.{name}.bin", value)
+
+
+def main():
+    command = sys.argv[1]
+    if command == "make":
+        for name in sys.argv[3:]:
+            make(sys.argv[2], name)
+    elif command == "check":
+        check(sys.argv[2])
+    elif command == "train":
+        train(sys.argv[2])
+    else:
+        raise SystemExit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
