@@ -114,7 +114,7 @@ Json check_torchscript(const std::string& script_path, const std::string& model_
     const double difference = (actual - expected).abs().max().item<double>();
     const double tolerance = parity_tolerance(model, expected);
     batches.push_back({{"batch", batch}, {"max_abs_diff", difference}, {"tolerance", tolerance},
-                       {"passed", difference <= tolerance}});
+                       {"passed", difference <= tolerance}, {"classes", actual.size(-1)}});
     if (!(difference <= tolerance))
       fail(ErrorCategory::runtime, "the exported TorchScript differs from ipj's model by " + std::to_string(difference) +
                                        " (tolerance " + std::to_string(tolerance) + "); nothing written");
@@ -168,6 +168,21 @@ Json export_onnx(const ExportOptions& options, const ExportableModel& model) {
   if (options.verify && !runtime) verify["reason"] = unavailable;
   report["verify"] = verify;
   return report;
+}
+
+// TorchScript to TorchScript needs no import (any operator LibTorch can freeze goes); the rest goes through the IR.
+ExportableModel load_for(const ExportOptions& options) {
+  const bool script_to_script = options.format == ExportFormat::torchscript &&
+                                quant::detect_model_file(options.model_path) == quant::ModelFileFormat::torchscript;
+  if (!script_to_script) return load_exportable_model(options.model_path, options.import);
+  if (options.import.input_shape.empty())
+    fail(ErrorCategory::usage, "'" + options.model_path + "' is TorchScript: --input-shape is required (e.g. 1,28,28)");
+  ExportableModel model;
+  model.format = quant::ModelFileFormat::torchscript;
+  model.variant = "fp32";
+  model.graph.model_name = std::filesystem::path(options.model_path).stem().string();
+  model.graph.input_shape = options.import.input_shape;
+  return model;
 }
 
 }  // namespace
@@ -239,7 +254,7 @@ Json onnx_parity(const OnnxRuntimeNode& runtime, const std::string& onnx_path, c
 
 Json run_export(const ExportOptions& options) {
   if (options.out_path.empty()) fail(ErrorCategory::usage, "--out is required");
-  ExportableModel model = load_exportable_model(options.model_path, options.import);
+  ExportableModel model = load_for(options);
   Json report;
   report["schema_version"] = kExportSchemaVersion;
   report["model"] = options.model_path;
@@ -260,7 +275,10 @@ Json run_export(const ExportOptions& options) {
   report.update(written);
   if (options.format == ExportFormat::onnx) report["opset"] = options.opset;
   report["input"] = {{"name", kInputName}, {"shape", shape_json(model.graph.input_shape)}};
-  report["output"] = {{"name", kOutputName}, {"shape", Json::array({"N", model.graph.num_classes})}};
+  const std::int64_t classes = model.graph.num_classes > 0 || !report.contains("self_check")
+                                   ? model.graph.num_classes
+                                   : report["self_check"][0]["classes"].get<std::int64_t>();
+  report["output"] = {{"name", kOutputName}, {"shape", Json::array({"N", classes})}};
   report["bytes"] = static_cast<std::int64_t>(std::filesystem::file_size(options.out_path));
   return report;
 }

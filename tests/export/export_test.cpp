@@ -216,6 +216,15 @@ TEST(TorchScriptExport, FrozenModulesMatchIpj) {
   EXPECT_TRUE(user["self_check"][0]["passed"].get<bool>());
   EXPECT_LT(user["self_check"][0]["max_abs_diff"].get<double>(), 1e-4);
 
+  // TorchScript to TorchScript needs no import: an operator ONNX export refuses (sigmoid) freezes fine.
+  options.model_path = python_models() + "/swish.pt";
+  options.import = {};
+  options.import.input_shape = {1, 28, 28};
+  options.out_path = scratch().file("swish_frozen.pt");
+  const Json swish = run_export(options);
+  EXPECT_TRUE(swish["self_check"][1]["passed"].get<bool>());
+  EXPECT_EQ(swish["output"]["shape"], Json::parse(R"(["N", 10])"));
+
   options.model_path = quantized(testing::trained_checkpoint("mlp"), quant::QuantMode::dynamic, "mlp_for_ts");
   options.import = {};
   try {
