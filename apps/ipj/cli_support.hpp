@@ -64,11 +64,8 @@ CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_load_command(CLI::App& app, CommandRunner& runner);
-<<<<<<< HEAD
 CLI::App* register_export_command(CLI::App& app, CommandRunner& runner);
-=======
 CLI::App* register_report_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_gate_command(CLI::App& app, CommandRunner& runner);
->>>>>>> graph-int8
 
 }  // namespace ipj::cli
