@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
+#include <cstdlib>
 
 #include <cstdio>
 #include <iostream>
@@ -26,20 +28,69 @@ CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner) {
       "Example: ipj serve --model-repo models --port 8000 --usd-per-kwh 0.30");
   static serve::ServeOptions options;
   static bool no_energy = false;
+  // CLI::Range lets NaN through (every comparison with NaN is false): these checks refuse it.
+  const CLI::Validator positive_seconds(
+      [](std::string& text) {
+        const double value = std::strtod(text.c_str(), nullptr);
+        return std::isfinite(value) && value > 0.0 && value <= 86400.0
+                   ? std::string()
+                   : "must be a number of seconds in (0, 86400], got " + text;
+      },
+      "SECONDS");
+  const CLI::Validator drain_seconds(
+      [](std::string& text) {
+        const double value = std::strtod(text.c_str(), nullptr);
+        return std::isfinite(value) && value >= 0.0 && value <= 3600.0
+                   ? std::string()
+                   : "must be a number of seconds in [0, 3600], got " + text;
+      },
+      "SECONDS");
   command
       ->add_option("--model-repo", options.model_repository,
                    "DIR/<model>/config.json + DIR/<model>/<version>/model.pt")
       ->required();
   command->add_option("--host", options.host, "Address to bind (127.0.0.1: this machine only)")
       ->capture_default_str();
-  command->add_option("--port", options.port, "TCP port (0 = any free port, printed at start)")
+  command->add_option("--port", options.port, "TCP port, 0..65535 (0 = any free port, printed at start)")
+      ->check(CLI::Range(0, 65535))
       ->capture_default_str();
-  command->add_option("--http-threads", options.http_threads, "Connections served at once")
-      ->check(CLI::Range(1, 4096))
+  command
+      ->add_option("--max-connections", options.http.max_connections,
+                   "Open connections at most; more are answered 503 and closed")
+      ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
-  command->add_option("--max-body-bytes", options.max_body_bytes, "Largest request body (413 above)")
+  command
+      ->add_option("--io-threads", options.http.io_threads,
+                   "HTTP threads (event loops; batches never run there)")
+      ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  command->add_option("--drain-s", options.drain_s, "On SIGTERM: seconds to let in-flight requests finish")
+  command
+      ->add_option("--header-timeout-s", options.http.header_timeout_s,
+                   "A request's first byte -> end of its headers")
+      ->check(positive_seconds)
+      ->capture_default_str();
+  command
+      ->add_option("--body-timeout-s", options.http.body_timeout_s, "End of the headers -> end of the body")
+      ->check(positive_seconds)
+      ->capture_default_str();
+  command
+      ->add_option("--idle-timeout-s", options.http.idle_timeout_s,
+                   "Keep-alive: end of a response -> the next request's first byte")
+      ->check(positive_seconds)
+      ->capture_default_str();
+  command->add_option("--write-timeout-s", options.http.write_timeout_s, "Writing one response to the client")
+      ->check(positive_seconds)
+      ->capture_default_str();
+  command->add_option("--max-body-bytes", options.http.max_body_bytes, "Largest request body (413 above)")
+      ->capture_default_str();
+  command
+      ->add_option("--max-tensor-bytes", options.request.max_tensor_bytes,
+                   "Largest FP32 input tensor a request may declare (413 above)")
+      ->capture_default_str();
+  command
+      ->add_option("--drain-s", options.drain_s,
+                   "On SIGTERM: seconds to let in-flight requests finish, in [0, 3600]")
+      ->check(drain_seconds)
       ->capture_default_str();
   command->add_option("--usd-per-kwh", options.usd_per_kwh,
                       "Electricity price: adds cost per 1000 inferences to /metrics");
@@ -59,8 +110,8 @@ CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner) {
       sigemptyset(&action.sa_mask);
       sigaction(SIGTERM, &action, nullptr);
       sigaction(SIGINT, &action, nullptr);
-      serve::InferenceServer server(options);
-      const int port = server.bind();
+      serve::InferenceServer server(options);  // binds (a port in use fails before any model loads)
+      const int port = server.port();
       std::atomic<bool> serving{true};
       std::thread waiter([&server, &serving] {
         char byte = 0;
@@ -134,19 +185,26 @@ CLI::App* register_load_command(CLI::App& app, CommandRunner& runner) {
                     {"levels", rows}});
         return 0;
       }
-      TextTable table(
-          {"concurrency", "req/s", "inferences/s", "p50 ms", "p90 ms", "p99 ms", "errors", "stable"});
+      TextTable table({"concurrency", "req/s", "inferences/s", "p50 ms", "p90 ms", "p99 ms", "errors",
+                       "stable", "J/req mean", "J/req p50", "J/req p99"});
+      std::string energy_sources;
       for (const auto& level : levels) {
-        char rps[32], ips[32], p50[32], p90[32], p99[32];
-        std::snprintf(rps, sizeof rps, "%.0f", level.requests_per_s);
-        std::snprintf(ips, sizeof ips, "%.0f", level.inferences_per_s);
-        std::snprintf(p50, sizeof p50, "%.3f", level.p50_ms);
-        std::snprintf(p90, sizeof p90, "%.3f", level.p90_ms);
-        std::snprintf(p99, sizeof p99, "%.3f", level.p99_ms);
-        table.add_row({std::to_string(level.concurrency), rps, ips, p50, p90, p99,
-                       std::to_string(level.errors), level.stable ? "yes" : "no"});
+        const bool energy = level.energy_requests > 0;
+        table.add_row({std::to_string(level.concurrency), format_number("%.0f", level.requests_per_s),
+                       format_number("%.0f", level.inferences_per_s), format_number("%.3f", level.p50_ms),
+                       format_number("%.3f", level.p90_ms), format_number("%.3f", level.p99_ms),
+                       std::to_string(level.errors), level.stable ? "yes" : "no",
+                       energy ? format_number("%.3g", level.energy_mean_j) : "-",
+                       energy ? format_number("%.3g", level.energy_p50_j) : "-",
+                       energy ? format_number("%.3g", level.energy_p99_j) : "-"});
+        if (energy && energy_sources.find(level.energy_source) == std::string::npos)
+          energy_sources += (energy_sources.empty() ? "" : ", ") + level.energy_source;
       }
       std::cout << table.render();
+      std::cout << (energy_sources.empty()
+                        ? "energy: the answers carried no energy_j (server without energy_in_response)\n"
+                        : "energy per request from the answers' parameters.energy_j (source: " +
+                              energy_sources + ")\n");
       return 0;
     };
   });

@@ -17,7 +17,7 @@ void fail_request(const RequestPtr& request, int status, const std::string& mess
   Outcome outcome;
   outcome.status = status;
   outcome.error = message;
-  request->promise.set_value(std::move(outcome));
+  request->complete(std::move(outcome));
 }
 
 }  // namespace
@@ -135,13 +135,10 @@ void DynamicBatcher::worker_loop() {
     try {
       executor_(batch);
     } catch (const std::exception& error) {
-      for (const RequestPtr& request : batch) {
-        try {
+      // Those the executor answered before it failed keep that answer.
+      for (const RequestPtr& request : batch)
+        if (!request->completed)
           fail_request(request, 500, std::string("batch execution failed: ") + error.what());
-        } catch (const std::future_error&) {
-          // already answered by the executor before it failed
-        }
-      }
     }
   }
 }

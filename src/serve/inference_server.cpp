@@ -1,132 +1,104 @@
-// Routes of the KServe v2 / Triton REST API, error mapping (400/404/413/503/500) and the drain.
+// The KServe v2 / Triton endpoints of `ipj serve` on the HTTP front end, their error mapping
+// (400/404/405/413/503, 500 only when a model fails), and the server's lifecycle (bind before load, drain).
 #include "ipj/serve/inference_server.hpp"
 
-#include <httplib.h>
-#include <netinet/in.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 
+#include <charconv>
 #include <chrono>
-#include <thread>
+#include <cmath>
+#include <new>
 
 #include "ipj/core/error.hpp"
 #include "ipj/energy/meter.hpp"
-#include "ipj/serve/kserve_codec.hpp"
+#include "request_router.hpp"
 
 namespace ipj::serve {
 namespace {
 
-void reply_error(httplib::Response& response, int status, const std::string& message) {
+HttpResponse error_response(int status, const std::string& message) {
+  HttpResponse response;
   response.status = status;
-  if (status == 503) response.set_header("Retry-After", "1");
-  response.set_content(Json{{"error", message}}.dump(-1, ' ', false, Json::error_handler_t::replace),
-                       "application/json");
+  response.body = Json{{"error", message}}.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (status == 503) response.headers.emplace_back("Retry-After", "1");
+  return response;
 }
 
-void reply_json(httplib::Response& response, const Json& body) {
-  response.status = 200;
-  response.set_content(body.dump(), "application/json");
+HttpResponse json_response(const Json& body) {
+  HttpResponse response;
+  response.body = body.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return response;
 }
 
-std::string match(const httplib::Request& request, std::size_t index) {
-  return index < request.matches.size() ? std::string(request.matches[index]) : std::string();
-}
-
-// cpp-httplib 0.11 (Debian's shared library) listens with a backlog of 5: bursts of new connections (a load
-// generator opening 64 at once) overflow it and clients see resets. Calling listen() again on the bound
-// socket raises the backlog (Linux); the socket is found by its port among this process's descriptors.
-void raise_listen_backlog(int port) {
-  for (int descriptor = 0; descriptor < 4096; ++descriptor) {
-    int accepting = 0;
-    socklen_t length = sizeof accepting;
-    if (getsockopt(descriptor, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &length) != 0 || !accepting) continue;
-    sockaddr_storage address{};
-    socklen_t address_length = sizeof address;
-    if (getsockname(descriptor, reinterpret_cast<sockaddr*>(&address), &address_length) != 0) continue;
-    int bound = -1;
-    if (address.ss_family == AF_INET) bound = ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
-    if (address.ss_family == AF_INET6) bound = ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port);
-    if (bound == port) ::listen(descriptor, SOMAXCONN);
-  }
+HttpResponse empty_response(int status) {
+  HttpResponse response;
+  response.status = status;
+  response.content_type = "text/plain";
+  return response;
 }
 
 }  // namespace
 
+void validate(const ServeOptions& options) {
+  if (options.port < 0 || options.port > 65535)
+    fail(ErrorCategory::usage,
+         "--port " + std::to_string(options.port) + " is not a TCP port (0..65535; 0 = any free port)");
+  if (!std::isfinite(options.drain_s) || options.drain_s < 0.0 || options.drain_s > 3600.0)
+    fail(ErrorCategory::usage,
+         "--drain-s must be a number of seconds in [0, 3600], got " + std::to_string(options.drain_s));
+  if (std::isnan(options.usd_per_kwh) || std::isinf(options.usd_per_kwh))
+    fail(ErrorCategory::usage, "--usd-per-kwh must be a finite price");
+  if (!std::isfinite(options.cpu_tdp_w) || options.cpu_tdp_w < 0.0)
+    fail(ErrorCategory::usage, "--cpu-tdp-w must be >= 0 watts");
+  if (options.request.max_tensor_bytes < 4)
+    fail(ErrorCategory::usage, "--max-tensor-bytes must be at least 4 (one FP32 value)");
+  validate(options.http);
+}
+
 InferenceServer::InferenceServer(ServeOptions options) : options_(std::move(options)) {
+  validate(options_);
+  std::vector<ModelConfig> configs = read_model_repository(options_.model_repository);
+  http_ = std::make_unique<HttpFrontEnd>(
+      options_.http,
+      [this](HttpRequest&& request, const HttpReply& reply) { handle(std::move(request), reply); });
+  port_ = http_->bind(options_.host, options_.port);  // before loading: a port in use fails in milliseconds
   energy::MeterOptions meter_options;
   meter_options.cpu_tdp_w = options_.cpu_tdp_w;
   monitor_ = std::make_unique<energy::EnergyMonitor>(
       options_.measure_energy ? energy::discover_meters(meter_options) : energy::MeterSet{},
       energy::MonitorOptions{options_.energy_interval_ms, nullptr});
+  const Clock::time_point monitor_epoch = Clock::now();
   energy::EnergyMonitor* monitor = monitor_.get();
-  const bool measure = options_.measure_energy;
-  ledger_ = std::make_unique<EnergyLedger>(measure ? std::function<EnergyLedger::Reading()>([monitor] {
-    const energy::Measurement total = monitor->latest();  // no meter read per batch
-    return EnergyLedger::Reading{total.energy_j,
-                                 total.devices.empty() ? "none" : energy::source_name(total.source)};
-  })
-                                                   : std::function<EnergyLedger::Reading()>());
-  for (ModelConfig& config : read_model_repository(options_.model_repository)) {
+  std::function<EnergyLedger::Reading()> read_total;
+  if (options_.measure_energy)
+    read_total = [monitor] {
+      const energy::Measurement total = monitor->latest();  // no meter read per batch
+      return EnergyLedger::Reading{
+          total.energy_j, total.devices.empty() ? "none" : energy::source_name(total.source), total.wall_s};
+    };
+  ledger_ = std::make_unique<EnergyLedger>(std::move(read_total), monitor_epoch);
+  for (ModelConfig& config : configs) {
     spdlog::info("loading model '{}' version {} ({})", config.name, config.latest_version(),
                  config.model_path(config.latest_version()));
     models_.push_back(std::make_unique<ServedModel>(std::move(config), *ledger_));
   }
-  http_ = std::make_unique<httplib::Server>();
-  const int threads = options_.http_threads;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
-  http_->set_payload_max_length(options_.max_body_bytes);
-  http_->set_keep_alive_max_count(1000000);
-  http_->set_keep_alive_timeout(30);
-  http_->set_tcp_nodelay(true);
-  install_routes();
 }
 
 InferenceServer::~InferenceServer() {
   if (http_) http_->stop();
-  models_.clear();  // stops the batchers before the ledger and monitor go
-}
-
-int InferenceServer::bind() {
-  if (options_.port == 0) {
-    port_ = http_->bind_to_any_port(options_.host);
-  } else {
-    port_ = http_->bind_to_port(options_.host, options_.port) ? options_.port : -1;
-  }
-  if (port_ <= 0)
-    fail(ErrorCategory::io, "cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
-                                " (port in use or host not local?); pick another --port");
-  raise_listen_backlog(port_);
-  return port_;
+  // Stops the batchers (their last replies go nowhere) before the front end and the ledger go.
+  models_.clear();
 }
 
 void InferenceServer::serve() {
-  {
-    std::lock_guard<std::mutex> lock(lifecycle_mutex_);
-    if (draining_) return;  // a signal arrived while loading: do not start serving at all
-    serving_ = true;
-    ready_ = true;
-  }
-  http_->listen_after_bind();
+  ready_ = true;
+  http_->run();  // returns at once when drain() came first
+  ready_ = false;
 }
 
 void InferenceServer::drain() {
-  bool serving = false;
-  {
-    std::lock_guard<std::mutex> lock(lifecycle_mutex_);
-    draining_ = true;
-    ready_ = false;
-    serving = serving_;
-  }
-  if (!serving) return;  // serve() will see draining_ and return
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.drain_s);
-  while (in_flight_ > 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  if (in_flight_ > 0)
-    spdlog::warn("drain: {} request(s) still running after {} s", in_flight_.load(), options_.drain_s);
-  // serve() may not have reached listen yet: stop() before that would leave listen running
-  for (int wait = 0; wait < 2000 && !http_->is_running(); ++wait)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  http_->stop();
+  ready_ = false;
+  http_->drain(options_.drain_s);
 }
 
 ServedModel* InferenceServer::find_model(const std::string& name, const std::string& version,
@@ -144,145 +116,145 @@ ServedModel* InferenceServer::find_model(const std::string& name, const std::str
   return nullptr;
 }
 
-void InferenceServer::install_routes() {
-  httplib::Server& http = *http_;
-  http.Get("/v2", [](const httplib::Request&, httplib::Response& response) {
-    reply_json(response, {{"name", "ipj"},
-                          {"version", "0.1.0"},
-                          {"extensions", {"binary_tensor_data", "model_configuration", "statistics"}}});
-  });
-  http.Get("/v2/health/live",
-           [](const httplib::Request&, httplib::Response& response) { response.status = 200; });
-  http.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& response) {
-    if (ready_)
-      response.status = 200;
-    else
-      reply_error(response, 503, "not ready");
-  });
-  // Before the model routes: "stats" would otherwise match as a model name.
-  http.Get("/v2/models/stats", [this](const httplib::Request&, httplib::Response& response) {
-    Json stats = Json::array();
-    for (const auto& model : models_)
-      stats.push_back(model->triton_stats());
-    reply_json(response, {{"model_stats", stats}});
-  });
-  const std::string model_path = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
-  http.Get(model_path, [this](const httplib::Request& request, httplib::Response& response) {
-    std::string error;
-    ServedModel* model = find_model(match(request, 1), match(request, 2), error);
-    if (!model) return reply_error(response, 404, error);
-    reply_json(response, model->metadata());
-  });
-  http.Get(model_path + "/ready", [this](const httplib::Request& request, httplib::Response& response) {
-    std::string error;
-    if (!find_model(match(request, 1), match(request, 2), error)) return reply_error(response, 404, error);
-    if (ready_)
-      response.status = 200;
-    else
-      reply_error(response, 503, "not ready");
-  });
-  http.Get(model_path + "/config", [this](const httplib::Request& request, httplib::Response& response) {
-    std::string error;
-    ServedModel* model = find_model(match(request, 1), match(request, 2), error);
-    if (!model) return reply_error(response, 404, error);
-    reply_json(response, model->triton_config());
-  });
-  http.Get(model_path + "/stats", [this](const httplib::Request& request, httplib::Response& response) {
-    std::string error;
-    ServedModel* model = find_model(match(request, 1), match(request, 2), error);
-    if (!model) return reply_error(response, 404, error);
-    reply_json(response, {{"model_stats", Json::array({model->triton_stats()})}});
-  });
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& response) {
-    response.set_content(prometheus_metrics(models_, options_.usd_per_kwh) + monitor_->prometheus_text(),
-                         "text/plain; version=0.0.4");
-  });
-  http.Post(model_path + "/infer", [this](const httplib::Request& request, httplib::Response& response) {
-    handle_infer(request, response, match(request, 1), match(request, 2));
-  });
-  http.set_error_handler([](const httplib::Request&, httplib::Response& response) {
-    if (!response.body.empty()) return;
-    const std::string message = response.status == 404   ? "no such endpoint"
-                                : response.status == 413 ? "request body too large"
-                                                         : "request failed";
-    response.set_content(Json{{"error", message}}.dump(-1, ' ', false, Json::error_handler_t::replace),
-                         "application/json");
-  });
-  http.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& response, std::exception_ptr error) {
-        std::string message = "internal error";
-        try {
-          std::rethrow_exception(error);
-        } catch (const std::exception& exception) {
-          message += std::string(": ") + exception.what();
-        } catch (...) {
-        }
-        reply_error(response, 500, message);
-      });
+std::string InferenceServer::metrics_text() const {
+  const HttpCounters http = http_->counters();
+  std::string text = prometheus_metrics(models_, options_.usd_per_kwh) + monitor_->prometheus_text();
+  text += "# HELP ipj_http_open_connections Open HTTP connections\n# TYPE ipj_http_open_connections gauge\n";
+  text += "ipj_http_open_connections " + std::to_string(http.open_connections) + "\n";
+  text += "# HELP ipj_http_refused_connections_total Connections answered 503 over --max-connections\n";
+  text += "# TYPE ipj_http_refused_connections_total counter\n";
+  text += "ipj_http_refused_connections_total " + std::to_string(http.refused_total) + "\n";
+  text += "# HELP ipj_http_timeouts_total Connections closed by a header, body, idle or write deadline\n";
+  text += "# TYPE ipj_http_timeouts_total counter\n";
+  text += "ipj_http_timeouts_total " + std::to_string(http.timeouts_total) + "\n";
+  return text;
 }
 
-void InferenceServer::handle_infer(const httplib::Request& request, httplib::Response& response,
+void InferenceServer::handle(HttpRequest&& request, const HttpReply& reply) {
+  const Route route = route_request(request.method, request.target);
+  std::string error;
+  ServedModel* model = nullptr;
+  switch (route.endpoint) {
+    case Endpoint::model_metadata:
+    case Endpoint::model_ready:
+    case Endpoint::model_config:
+    case Endpoint::model_stats:
+      model = find_model(route.model, route.version, error);
+      if (!model) return reply(error_response(404, error));
+      break;
+    default:
+      break;
+  }
+  switch (route.endpoint) {
+    case Endpoint::server_metadata:
+      return reply(
+          json_response({{"name", "ipj"},
+                         {"version", "0.1.0"},
+                         {"extensions", {"binary_tensor_data", "model_configuration", "statistics"}}}));
+    case Endpoint::health_live:
+      return reply(empty_response(200));
+    case Endpoint::health_ready:
+    case Endpoint::model_ready:
+      return reply(ready_ ? empty_response(200) : error_response(503, "not ready"));
+    case Endpoint::all_stats: {
+      Json stats = Json::array();
+      for (const auto& served : models_)
+        stats.push_back(served->triton_stats());
+      return reply(json_response({{"model_stats", stats}}));
+    }
+    case Endpoint::model_metadata:
+      return reply(json_response(model->metadata()));
+    case Endpoint::model_config:
+      return reply(json_response(model->triton_config()));
+    case Endpoint::model_stats:
+      return reply(json_response({{"model_stats", Json::array({model->triton_stats()})}}));
+    case Endpoint::metrics: {
+      HttpResponse response;
+      response.body = metrics_text();
+      response.content_type = "text/plain; version=0.0.4";
+      return reply(std::move(response));
+    }
+    case Endpoint::model_infer:
+      return handle_infer(std::move(request), reply, route.model, route.version);
+    case Endpoint::wrong_method:
+      return reply(error_response(405, "method not allowed on " + request.target));
+    case Endpoint::not_found:
+      return reply(error_response(404, "no such endpoint"));
+  }
+}
+
+void InferenceServer::handle_infer(HttpRequest&& request, const HttpReply& reply,
                                    const std::string& model_name, const std::string& version) {
   const auto arrived = Clock::now();
   std::string error;
   ServedModel* model = find_model(model_name, version, error);
-  if (!model) return reply_error(response, 404, error);
+  if (!model) return reply(error_response(404, error));
   if (!ready_) {
     model->record_failure("not_ready");
-    return reply_error(response, 503, "server is shutting down or not ready");
+    return reply(error_response(503, "server is shutting down or not ready"));
   }
-  in_flight_ += 1;
-  struct Leave {
-    std::atomic<int>& count;
-    ~Leave() { count -= 1; }
-  } leave{in_flight_};
   InferRequest parsed;
   try {
     std::optional<std::size_t> header_length;
-    if (request.has_header("Inference-Header-Content-Length")) {
-      const std::string value = request.get_header_value("Inference-Header-Content-Length");
-      try {
-        std::size_t used = 0;
-        header_length = std::stoull(value, &used);
-        if (used != value.size()) throw std::invalid_argument(value);
-      } catch (const std::exception&) {
-        fail(ErrorCategory::invalid_input, "Inference-Header-Content-Length '" + value + "' is not a number");
-      }
+    if (const std::string* value = request.header("Inference-Header-Content-Length")) {
+      std::size_t length = 0;
+      const auto result = std::from_chars(value->data(), value->data() + value->size(), length);
+      if (result.ec != std::errc() || result.ptr != value->data() + value->size())
+        fail(ErrorCategory::invalid_input,
+             "Inference-Header-Content-Length '" + value->substr(0, 40) + "' is not a number");
+      header_length = length;
     }
-    parsed = parse_infer_request(request.body, header_length, model->config());
+    parsed = parse_infer_request(request.body, header_length, model->config(), options_.request);
+  } catch (const RequestTooLarge& too_large) {
+    model->record_failure("too_large");
+    return reply(error_response(413, too_large.what()));
+  } catch (const std::bad_alloc&) {
+    model->record_failure("too_large");
+    return reply(error_response(413, "request needs more memory than the server can give it"));
   } catch (const Error& bad) {
     model->record_failure("bad_input");
-    return reply_error(response, 400, bad.what());
-  } catch (const Json::exception& bad) {
-    model->record_failure("bad_input");
-    return reply_error(response, 400, std::string("malformed request: ") + bad.what());
+    return reply(error_response(400, bad.what()));
   }
+  std::string().swap(request.body);  // the tensor holds the values now
   auto pending = std::make_shared<PendingRequest>();
   pending->shape = parsed.shape;
   pending->data = std::move(parsed.data);
+  parsed.data = {};
   if (parsed.timeout_us) pending->deadline = arrived + std::chrono::microseconds(*parsed.timeout_us);
-  std::future<Outcome> future = pending->promise.get_future();
+  const bool with_energy = options_.measure_energy && model->config().energy_in_response;
+  pending->on_complete = [model, reply, arrived, with_energy, parsed = std::move(parsed)](Outcome&& done) {
+    // On the batcher worker: hand the encoding to the connection's IO thread.
+    auto outcome = std::make_shared<Outcome>(std::move(done));
+    reply.build_on_io_thread([model, arrived, with_energy, parsed, outcome] {
+      if (outcome->status != 200) {
+        model->record_failure(outcome->status == 503 ? "timeout" : "internal");
+        return error_response(outcome->status, outcome->error);
+      }
+      ResponseEnergy energy;
+      if (with_energy && outcome->energy_source != "none")
+        energy = {outcome->energy_j, outcome->energy_source};
+      EncodedResponse encoded = encode_infer_response(model->config(), model->version(), parsed,
+                                                      outcome->output_shape, outcome->output, energy);
+      HttpResponse response;
+      response.body = std::move(encoded.body);
+      response.content_type = encoded.content_type;
+      if (encoded.header_length)
+        response.headers.emplace_back("Inference-Header-Content-Length",
+                                      std::to_string(*encoded.header_length));
+      model->record_success(std::chrono::duration<double, std::micro>(Clock::now() - arrived).count());
+      return response;
+    });
+  };
   switch (model->batcher().submit(pending)) {
     case DynamicBatcher::Admission::accepted:
-      break;
+      return;
     case DynamicBatcher::Admission::queue_full:
       model->record_failure("queue_full");
-      return reply_error(response, 503, "queue of model '" + model->config().name + "' is full; retry later");
+      return reply(error_response(503, "queue of model '" + model->config().name + "' is full; retry later"));
     case DynamicBatcher::Admission::stopped:
       model->record_failure("not_ready");
-      return reply_error(response, 503, "model '" + model->config().name + "' is shutting down");
+      return reply(error_response(503, "model '" + model->config().name + "' is shutting down"));
   }
-  const Outcome outcome = future.get();
-  if (outcome.status != 200) {
-    model->record_failure(outcome.status == 503 ? "timeout" : "internal");
-    return reply_error(response, outcome.status, outcome.error);
-  }
-  const EncodedResponse encoded =
-      encode_infer_response(model->config(), model->version(), parsed, outcome.output_shape, outcome.output);
-  if (encoded.header_length)
-    response.set_header("Inference-Header-Content-Length", std::to_string(*encoded.header_length));
-  response.set_content(encoded.body, encoded.content_type.c_str());
-  model->record_success(std::chrono::duration<double, std::micro>(Clock::now() - arrived).count());
 }
 
 }  // namespace ipj::serve

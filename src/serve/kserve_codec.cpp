@@ -1,10 +1,14 @@
-// Parsing and encoding of KServe v2 inference bodies for one FP32 input and one FP32 output.
+// Parsing and encoding of KServe v2 inference bodies for one FP32 input and one FP32 output. One pass over
+// the body with a bounded cursor: the small parts ("id", "parameters", "outputs", name, datatype) are size-
+// and depth-checked before nlohmann::json sees them; inputs[0].data is read number by number into the tensor.
 #include "ipj/serve/kserve_codec.hpp"
 
 #include <charconv>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
-#include "ipj/core/error.hpp"
+#include "bounded_json.hpp"
 
 namespace ipj::serve {
 namespace {
@@ -13,272 +17,327 @@ namespace {
   fail(ErrorCategory::invalid_input, message);
 }
 
-// Appends every number of a (possibly nested) JSON array in row-major order.
-void flatten(const Json& value, std::vector<float>& out, std::size_t limit) {
-  if (value.is_array()) {
-    for (const Json& item : value)
-      flatten(item, out, limit);
-    return;
-  }
-  if (!value.is_number())
-    bad("input data holds a " + std::string(value.type_name()) + "; FP32 data must be numbers");
-  if (out.size() >= limit) bad("input data holds more values than its shape says");
-  out.push_back(value.get<float>());
+constexpr std::size_t kMaxKeyBytes = 256;
+constexpr std::size_t kMaxNameBytes = 256;
+constexpr std::size_t kMaxDims = 16;
+
+std::int64_t to_integer(std::string_view text, const char* what) {
+  std::int64_t value = 0;
+  const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (result.ec != std::errc() || result.ptr != text.data() + text.size())
+    bad(std::string(what) + " must be integers, got " + std::string(text.substr(0, 40)));
+  return value;
 }
 
-std::int64_t element_count(const std::vector<std::int64_t>& shape) {
-  std::int64_t count = 1;
-  for (const std::int64_t dim : shape) {
-    if (dim < 0) bad("input shape entries must be >= 0");
-    if (dim > 0 && count > (std::int64_t{1} << 40) / dim) bad("input shape is too large");
-    count *= dim;
-  }
-  return count;
-}
+class RequestReader {
+ public:
+  RequestReader(std::string_view json, const ModelConfig& model, const RequestLimits& limits,
+                InferRequest& out)
+      : cursor_(json.data(), json.data() + json.size()),
+        json_length_(json.size()),
+        model_(model),
+        limits_(limits),
+        out_(out) {}
 
-// Fast path for the one large part of a JSON request: inputs[0].data, an array (possibly nested) of numbers.
-// nlohmann::json needs ~130 us for 784 floats (a DOM node and strtod per number); locating the array with a
-// structural scan and reading it with std::from_chars takes ~10 us. The rest of the body still goes through
-// nlohmann (with the array replaced by []), so its validation is unchanged.
-struct DataRange {
-  std::size_t begin = 0, end = 0;  // [begin, end) of the array text, or begin == end when not found
+  void read_body();
+  // After read_body(): the binary tensor bytes, if the request declared them.
+  void finish(std::string_view binary_part, bool has_header_length);
+
+ private:
+  Json read_small(std::size_t max_bytes, const char* context) {
+    const std::string_view text = cursor_.skip_value(limits_.max_small_depth, max_bytes, context);
+    return Json::parse(text.begin(), text.end());  // bounded: size and depth were checked
+  }
+  void read_parameters();
+  void read_outputs();
+  void read_inputs();
+  void read_input_tensor();
+  void read_shape();
+  void check_shape();
+  void read_data();
+  void read_numbers(int depth_left, std::size_t limit);
+
+  JsonCursor cursor_;
+  std::size_t json_length_;
+  const ModelConfig& model_;
+  const RequestLimits& limits_;
+  InferRequest& out_;
+  std::optional<std::string> input_name_, input_datatype_;
+  bool has_shape_ = false, has_data_ = false;
+  std::int64_t element_count_ = 0;
+  std::optional<std::int64_t> binary_data_size_;
 };
 
-std::size_t skip_string(const std::string& text, std::size_t at, std::size_t limit) {  // at: opening quote
-  for (++at; at < limit; ++at) {
-    if (text[at] == '\\')
-      ++at;
-    else if (text[at] == '"')
-      return at + 1;
-  }
-  return limit;  // unterminated: nlohmann reports it
-}
-
-DataRange find_input_data(const std::string& text, std::size_t limit) {
-  struct Frame {
-    bool object;
-    std::string key;
-    int index = 0;
+void RequestReader::read_body() {
+  if (cursor_.peek() != '{') bad("request body must be a JSON object");
+  cursor_.expect('{', "the request");
+  bool seen_id = false, seen_parameters = false, seen_inputs = false, seen_outputs = false;
+  auto once = [this](bool& seen, const std::string& key) {
+    if (seen) cursor_.fail_here("duplicate key \"" + key + "\"");
+    seen = true;
   };
-  std::vector<Frame> stack;
-  bool expect_key = false;
-  std::string last_string;
-  for (std::size_t at = 0; at < limit;) {
-    const char c = text[at];
-    if (c == '"') {
-      const std::size_t end = skip_string(text, at, limit);
-      if (expect_key && !stack.empty() && stack.back().object) {
-        stack.back().key = text.substr(at + 1, end - at - 2);
-        expect_key = false;
-      }
-      at = end;
-      continue;
+  if (cursor_.consume('}')) bad("\"inputs\" must list exactly one tensor ('" + model_.input.name + "')");
+  do {
+    const std::string key = cursor_.read_string(kMaxKeyBytes, "a key");
+    cursor_.expect(':', "the request");
+    if (key == "id") {
+      once(seen_id, key);
+      out_.id = read_small(limits_.max_id_bytes, "\"id\"");
+    } else if (key == "parameters") {
+      once(seen_parameters, key);
+      read_parameters();
+    } else if (key == "inputs") {
+      once(seen_inputs, key);
+      read_inputs();
+    } else if (key == "outputs") {
+      once(seen_outputs, key);
+      read_outputs();
+    } else {  // unknown keys are ignored, within the same limits
+      cursor_.skip_value(limits_.max_small_depth, limits_.max_parameters_bytes, "an unknown key's value");
     }
-    if (c == '{' || c == '[') {
-      const bool at_data = c == '[' && stack.size() == 3 && stack[0].object && stack[0].key == "inputs" &&
-                           !stack[1].object && stack[1].index == 0 && stack[2].object &&
-                           stack[2].key == "data";
-      if (at_data) {
-        int depth = 0;
-        for (std::size_t end = at; end < limit; ++end) {
-          if (text[end] == '"') return {};  // strings inside: leave it to the full parser (and its error)
-          if (text[end] == '[') ++depth;
-          if (text[end] == ']' && --depth == 0) return {at, end + 1};
-        }
-        return {};
-      }
-      stack.push_back({c == '{', "", 0});
-      expect_key = c == '{';
-    } else if (c == '}' || c == ']') {
-      if (stack.empty()) return {};
-      stack.pop_back();
-    } else if (c == ',') {
-      if (stack.empty()) return {};
-      if (stack.back().object)
-        expect_key = true;
-      else
-        ++stack.back().index;
-    }
-    ++at;
-  }
-  return {};
+  } while (cursor_.consume(','));
+  cursor_.expect('}', "the request");
+  cursor_.expect_end();
+  if (!seen_inputs) bad("\"inputs\" must list exactly one tensor ('" + model_.input.name + "')");
 }
 
-bool is_space(char c) {
-  return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+void RequestReader::read_parameters() {
+  const Json parameters = read_small(limits_.max_parameters_bytes, "\"parameters\"");
+  if (!parameters.is_object()) bad("\"parameters\" must be an object");
+  if (parameters.contains("binary_data_output"))
+    out_.binary_output = parameters["binary_data_output"] == true;
+  if (!parameters.contains("timeout")) return;
+  const Json& timeout = parameters["timeout"];
+  const double value = timeout.is_number() ? timeout.get<double>() : 0.0;
+  if (!(value >= 1.0))  // NaN cannot come from JSON; this refuses strings, 0 and negatives
+    bad("parameter \"timeout\" must be a positive number of microseconds");
+  // Longer timeouts are clamped (a deadline centuries away would overflow the clock).
+  out_.timeout_us = value >= static_cast<double>(limits_.max_timeout_us) ? limits_.max_timeout_us
+                                                                         : static_cast<std::int64_t>(value);
 }
 
-// Reads a nested array of JSON numbers in [at, end) into `out`; false on anything else.
-bool read_numbers(const char*& at, const char* end, std::vector<float>& out, std::size_t limit) {
-  auto skip = [&] {
-    while (at < end && is_space(*at))
-      ++at;
-  };
-  skip();
-  if (at >= end || *at != '[') return false;
-  ++at;
-  skip();
-  if (at < end && *at == ']') {
-    ++at;
-    return true;
+void RequestReader::read_outputs() {
+  const Json outputs = read_small(limits_.max_outputs_bytes, "\"outputs\"");
+  if (!outputs.is_array()) bad("\"outputs\" must be a list");
+  for (const Json& output : outputs) {
+    if (!output.is_object() || !output.contains("name") || !output["name"].is_string())
+      bad("each entry of \"outputs\" needs a \"name\" string");
+    const std::string name = output["name"].get<std::string>();
+    if (name != model_.output.name)
+      bad("unknown output '" + name + "': model '" + model_.name + "' has '" + model_.output.name + "'");
+    out_.requested_outputs.push_back(name);
+    if (!output.contains("parameters")) continue;
+    const Json& parameters = output["parameters"];
+    if (!parameters.is_object()) bad("\"outputs\"[].parameters must be an object");
+    if (parameters.contains("binary_data") && parameters["binary_data"] == true) out_.binary_output = true;
   }
-  for (;;) {
-    skip();
-    if (at >= end) return false;
-    if (*at == '[') {
-      if (!read_numbers(at, end, out, limit)) return false;
+}
+
+void RequestReader::read_inputs() {
+  if (cursor_.peek() != '[') bad("\"inputs\" must list exactly one tensor ('" + model_.input.name + "')");
+  cursor_.expect('[', "\"inputs\"");
+  if (cursor_.peek() != '{') bad("\"inputs\" must list exactly one tensor ('" + model_.input.name + "')");
+  read_input_tensor();
+  if (cursor_.peek() != ']') bad("\"inputs\" must list exactly one tensor ('" + model_.input.name + "')");
+  cursor_.expect(']', "\"inputs\"");
+}
+
+void RequestReader::read_input_tensor() {
+  cursor_.expect('{', "\"inputs\"[0]");
+  if (cursor_.consume('}')) bad("input needs a \"shape\" list");
+  bool seen_parameters = false;
+  do {
+    const std::string key = cursor_.read_string(kMaxKeyBytes, "a key of \"inputs\"[0]");
+    cursor_.expect(':', "\"inputs\"[0]");
+    const bool duplicate = (key == "name" && input_name_) || (key == "datatype" && input_datatype_) ||
+                           (key == "shape" && has_shape_) || (key == "data" && has_data_) ||
+                           (key == "parameters" && seen_parameters);
+    if (duplicate) cursor_.fail_here("duplicate key \"" + key + "\" in \"inputs\"[0]");
+    if (key == "name") {
+      input_name_ = cursor_.read_string(kMaxNameBytes, "the input's \"name\"");
+    } else if (key == "datatype") {
+      input_datatype_ = cursor_.read_string(kMaxNameBytes, "the input's \"datatype\"");
+    } else if (key == "shape") {
+      read_shape();
+    } else if (key == "parameters") {
+      seen_parameters = true;
+      const Json parameters = read_small(limits_.max_parameters_bytes, "the input's \"parameters\"");
+      if (!parameters.is_object()) bad("the input's \"parameters\" must be an object");
+      if (parameters.contains("binary_data_size")) {
+        const Json& size = parameters["binary_data_size"];
+        if (!size.is_number_integer() || size.get<std::int64_t>() < 0)
+          bad("binary_data_size must be a non-negative integer");
+        binary_data_size_ = size.get<std::int64_t>();
+      }
+    } else if (key == "data") {
+      read_data();
     } else {
-      if (*at != '-' && (*at < '0' || *at > '9')) return false;  // no inf/nan/hex: JSON numbers only
-      if (out.size() >= limit) bad("input data holds more values than its shape says");
-      float value = 0.0f;
-      const auto result = std::from_chars(at, end, value);
-      if (result.ec == std::errc::invalid_argument) return false;
-      if (result.ec == std::errc::result_out_of_range)
-        bad("input data holds a number outside the FP32 range");
-      out.push_back(value);
-      at = result.ptr;
+      cursor_.skip_value(limits_.max_small_depth, limits_.max_parameters_bytes, "an unknown key's value");
     }
-    skip();
-    if (at < end && *at == ',') {
-      ++at;
+  } while (cursor_.consume(','));
+  cursor_.expect('}', "\"inputs\"[0]");
+}
+
+void RequestReader::read_shape() {
+  if (cursor_.peek() != '[') bad("input needs a \"shape\" list");
+  cursor_.expect('[', "\"shape\"");
+  out_.shape.clear();
+  if (!cursor_.consume(']')) {
+    do {
+      if (out_.shape.size() >= kMaxDims)
+        bad("input shape has more than " + std::to_string(kMaxDims) + " dims");
+      const char next = cursor_.peek();
+      if (next != '-' && (next < '0' || next > '9')) bad("input shape entries must be integers");
+      out_.shape.push_back(to_integer(cursor_.read_number_text("\"shape\""), "input shape entries"));
+    } while (cursor_.consume(','));
+    cursor_.expect(']', "\"shape\"");
+  }
+  has_shape_ = true;
+  check_shape();
+}
+
+// The declared shape against the model, max_batch_size and the memory cap: before anything is allocated.
+void RequestReader::check_shape() {
+  const auto& expected = model_.input.shape;
+  const auto& shape = out_.shape;
+  if (shape.size() != expected.size())
+    bad("input shape has " + std::to_string(shape.size()) + " dims, model '" + model_.name + "' expects " +
+        std::to_string(expected.size()));
+  for (std::size_t dim = 0; dim < expected.size(); ++dim) {
+    if (expected[dim] != -1 && shape[dim] != expected[dim])
+      bad("input dim " + std::to_string(dim) + " is " + std::to_string(shape[dim]) + ", model '" +
+          model_.name + "' expects " + std::to_string(expected[dim]));
+    if (shape[dim] < 1) bad("input dims must be >= 1");
+  }
+  if (model_.batching.max_batch_size > 0 && shape[0] > model_.batching.max_batch_size)
+    bad("batch of " + std::to_string(shape[0]) + " exceeds max_batch_size " +
+        std::to_string(model_.batching.max_batch_size) + " of model '" + model_.name + "'");
+  const std::int64_t cap = static_cast<std::int64_t>(limits_.max_tensor_bytes / sizeof(float));
+  std::int64_t count = 1;
+  for (const std::int64_t dim : shape) {
+    if (count > cap / dim)
+      throw RequestTooLarge("input shape declares more than " + std::to_string(limits_.max_tensor_bytes) +
+                            " bytes of FP32 (the server's per-request limit)");
+    count *= dim;
+  }
+  element_count_ = count;
+}
+
+void RequestReader::read_data() {
+  has_data_ = true;
+  // Each JSON number takes at least one character plus a separator: a body of L bytes holds at most
+  // (L + 1) / 2 values, which bounds the allocation even before the shape is known.
+  std::size_t limit = (json_length_ + 1) / 2;
+  limit = std::min(limit, limits_.max_tensor_bytes / sizeof(float));
+  if (has_shape_) {
+    if (static_cast<std::size_t>(element_count_) > (json_length_ + 1) / 2)
+      bad("input data cannot hold the " + std::to_string(element_count_) +
+          " values its shape declares in a " + std::to_string(json_length_) + "-byte body");
+    limit = static_cast<std::size_t>(element_count_);
+    out_.data.reserve(limit);
+  }
+  if (cursor_.peek() != '[') bad("input data must be a (nested) list of JSON numbers");
+  read_numbers(limits_.max_data_depth, limit);
+}
+
+// A nested array of numbers, appended in row-major order; depth_left bounds the recursion.
+void RequestReader::read_numbers(int depth_left, std::size_t limit) {
+  if (depth_left <= 0)
+    bad("input data is nested deeper than " + std::to_string(limits_.max_data_depth) + " levels");
+  cursor_.expect('[', "input data");
+  if (cursor_.consume(']')) return;
+  do {
+    const char next = cursor_.peek();
+    if (next == '[') {
+      read_numbers(depth_left - 1, limit);
       continue;
     }
-    if (at < end && *at == ']') {
-      ++at;
-      return true;
+    if (next != '-' && (next < '0' || next > '9'))
+      bad("input data must be a (nested) list of JSON numbers (NaN and Inf are refused on every path)");
+    if (out_.data.size() >= limit) {
+      if (!has_shape_ && limit == limits_.max_tensor_bytes / sizeof(float))
+        throw RequestTooLarge("input data holds more than " + std::to_string(limits_.max_tensor_bytes) +
+                              " bytes of FP32 (the server's per-request limit)");
+      bad("input data holds more values than its shape says");
     }
-    return false;
+    out_.data.push_back(
+        cursor_.read_float("input data (JSON numbers only: NaN and Inf are refused on every path)"));
+  } while (cursor_.consume(','));
+  cursor_.expect(']', "input data");
+}
+
+void RequestReader::finish(std::string_view binary_part, bool has_header_length) {
+  if (input_name_.value_or("") != model_.input.name)
+    bad("unknown input '" + input_name_.value_or("") + "': model '" + model_.name + "' takes '" +
+        model_.input.name + "'");
+  if (input_datatype_.value_or("") != model_.input.datatype)
+    bad("input '" + model_.input.name + "' has datatype '" + input_datatype_.value_or("") + "', expected " +
+        model_.input.datatype);
+  if (!has_shape_) bad("input needs a \"shape\" list");
+  if (binary_data_size_) {
+    if (has_data_) bad("input '" + model_.input.name + "' has both \"data\" and binary_data_size");
+    if (!has_header_length) bad("binary_data_size needs the Inference-Header-Content-Length header");
+    if (*binary_data_size_ != element_count_ * 4)
+      bad("binary_data_size " + std::to_string(*binary_data_size_) + " does not match shape (" +
+          std::to_string(element_count_ * 4) + " bytes of FP32)");
+    if (binary_part.size() != static_cast<std::size_t>(*binary_data_size_))
+      bad("binary body holds " + std::to_string(binary_part.size()) + " bytes, binary_data_size says " +
+          std::to_string(*binary_data_size_));
+    out_.data.resize(static_cast<std::size_t>(element_count_));
+    std::memcpy(out_.data.data(), binary_part.data(), binary_part.size());  // little-endian
+    for (std::size_t index = 0; index < out_.data.size(); ++index)
+      if (!std::isfinite(out_.data[index]))
+        bad("binary input holds a NaN or Inf at element " + std::to_string(index) +
+            " (refused on every path, as in JSON)");
+    return;
   }
+  if (!has_data_) bad("input '" + model_.input.name + "' has neither \"data\" nor binary_data_size");
+  if (static_cast<std::int64_t>(out_.data.size()) != element_count_)
+    bad("input data holds " + std::to_string(out_.data.size()) + " values, shape needs " +
+        std::to_string(element_count_));
 }
 
 }  // namespace
 
-InferRequest parse_infer_request(const std::string& body, std::optional<std::size_t> header_length,
-                                 const ModelConfig& model) {
+InferRequest parse_infer_request(std::string_view body, std::optional<std::size_t> header_length,
+                                 const ModelConfig& model, const RequestLimits& limits) {
   if (header_length && *header_length > body.size())
     bad("Inference-Header-Content-Length " + std::to_string(*header_length) + " exceeds the body (" +
         std::to_string(body.size()) + " bytes)");
   const std::size_t json_length = header_length ? *header_length : body.size();
-  Json request;
-  const DataRange data_range = find_input_data(body, json_length);
+  InferRequest parsed;
+  RequestReader reader(body.substr(0, json_length), model, limits, parsed);
   try {
-    if (data_range.begin < data_range.end) {
-      std::string rest = body.substr(0, data_range.begin);
-      rest += "[]";
-      rest.append(body, data_range.end, json_length - data_range.end);
-      request = Json::parse(rest);
-    } else {
-      request = Json::parse(body.data(), body.data() + json_length);
-    }
-  } catch (const Json::parse_error& error) {
+    reader.read_body();
+  } catch (const Json::exception& error) {  // cannot happen after the cursor's checks; kept as a 400
     bad(std::string("request body is not valid JSON: ") + error.what());
   }
-  if (!request.is_object()) bad("request body must be a JSON object");
-  InferRequest parsed;
-  if (request.contains("id")) parsed.id = request["id"];
-  if (request.contains("parameters")) {
-    const Json& parameters = request["parameters"];
-    if (!parameters.is_object()) bad("\"parameters\" must be an object");
-    if (parameters.contains("binary_data_output"))
-      parsed.binary_output = parameters["binary_data_output"] == true;
-    if (parameters.contains("timeout")) {
-      if (!parameters["timeout"].is_number_integer() || parameters["timeout"].get<std::int64_t>() <= 0)
-        bad("parameter \"timeout\" must be a positive integer (microseconds)");
-      parsed.timeout_us = parameters["timeout"].get<std::int64_t>();
-    }
-  }
-  if (!request.contains("inputs") || !request["inputs"].is_array() || request["inputs"].size() != 1)
-    bad("\"inputs\" must list exactly one tensor ('" + model.input.name + "')");
-  const Json& input = request["inputs"][0];
-  if (!input.is_object()) bad("\"inputs\"[0] must be an object");
-  if (input.value("name", std::string()) != model.input.name)
-    bad("unknown input '" + input.value("name", std::string()) + "': model '" + model.name + "' takes '" +
-        model.input.name + "'");
-  if (input.value("datatype", std::string()) != model.input.datatype)
-    bad("input '" + model.input.name + "' has datatype '" + input.value("datatype", std::string()) +
-        "', expected " + model.input.datatype);
-  if (!input.contains("shape") || !input["shape"].is_array()) bad("input needs a \"shape\" list");
-  for (const Json& dim : input["shape"]) {
-    if (!dim.is_number_integer()) bad("input shape entries must be integers");
-    parsed.shape.push_back(dim.get<std::int64_t>());
-  }
-  const auto& expected = model.input.shape;
-  if (parsed.shape.size() != expected.size())
-    bad("input shape has " + std::to_string(parsed.shape.size()) + " dims, model '" + model.name +
-        "' expects " + std::to_string(expected.size()));
-  for (std::size_t dim = 0; dim < expected.size(); ++dim) {
-    if (expected[dim] != -1 && parsed.shape[dim] != expected[dim])
-      bad("input dim " + std::to_string(dim) + " is " + std::to_string(parsed.shape[dim]) + ", model '" +
-          model.name + "' expects " + std::to_string(expected[dim]));
-    if (parsed.shape[dim] < 1) bad("input dims must be >= 1");
-  }
-  if (model.batching.max_batch_size > 0 && parsed.shape[0] > model.batching.max_batch_size)
-    bad("batch of " + std::to_string(parsed.shape[0]) + " exceeds max_batch_size " +
-        std::to_string(model.batching.max_batch_size) + " of model '" + model.name + "'");
-  const std::int64_t count = element_count(parsed.shape);
-
-  const Json* parameters = input.contains("parameters") ? &input["parameters"] : nullptr;
-  if (parameters && parameters->contains("binary_data_size")) {
-    if (!header_length) bad("binary_data_size needs the Inference-Header-Content-Length header");
-    const std::int64_t size = (*parameters)["binary_data_size"].get<std::int64_t>();
-    if (size != count * 4)
-      bad("binary_data_size " + std::to_string(size) + " does not match shape (" + std::to_string(count * 4) +
-          " bytes of FP32)");
-    if (body.size() - json_length != static_cast<std::size_t>(size))
-      bad("binary body holds " + std::to_string(body.size() - json_length) +
-          " bytes, binary_data_size says " + std::to_string(size));
-    parsed.data.resize(static_cast<std::size_t>(count));
-    std::memcpy(parsed.data.data(), body.data() + json_length,
-                static_cast<std::size_t>(size));  // little-endian
-  } else {
-    if (!input.contains("data"))
-      bad("input '" + model.input.name + "' has neither \"data\" nor binary_data_size");
-    parsed.data.reserve(static_cast<std::size_t>(count));
-    if (data_range.begin < data_range.end) {
-      const char* at = body.data() + data_range.begin;
-      if (!read_numbers(at, body.data() + data_range.end, parsed.data, static_cast<std::size_t>(count)))
-        bad("input data must be a (nested) list of JSON numbers");
-    } else {
-      flatten(input["data"], parsed.data, static_cast<std::size_t>(count));
-    }
-    if (static_cast<std::int64_t>(parsed.data.size()) != count)
-      bad("input data holds " + std::to_string(parsed.data.size()) + " values, shape needs " +
-          std::to_string(count));
-  }
-  if (request.contains("outputs")) {
-    if (!request["outputs"].is_array()) bad("\"outputs\" must be a list");
-    for (const Json& output : request["outputs"]) {
-      const std::string name = output.value("name", std::string());
-      if (name != model.output.name)
-        bad("unknown output '" + name + "': model '" + model.name + "' has '" + model.output.name + "'");
-      parsed.requested_outputs.push_back(name);
-      if (output.contains("parameters") && output["parameters"].value("binary_data", false))
-        parsed.binary_output = true;
-    }
-  }
+  reader.finish(body.substr(json_length), header_length.has_value());
   return parsed;
 }
 
 EncodedResponse encode_infer_response(const ModelConfig& model, const std::string& version,
                                       const InferRequest& request, const std::vector<std::int64_t>& shape,
-                                      const std::vector<float>& values) {
+                                      const std::vector<float>& values, const ResponseEnergy& energy) {
   Json response;
   response["model_name"] = model.name;
   response["model_version"] = version;
   if (request.id) response["id"] = *request.id;
+  if (!energy.source.empty())
+    response["parameters"] = {{"energy_j", energy.joules}, {"energy_source", energy.source}};
   Json output = {{"name", model.output.name}, {"datatype", "FP32"}, {"shape", shape}};
   EncodedResponse encoded;
   if (request.binary_output) {
     output["parameters"] = {{"binary_data_size", values.size() * 4}};
     response["outputs"] = Json::array({output});
-    encoded.body = response.dump();
+    encoded.body = response.dump(-1, ' ', false, Json::error_handler_t::replace);
     encoded.header_length = encoded.body.size();
     encoded.body.append(reinterpret_cast<const char*>(values.data()), values.size() * 4);
     encoded.content_type = "application/octet-stream";
   } else {
     output["data"] = values;
     response["outputs"] = Json::array({output});
-    encoded.body = response.dump();
+    encoded.body = response.dump(-1, ' ', false, Json::error_handler_t::replace);
     encoded.content_type = "application/json";
   }
   return encoded;

@@ -4,10 +4,13 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "ipj/core/error.hpp"
@@ -21,8 +24,33 @@ using Clock = std::chrono::steady_clock;
 struct Record {
   double finished_s;  // since the level started
   double latency_ms;
-  int status;  // HTTP status, 0 = connection error
+  int status;              // HTTP status, 0 = connection error
+  double energy_j = -1;    // the response's parameters.energy_j; < 0 = absent
+  int energy_source = -1;  // index into the level's source names
 };
+
+// parameters.energy_j / energy_source of a KServe v2 answer (JSON body, or the JSON header of a binary one).
+std::pair<double, std::string> response_energy(const httplib::Response& response) {
+  std::size_t length = response.body.size();
+  if (response.has_header("Inference-Header-Content-Length")) {
+    try {
+      length = std::min<std::size_t>(
+          length, std::stoull(response.get_header_value("Inference-Header-Content-Length")));
+    } catch (const std::exception&) {
+      return {-1.0, ""};
+    }
+  }
+  const Json parsed = Json::parse(
+      response.body.begin(), response.body.begin() + static_cast<std::ptrdiff_t>(length), nullptr, false);
+  if (!parsed.is_object() || !parsed.contains("parameters")) return {-1.0, ""};
+  const Json& parameters = parsed["parameters"];
+  if (!parameters.is_object() || !parameters.contains("energy_j") || !parameters["energy_j"].is_number())
+    return {-1.0, ""};
+  const std::string source = parameters.contains("energy_source") && parameters["energy_source"].is_string()
+                                 ? parameters["energy_source"].get<std::string>()
+                                 : "unknown";
+  return {parameters["energy_j"].get<double>(), source};
+}
 
 struct Body {
   std::string content;
@@ -37,6 +65,9 @@ Body make_body(const Json& metadata, const LoadOptions& options) {
   std::int64_t count = 1;
   for (auto& dim : shape) {
     if (dim == -1) dim = 1;
+    if (dim < 1 || count > (std::int64_t{1} << 26) / dim)
+      fail(ErrorCategory::usage, "--batch " + std::to_string(options.batch) +
+                                     " makes requests above 64 Mi values; use a smaller --batch");
     count *= dim;
   }
   std::mt19937 generator(7);
@@ -67,6 +98,7 @@ Body make_body(const Json& metadata, const LoadOptions& options) {
 LoadLevel run_level(const LoadOptions& options, const Body& body, int concurrency, const std::string& path) {
   std::mutex mutex;
   std::vector<Record> records;
+  std::vector<std::string> sources;  // energy sources seen, under mutex
   std::atomic<bool> stop{false};
   const auto start = Clock::now();
   std::vector<std::thread> clients;
@@ -81,9 +113,20 @@ LoadLevel run_level(const LoadOptions& options, const Body& body, int concurrenc
         const auto sent = Clock::now();
         const auto result = client.Post(path, body.headers, body.content, body.content_type);
         const auto done = Clock::now();
-        local.push_back({std::chrono::duration<double>(done - start).count(),
-                         std::chrono::duration<double, std::milli>(done - sent).count(),
-                         result ? result->status : 0});
+        Record record{std::chrono::duration<double>(done - start).count(),
+                      std::chrono::duration<double, std::milli>(done - sent).count(),
+                      result ? result->status : 0};
+        if (result && result->status == 200) {
+          const auto [joules, source] = response_energy(*result);
+          if (joules >= 0) {
+            record.energy_j = joules;
+            std::lock_guard<std::mutex> lock(mutex);
+            const auto known = std::find(sources.begin(), sources.end(), source);
+            record.energy_source = static_cast<int>(known - sources.begin());
+            if (known == sources.end()) sources.push_back(source);
+          }
+        }
+        local.push_back(record);
         if (local.size() >= 256) {
           std::lock_guard<std::mutex> lock(mutex);
           records.insert(records.end(), local.begin(), local.end());
@@ -128,11 +171,16 @@ LoadLevel run_level(const LoadOptions& options, const Body& body, int concurrenc
     client.join();
   const double report_from = warmup_s + (level.windows - std::min(level.windows, 3)) * window_s;
   const double report_to = warmup_s + level.windows * window_s;
-  std::vector<double> latencies;
+  std::vector<double> latencies, energies;
+  std::set<int> energy_sources;
   for (const Record& record : records) {
     if (record.finished_s < report_from || record.finished_s >= report_to) continue;
     if (record.status == 200) {
       latencies.push_back(record.latency_ms);
+      if (record.energy_j >= 0) {
+        energies.push_back(record.energy_j);
+        energy_sources.insert(record.energy_source);
+      }
     } else {
       level.errors += 1;
       level.errors_by_status[record.status] += 1;
@@ -145,6 +193,18 @@ LoadLevel run_level(const LoadOptions& options, const Body& body, int concurrenc
   level.p50_ms = infer::quantile(latencies, 0.50);
   level.p90_ms = infer::quantile(latencies, 0.90);
   level.p99_ms = infer::quantile(latencies, 0.99);
+  level.energy_requests = static_cast<std::int64_t>(energies.size());
+  if (!energies.empty()) {
+    double sum = 0.0;
+    for (const double joules : energies)
+      sum += joules;
+    level.energy_mean_j = sum / static_cast<double>(energies.size());
+    level.energy_p50_j = infer::quantile(energies, 0.50);
+    level.energy_p99_j = infer::quantile(energies, 0.99);
+    for (const int source : energy_sources)
+      level.energy_source +=
+          (level.energy_source.empty() ? "" : "+") + sources[static_cast<std::size_t>(source)];
+  }
   return level;
 }
 
@@ -164,13 +224,50 @@ Json to_json(const LoadLevel& level) {
           {"errors", level.errors},
           {"errors_by_status", errors},
           {"windows", level.windows},
-          {"stable", level.stable}};
+          {"stable", level.stable},
+          {"energy_requests", level.energy_requests},
+          {"energy_mean_j", level.energy_mean_j},
+          {"energy_p50_j", level.energy_p50_j},
+          {"energy_p99_j", level.energy_p99_j},
+          {"energy_source", level.energy_source.empty() ? Json() : Json(level.energy_source)}};
+}
+
+void validate_url(const std::string& url) {
+  const std::string scheme = "http://";
+  if (url.compare(0, scheme.size(), scheme) != 0)
+    fail(ErrorCategory::usage,
+         "--url '" + url + "': only http://HOST[:PORT] is supported (e.g. http://127.0.0.1:8000)");
+  const std::string rest = url.substr(scheme.size());
+  const std::size_t slash = rest.find('/');
+  if (slash != std::string::npos && slash + 1 != rest.size())
+    fail(ErrorCategory::usage, "--url '" + url + "': give the server's base URL without a path");
+  const std::string authority = rest.substr(0, slash);
+  const std::size_t colon = authority.rfind(':');
+  const bool bracketed = !authority.empty() && authority.back() == ']';
+  const std::string host = colon == std::string::npos || bracketed ? authority : authority.substr(0, colon);
+  if (host.empty()) fail(ErrorCategory::usage, "--url '" + url + "' names no host");
+  if (colon != std::string::npos && !bracketed) {
+    const std::string port = authority.substr(colon + 1);
+    int value = -1;
+    const auto parsed = std::from_chars(port.data(), port.data() + port.size(), value);
+    if (parsed.ec != std::errc() || parsed.ptr != port.data() + port.size() || value < 1 || value > 65535)
+      fail(ErrorCategory::usage, "--url '" + url + "': the port must be in 1..65535");
+  }
 }
 
 std::vector<LoadLevel> run_load(const LoadOptions& options, bool show_progress) {
+  validate_url(options.url);
   if (options.model.empty()) fail(ErrorCategory::usage, "--model NAME is required");
-  if (options.duration_s <= 0) fail(ErrorCategory::usage, "--duration must be > 0 seconds");
-  if (options.batch < 1) fail(ErrorCategory::usage, "--batch must be >= 1");
+  if (!(options.duration_s > 0) || options.duration_s > 86400)
+    fail(ErrorCategory::usage, "--duration must be in (0, 86400] seconds");
+  if (options.max_windows < 1) fail(ErrorCategory::usage, "--max-windows must be >= 1");
+  if (options.batch < 1 || options.batch > (std::int64_t{1} << 20))
+    fail(ErrorCategory::usage, "--batch must be in [1, 1048576] rows");
+  if (options.concurrency.empty()) fail(ErrorCategory::usage, "--concurrency needs at least one value");
+  for (const int concurrency : options.concurrency)
+    if (concurrency < 1 || concurrency > 4096)
+      fail(ErrorCategory::usage,
+           "--concurrency values must be in [1, 4096], got " + std::to_string(concurrency));
   httplib::Client probe(options.url);
   probe.set_connection_timeout(5, 0);
   const auto metadata = probe.Get("/v2/models/" + options.model);
@@ -182,11 +279,16 @@ std::vector<LoadLevel> run_load(const LoadOptions& options, bool show_progress) 
   if (metadata->status != 200)
     fail(ErrorCategory::io,
          "GET /v2/models/" + options.model + " answered " + std::to_string(metadata->status));
-  const Body body = make_body(Json::parse(metadata->body), options);
+  Body body;
+  try {
+    body = make_body(Json::parse(metadata->body), options);
+  } catch (const Json::exception& error) {
+    fail(ErrorCategory::invalid_input,
+         "GET /v2/models/" + options.model + " did not answer KServe v2 model metadata: " + error.what());
+  }
   const std::string path = "/v2/models/" + options.model + "/infer";
   std::vector<LoadLevel> levels;
   for (const int concurrency : options.concurrency) {
-    if (concurrency < 1) fail(ErrorCategory::usage, "--concurrency values must be >= 1");
     levels.push_back(run_level(options, body, concurrency, path));
     const LoadLevel& level = levels.back();
     if (show_progress)

@@ -2,6 +2,8 @@
 #include "ipj/serve/model_repository.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <climits>
 #include <filesystem>
 
 #include "ipj/core/error.hpp"
@@ -14,12 +16,53 @@ namespace {
   fail(ErrorCategory::invalid_input, "'" + path + "': " + what);
 }
 
+std::string shown(const Json& value) {
+  std::string text = value.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return text.size() > 40 ? text.substr(0, 40) + "..." : text;
+}
+
+// Typed reads of optional config keys: a value of the wrong type names the file and the key.
+std::int64_t integer_value(const Json& object, const std::string& key, std::int64_t fallback,
+                           const std::string& path) {
+  if (!object.contains(key)) return fallback;
+  const Json& value = object[key];
+  if (!value.is_number_integer() || (value.is_number_unsigned() && value.get<std::uint64_t>() > INT64_MAX))
+    bad(path, "\"" + key + "\" must be an integer, got " + shown(value));
+  return value.get<std::int64_t>();
+}
+
+bool bool_value(const Json& object, const std::string& key, bool fallback, const std::string& path) {
+  if (!object.contains(key)) return fallback;
+  if (!object[key].is_boolean())
+    bad(path, "\"" + key + "\" must be true or false, got " + shown(object[key]));
+  return object[key].get<bool>();
+}
+
+std::string string_value(const Json& object, const std::string& key, const std::string& fallback,
+                         const std::string& path) {
+  if (!object.contains(key)) return fallback;
+  if (!object[key].is_string()) bad(path, "\"" + key + "\" must be a string, got " + shown(object[key]));
+  return object[key].get<std::string>();
+}
+
+std::vector<float> number_list(const Json& object, const std::string& key, const std::string& path) {
+  if (!object.contains(key)) return {};
+  const Json& value = object[key];
+  if (!value.is_array()) bad(path, "\"" + key + "\" must be a list of numbers, got " + shown(value));
+  std::vector<float> numbers;
+  for (const Json& number : value) {
+    if (!number.is_number()) bad(path, "\"" + key + "\" must be a list of numbers, got " + shown(number));
+    numbers.push_back(number.get<float>());
+  }
+  return numbers;
+}
+
 TensorSpec parse_tensor(const Json& entry, const std::string& path, const std::string& key) {
   if (!entry.is_object() || !entry.contains("name") || !entry["name"].is_string())
     bad(path, key + ": each entry needs a \"name\" string");
   TensorSpec spec;
   spec.name = entry["name"].get<std::string>();
-  spec.datatype = entry.value("datatype", std::string("FP32"));
+  spec.datatype = string_value(entry, "datatype", "FP32", path);
   if (spec.datatype != "FP32")
     bad(path,
         key + " '" + spec.name + "': datatype " + spec.datatype + " is not served; ipj models use FP32");
@@ -50,7 +93,7 @@ ModelConfig parse_model_config(const Json& config, const std::string& name, cons
   ModelConfig model;
   model.name = name;
   model.raw = config;
-  if (config.contains("name") && config["name"] != name)
+  if (config.contains("name") && string_value(config, "name", name, path) != name)
     bad(path, "\"name\" is '" + config["name"].get<std::string>() + "' but the folder is '" + name + "'");
   const Json& inputs = config.contains("inputs") ? config["inputs"] : config.value("input", Json());
   const Json& outputs = config.contains("outputs") ? config["outputs"] : config.value("output", Json());
@@ -60,7 +103,7 @@ ModelConfig parse_model_config(const Json& config, const std::string& name, cons
   model.input = parse_tensor(inputs[0], path, "inputs");
   model.output = parse_tensor(outputs[0], path, "outputs");
   BatcherOptions& batching = model.batching;
-  batching.max_batch_size = config.value("max_batch_size", std::int64_t{0});
+  batching.max_batch_size = integer_value(config, "max_batch_size", 0, path);
   if (batching.max_batch_size < 0) bad(path, "\"max_batch_size\" must be >= 0");
   if (batching.max_batch_size > 0 && (model.input.shape[0] != -1 || model.output.shape[0] != -1))
     bad(path, "with max_batch_size > 0 the first dim of inputs and outputs is the batch: give it as -1");
@@ -70,29 +113,34 @@ ModelConfig parse_model_config(const Json& config, const std::string& name, cons
     const Json& preferred = dynamic.contains("preferred_batch_sizes")
                                 ? dynamic["preferred_batch_sizes"]
                                 : dynamic.value("preferred_batch_size", Json::array());
+    if (!preferred.is_array()) bad(path, "preferred batch sizes must be a list of integers");
     for (const Json& size : preferred) {
       if (!size.is_number_integer() || size.get<std::int64_t>() < 1 ||
           size.get<std::int64_t>() > batching.max_batch_size)
         bad(path, "preferred batch sizes must be integers in [1, max_batch_size]");
       batching.preferred_batch_sizes.push_back(size.get<std::int64_t>());
     }
-    batching.max_queue_delay_us =
-        dynamic.value("max_queue_delay_us", dynamic.value("max_queue_delay_microseconds", std::int64_t{0}));
+    batching.max_queue_delay_us = integer_value(
+        dynamic, "max_queue_delay_us", integer_value(dynamic, "max_queue_delay_microseconds", 0, path), path);
     if (batching.max_queue_delay_us < 0) bad(path, "\"max_queue_delay_us\" must be >= 0");
-    const std::int64_t queue = dynamic.value("max_queue_size", std::int64_t{1024});
+    const std::int64_t queue = integer_value(dynamic, "max_queue_size", 1024, path);
     if (queue < 0) bad(path, "\"max_queue_size\" must be >= 0");
     batching.max_queue_size = static_cast<std::size_t>(queue);
   } else {
     batching.max_queue_delay_us = 0;  // no dynamic batching: each request runs as it comes
   }
-  batching.instances = config.value("instances", 1);
+  std::int64_t instances = integer_value(config, "instances", 1, path);
   if (config.contains("instance_group") && config["instance_group"].is_array() &&
-      !config["instance_group"].empty())
-    batching.instances = config["instance_group"][0].value("count", 1);
-  if (batching.instances < 1 || batching.instances > 64) bad(path, "instances must be in [1, 64]");
-  model.variant = config.value("variant", std::string("file"));
-  if (config.contains("mean")) model.mean = config["mean"].get<std::vector<float>>();
-  if (config.contains("std")) model.std = config["std"].get<std::vector<float>>();
+      !config["instance_group"].empty()) {
+    if (!config["instance_group"][0].is_object()) bad(path, "\"instance_group\" entries must be objects");
+    instances = integer_value(config["instance_group"][0], "count", 1, path);
+  }
+  if (instances < 1 || instances > 64) bad(path, "instances must be in [1, 64]");
+  batching.instances = static_cast<int>(instances);
+  model.variant = string_value(config, "variant", "file", path);
+  model.mean = number_list(config, "mean", path);
+  model.std = number_list(config, "std", path);
+  model.energy_in_response = bool_value(config, "energy_in_response", true, path);
   if (model.mean.size() != model.std.size()) bad(path, "\"mean\" and \"std\" need the same length");
   return model;
 }
@@ -118,18 +166,25 @@ std::vector<ModelConfig> read_model_repository(const std::string& directory) {
     }
     ModelConfig model = parse_model_config(config, folder.filename().string(), config_path.string());
     model.directory = folder.string();
-    std::vector<long long> versions;
+    std::vector<std::int64_t> versions;
     for (const auto& entry : fs::directory_iterator(folder)) {
       const std::string name = entry.path().filename().string();
-      if (entry.is_directory() && !name.empty() && std::all_of(name.begin(), name.end(), ::isdigit) &&
-          fs::exists(entry.path() / "model.pt"))
-        versions.push_back(std::stoll(name));
+      if (!entry.is_directory() || name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit) ||
+          !fs::exists(entry.path() / "model.pt"))
+        continue;
+      std::int64_t version = 0;
+      const auto parsed = std::from_chars(name.data(), name.data() + name.size(), version);
+      if (parsed.ec != std::errc() || version < 1)
+        fail(ErrorCategory::invalid_input,
+             "version folder '" + entry.path().string() +
+                 "' is not a version number in [1, 2^63-1]; rename it (e.g. 1)");
+      versions.push_back(version);
     }
     if (versions.empty())
       fail(ErrorCategory::invalid_input,
            "'" + folder.string() + "' has no version folder with model.pt (e.g. 1/model.pt)");
     std::sort(versions.begin(), versions.end());
-    for (long long version : versions)
+    for (const std::int64_t version : versions)
       model.versions.push_back(std::to_string(version));
     models.push_back(std::move(model));
   }

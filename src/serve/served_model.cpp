@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <sstream>
@@ -24,13 +25,29 @@ std::int64_t unix_ms() {
 
 }  // namespace
 
-EnergyLedger::Reading EnergyLedger::take() {
+EnergyLedger::Reading EnergyLedger::take(double busy_s) {
+  return take_at(std::chrono::duration<double>(Clock::now() - epoch_).count(), busy_s);
+}
+
+EnergyLedger::Reading EnergyLedger::take_at(double now_s, double busy_s) {
   if (!read_total_) return {};
   std::lock_guard<std::mutex> lock(mutex_);
   Reading reading = read_total_();
-  const double delta = std::max(0.0, reading.total_j - last_total_j_);
-  last_total_j_ = reading.total_j;
-  reading.total_j = delta;
+  if (reading.time_s >= 0.0 && reading.time_s > sample_time_s_) {
+    if (sample_time_s_ >= 0.0)
+      power_w_ = std::max(0.0, (reading.total_j - sample_j_) / (reading.time_s - sample_time_s_));
+    sample_j_ = reading.total_j;
+    sample_time_s_ = reading.time_s;
+  }
+  double estimate = reading.total_j;
+  if (reading.time_s >= 0.0) estimate += power_w_ * std::clamp(now_s - reading.time_s, 0.0, 1.0);
+  // A glitch back or an overshoot: charge nothing until caught up.
+  estimate = std::max(estimate, attributed_j_);
+  reading.total_j = estimate - attributed_j_;
+  attributed_j_ = estimate;
+  // The power: between the last two samples, else the average since the start, else unknown (tests).
+  const double power_w = power_w_ > 0.0 ? power_w_ : sample_time_s_ > 0.0 ? sample_j_ / sample_time_s_ : -1.0;
+  reading.busy_j = power_w >= 0.0 ? power_w * std::max(0.0, busy_s) : reading.total_j;
   return reading;
 }
 
@@ -99,7 +116,7 @@ void ServedModel::execute(std::vector<RequestPtr>& batch) {
   const torch::Tensor output = model_->forward(input).contiguous();  // [rows, ...]
   const Clock::time_point done = Clock::now();
   const double compute_us = microseconds_between(formed, done);
-  const EnergyLedger::Reading energy = ledger_.take();
+  const EnergyLedger::Reading energy = ledger_.take(compute_us * 1e-6);
   if (batched && (output.dim() == 0 || output.size(0) != rows))
     throw std::runtime_error("model returned " + std::to_string(output.dim() ? output.size(0) : 0) +
                              " rows for " + std::to_string(rows));
@@ -124,13 +141,14 @@ void ServedModel::execute(std::vector<RequestPtr>& batch) {
     outcome.queue_us = microseconds_between(request->enqueued, formed);
     outcome.compute_us = compute_us;
     outcome.batch_rows = rows;
-    outcome.energy_j = energy.total_j * static_cast<double>(request->rows()) / static_cast<double>(rows);
+    outcome.energy_j = energy.busy_j * static_cast<double>(request->rows()) / static_cast<double>(rows);
     outcome.output_shape.assign(output.sizes().begin(), output.sizes().end());
     if (batched) outcome.output_shape[0] = request->rows();
     const std::int64_t count = batched ? values_per_row * request->rows() : values_per_row;
     outcome.output.assign(values, values + count);
     values += count;
-    request->promise.set_value(std::move(outcome));
+    outcome.energy_source = energy.source;
+    request->complete(std::move(outcome));
   }
 }
 
@@ -138,6 +156,10 @@ void ServedModel::record_success(double request_us) {
   std::lock_guard<std::mutex> lock(stats_mutex_);
   stats_.request_success += 1;
   stats_.request_us += request_us;
+  const double seconds = request_us * 1e-6;
+  const auto bucket =
+      std::lower_bound(kLatencyBucketsS.begin(), kLatencyBucketsS.end(), seconds);  // first bound >= it
+  stats_.latency_buckets[static_cast<std::size_t>(bucket - kLatencyBucketsS.begin())] += 1;
 }
 
 void ServedModel::record_failure(const std::string& reason) {
@@ -247,6 +269,22 @@ std::string prometheus_metrics(const std::vector<std::unique_ptr<ServedModel>>& 
          "Microseconds from request arrival to reply (successes)");
   for (const auto& [model, stats] : all)
     out << "ipj_request_duration_us_total{" << labels(*model) << "} " << stats.request_us << "\n";
+  header("ipj_request_duration_seconds", "histogram",
+         "Seconds from request arrival to reply (successes), for histogram_quantile");
+  for (const auto& [model, stats] : all) {
+    std::int64_t cumulative = 0;
+    for (std::size_t bucket = 0; bucket < stats.latency_buckets.size(); ++bucket) {
+      cumulative += stats.latency_buckets[bucket];
+      out << "ipj_request_duration_seconds_bucket{" << labels(*model) << ",le=\"";
+      if (bucket < kLatencyBucketsS.size())
+        out << kLatencyBucketsS[bucket];
+      else
+        out << "+Inf";
+      out << "\"} " << cumulative << "\n";
+    }
+    out << "ipj_request_duration_seconds_sum{" << labels(*model) << "} " << stats.request_us * 1e-6 << "\n";
+    out << "ipj_request_duration_seconds_count{" << labels(*model) << "} " << cumulative << "\n";
+  }
   header("ipj_pending_requests", "gauge", "Requests waiting in the batcher queue");
   for (const auto& model : models)
     out << "ipj_pending_requests{" << labels(*model) << "} "

@@ -212,3 +212,31 @@ TEST(EnergyLedger, ChargesEachBatchTheJoulesSinceThePreviousOneExactly) {
 
 }  // namespace
 }  // namespace ipj::serve
+
+namespace ipj::serve {
+namespace {
+
+TEST(EnergyLedger, ExtrapolatesBetweenSamplesAndGivesEachBatchItsOwnShare) {
+  // Samples at 0.1 s intervals of a steady 50 W: 5 J at 0.1 s, 10 J at 0.2 s, ...
+  double sample_time = 0.1;
+  EnergyLedger ledger([&] { return EnergyLedger::Reading{50.0 * sample_time, "estimated", sample_time}; });
+  EXPECT_DOUBLE_EQ(ledger.take_at(0.1, 0.001).total_j, 5.0);
+  EXPECT_NEAR(ledger.take_at(0.1, 0.001).busy_j, 0.05, 1e-12);  // average power since the start x 1 ms
+  sample_time = 0.2;
+  EXPECT_NEAR(ledger.take_at(0.2, 0.002).total_j, 5.0, 1e-9);
+  // Between samples the ledger extrapolates at the last power: batches in between get energy too, instead
+  // of one batch per sampling period getting all of it.
+  double charged = 0.0;
+  for (const double now : {0.22, 0.24, 0.26, 0.28}) {
+    const auto reading = ledger.take_at(now, 0.004);
+    EXPECT_NEAR(reading.total_j, 1.0, 1e-9) << now;
+    EXPECT_NEAR(reading.busy_j, 0.2, 1e-9) << now;  // 50 W x 4 ms
+    charged += reading.total_j;
+  }
+  sample_time = 0.3;  // the next sample: the total catches up exactly, never counted twice
+  charged += ledger.take_at(0.3, 0.0).total_j;
+  EXPECT_NEAR(charged, 5.0, 1e-9);
+}
+
+}  // namespace
+}  // namespace ipj::serve

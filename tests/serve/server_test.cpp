@@ -1,6 +1,7 @@
 // `ipj serve` over real HTTP on loopback: every KServe v2 / Triton endpoint, JSON and binary tensors, nested
 // data, id echo, 4xx for bad input (with a fuzz of thousands of malformed bodies), 503 on overload, batching
-// under concurrent load, energy in /metrics, and SIGTERM drain of a real `ipj serve` process.
+// under concurrent load, energy in /metrics and in every answer, the issue-15 request reproductions, and
+// SIGTERM drain of a real `ipj serve` process.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -8,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +24,7 @@
 #include "ipj/core/json_io.hpp"
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/serve/inference_server.hpp"
+#include "raw_http.hpp"
 
 namespace ipj::serve {
 namespace {
@@ -63,6 +66,54 @@ struct RunningServer {
   }
   httplib::Client client() const { return httplib::Client("127.0.0.1", port); }
 };
+
+// The request-latency histogram of /metrics: cumulative buckets ending in +Inf = _count = `successes`, a
+// positive _sum, and promtool's linter accepts the family (so histogram_quantile can compute a p99 from it).
+void expect_latency_histogram(const std::string& metrics, int successes) {
+  const std::string labels = "{model=\"mlp\",version=\"1\"";
+  std::istringstream lines(metrics);
+  std::string family_text;
+  std::vector<std::string> bounds;
+  long previous = -1, count = -1;
+  double sum = -1.0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("ipj_request_duration_seconds") == std::string::npos) continue;
+    family_text += line + "\n";
+    if (line.rfind("ipj_request_duration_seconds_bucket" + labels + ",le=\"", 0) == 0) {
+      const std::size_t bound_start = line.find("le=\"") + 4;
+      bounds.push_back(line.substr(bound_start, line.find('"', bound_start) - bound_start));
+      const long cumulative = std::stol(line.substr(line.rfind(' ') + 1));
+      EXPECT_GE(cumulative, previous) << line;
+      previous = cumulative;
+    } else if (line.rfind("ipj_request_duration_seconds_count" + labels + "}", 0) == 0) {
+      count = std::stol(line.substr(line.rfind(' ') + 1));
+    } else if (line.rfind("ipj_request_duration_seconds_sum" + labels + "}", 0) == 0) {
+      sum = std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  ASSERT_EQ(bounds.size(), kLatencyBucketsS.size() + 1) << family_text;
+  EXPECT_EQ(bounds.front(), "0.00025");
+  EXPECT_EQ(bounds.back(), "+Inf");
+  EXPECT_EQ(previous, successes);
+  EXPECT_EQ(count, successes);
+  EXPECT_GT(sum, 0.0);
+  EXPECT_NE(family_text.find("# TYPE ipj_request_duration_seconds histogram\n"), std::string::npos)
+      << family_text;
+  testing::TempDir work;
+  const std::string path = work.path() + "/histogram.prom";
+  std::ofstream(path) << family_text;
+  EXPECT_EQ(
+      std::system(("promtool check metrics < " + path + " > " + work.path() + "/lint.txt 2>&1").c_str()), 0)
+      << std::ifstream(work.path() + "/lint.txt").rdbuf();
+}
+
+// The value of the sample named `series` (name and labels, e.g. `x{a="b"}`) in Prometheus text, or -1 if
+// absent.
+double sample_value(const std::string& metrics, const std::string& series) {
+  const std::size_t at = metrics.find("\n" + series + " ");
+  if (at == std::string::npos) return -1.0;
+  return std::stod(metrics.substr(at + series.size() + 2));
+}
 
 Json request_body(const torch::Tensor& input, bool nested) {
   const torch::Tensor values = input.contiguous();
@@ -185,7 +236,7 @@ TEST(Serve, BinaryTensorExtensionBothWays) {
 
 TEST(Serve, BadRequestsGet4xxWithJsonErrorsAndTheServerKeepsServing) {
   ServeOptions options;
-  options.max_body_bytes = 1 << 20;
+  options.http.max_body_bytes = 1 << 20;
   RunningServer running(kContractConfig, options);
   auto client = running.client();
   const Json good = request_body(torch::rand({1, 1, 28, 28}), false);
@@ -308,6 +359,7 @@ TEST(Serve, ConcurrentLoadFormsBatchesAndOverloadAnswers503) {
       const std::string family = line.substr(7, line.find(' ', 7) - 7);
       EXPECT_TRUE(families.insert(family).second) << "declared twice: " << family;
     }
+    expect_latency_histogram(metrics, 240);
   }
   // A queue of 2 and a long delay: 16 simultaneous requests must overflow it. Overload answers 503 +
   // Retry-After.
@@ -337,6 +389,35 @@ TEST(Serve, ConcurrentLoadFormsBatchesAndOverloadAnswers503) {
   EXPECT_GE(overloaded.load(), 1);
   EXPECT_EQ(other.load(), 0);
   EXPECT_EQ(small.client().Post("/v2/models/mlp/infer", body, "application/json")->status, 200);
+}
+
+// Real requests, then /metrics: each success lands in the bucket of its latency (a lone request waits the
+// whole 30 ms queue delay, so none is at or below 25 ms), refusals are not counted, and _sum matches the
+// microsecond total.
+TEST(ServeMetrics, LatencyHistogramCountsEachSuccessInTheBucketOfItsLatency) {
+  RunningServer running(R"({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [-1, 1, 28, 28]}],
+    "outputs": [{"name": "output__0", "datatype": "FP32", "shape": [-1, 10]}], "max_batch_size": 32,
+    "dynamic_batching": {"preferred_batch_sizes": [32], "max_queue_delay_us": 30000}})");
+  auto client = running.client();
+  const std::string series = "ipj_request_duration_seconds";
+  const std::string labels = "{model=\"mlp\",version=\"1\"";
+  const std::string before = client.Get("/metrics")->body;
+  EXPECT_EQ(sample_value(before, series + "_count" + labels + "}"), 0.0) << before;
+  EXPECT_EQ(sample_value(before, series + "_bucket" + labels + ",le=\"+Inf\"}"), 0.0);
+  const std::string body = request_body(torch::rand({1, 1, 28, 28}), false).dump();
+  for (int index = 0; index < 3; ++index)
+    ASSERT_EQ(client.Post("/v2/models/mlp/infer", body, "application/json")->status, 200);
+  ASSERT_EQ(client.Post("/v2/models/mlp/infer", "{\"inputs\": []}", "application/json")->status, 400);
+  const std::string metrics = client.Get("/metrics")->body;
+  EXPECT_EQ(sample_value(metrics, series + "_bucket" + labels + ",le=\"0.00025\"}"), 0.0) << metrics;
+  EXPECT_EQ(sample_value(metrics, series + "_bucket" + labels + ",le=\"0.025\"}"), 0.0) << metrics;
+  EXPECT_EQ(sample_value(metrics, series + "_bucket" + labels + ",le=\"10\"}"), 3.0) << metrics;
+  EXPECT_EQ(sample_value(metrics, series + "_bucket" + labels + ",le=\"+Inf\"}"), 3.0);
+  EXPECT_EQ(sample_value(metrics, series + "_count" + labels + "}"), 3.0);
+  const double sum_s = sample_value(metrics, series + "_sum" + labels + "}");
+  EXPECT_GE(sum_s, 3 * 0.030);
+  EXPECT_NEAR(sum_s, sample_value(metrics, "ipj_request_duration_us_total" + labels + "}") * 1e-6, 1e-6);
+  expect_latency_histogram(metrics, 3);
 }
 
 TEST(Serve, BadRepositoriesFailAtStartNamingTheProblem) {
@@ -423,6 +504,10 @@ TEST(ServeLoad, LoadCommandDrivesTheServerAtEachConcurrency) {
   ASSERT_EQ(report["levels"].size(), 2u);
   for (const Json& level : report["levels"]) {
     EXPECT_GT(level["requests"].get<int>(), 0);
+    EXPECT_EQ(level["energy_requests"], level["requests"]);  // every answer carried its joules
+    EXPECT_EQ(level["energy_source"], "estimated");
+    EXPECT_GE(level["energy_p99_j"].get<double>(), level["energy_p50_j"].get<double>());
+    EXPECT_GT(level["energy_mean_j"].get<double>(), 0.0);
     EXPECT_EQ(level["errors"], 0);
     EXPECT_GT(level["requests_per_s"].get<double>(), 0.0);
     EXPECT_LE(level["p50_ms"].get<double>(), level["p99_ms"].get<double>());
@@ -508,6 +593,112 @@ TEST(ServeLifecycle, ASignalDuringLoadingMeansServeReturnsAtOnce) {
   server.serve();  // must not block
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
   EXPECT_FALSE(server.ready());
+}
+
+}  // namespace
+}  // namespace ipj::serve
+
+namespace ipj::serve {
+namespace {
+
+TEST(ServeEnergy, EveryAnswerCarriesItsShareOfTheBatchEnergyUnlessSwitchedOff) {
+  RunningServer running;
+  auto client = running.client();
+  const torch::Tensor input = torch::rand({2, 1, 28, 28});
+  double total = 0.0;
+  // At least 20 answers and 0.5 s: the meters sample at 10 Hz.
+  const auto start = std::chrono::steady_clock::now();
+  for (int index = 0; index < 20 || std::chrono::steady_clock::now() - start < std::chrono::milliseconds(500);
+       ++index) {
+    auto reply = client.Post("/v2/models/mlp/infer", request_body(input, false).dump(), "application/json");
+    ASSERT_EQ(reply->status, 200) << reply->body;
+    const Json answer = Json::parse(reply->body);
+    ASSERT_TRUE(answer.contains("parameters")) << reply->body;
+    EXPECT_EQ(answer["parameters"]["energy_source"], "estimated");  // no sensor in this VM: it says so
+    const double joules = answer["parameters"]["energy_j"].get<double>();
+    EXPECT_GE(joules, 0.0);
+    EXPECT_LT(joules, 1.0) << "one 2-image batch of an MLP is far below a joule: idle time leaked in";
+    total += joules;
+  }
+  EXPECT_GT(total, 0.0);
+  // Binary answers carry it in their JSON header.
+  const Json header = {{"inputs", Json::array({{{"name", "input__0"},
+                                                {"datatype", "FP32"},
+                                                {"shape", {1, 1, 28, 28}},
+                                                {"parameters", {{"binary_data_size", 784 * 4}}}}})},
+                       {"parameters", {{"binary_data_output", true}}}};
+  const std::string body = header.dump() + std::string(784 * 4, '\0');
+  auto binary =
+      client.Post("/v2/models/mlp/infer",
+                  httplib::Headers{{"Inference-Header-Content-Length", std::to_string(header.dump().size())}},
+                  body, "application/octet-stream");
+  ASSERT_EQ(binary->status, 200) << binary->body;
+  const std::size_t length = std::stoul(binary->get_header_value("Inference-Header-Content-Length"));
+  EXPECT_TRUE(Json::parse(binary->body.substr(0, length))["parameters"].contains("energy_j"));
+
+  Json off = Json::parse(kContractConfig);
+  off["energy_in_response"] = false;
+  RunningServer quiet(off.dump());
+  auto answer =
+      quiet.client().Post("/v2/models/mlp/infer", request_body(input, false).dump(), "application/json");
+  ASSERT_EQ(answer->status, 200);
+  EXPECT_FALSE(Json::parse(answer->body).contains("parameters")) << answer->body;
+  ServeOptions no_energy;
+  no_energy.measure_energy = false;
+  RunningServer unmeasured(kContractConfig, no_energy);
+  answer =
+      unmeasured.client().Post("/v2/models/mlp/infer", request_body(input, false).dump(), "application/json");
+  EXPECT_FALSE(Json::parse(answer->body).contains("parameters")) << answer->body;
+}
+
+TEST(ServeHostile, IssueReproductionsGet4xxOr200AndTheServerKeepsServing) {
+  ServeOptions options;
+  options.request.max_tensor_bytes = 1 << 20;
+  RunningServer running(R"({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [-1, 1, 28, 28]}],
+      "outputs": [{"name": "output__0", "datatype": "FP32", "shape": [-1, 10]}], "max_batch_size": 512})",
+                        options);
+  auto client = running.client();
+  const Json good = request_body(torch::rand({1, 1, 28, 28}), false);
+  auto post = [&](const std::string& body, const std::string& content_type = "application/json") {
+    auto reply = client.Post("/v2/models/mlp/infer", body, content_type.c_str());
+    return reply ? reply->status : 0;
+  };
+  std::string deep_data = good.dump();
+  const std::size_t data_at = deep_data.find("\"data\":") + 7;
+  deep_data.replace(data_at, deep_data.find(']', data_at) + 1 - data_at,
+                    std::string(80000, '[') + std::string(80000, ']'));
+  EXPECT_EQ(post(deep_data), 400);
+  EXPECT_EQ(
+      post("{\"id\": " + std::string(300000, '[') + std::string(300000, ']') + "," + good.dump().substr(1)),
+      400);
+  Json timeout = good;
+  timeout["parameters"] = {{"timeout", 9.3e15}};
+  EXPECT_EQ(post(timeout.dump()), 200);   // clamped, not an overflowed deadline in the past
+  const std::string small = good.dump();  // ~9 KB without a JSON content type: accepted
+  ASSERT_GT(small.size(), 9000u);
+  EXPECT_EQ(post(small, "application/x-www-form-urlencoded"), 200);
+  EXPECT_EQ(post(small, "text/plain"), 200);
+  // 400 images: within max_batch_size, over the 1 MiB tensor cap -> 413 before allocating.
+  Json too_big = good;
+  too_big["inputs"][0]["shape"] = {400, 1, 28, 28};
+  EXPECT_EQ(post(too_big.dump()), 413);
+  Json over_batch = good;
+  over_batch["inputs"][0]["shape"] = {513, 1, 28, 28};
+  EXPECT_EQ(post(over_batch.dump()), 400);
+  // Two pipelined inference requests on one connection: both answered, in order.
+  testing::RawConnection raw(running.port);
+  Json first = good, second = good;
+  first["id"] = "first";
+  second["id"] = "second";
+  raw.send(testing::post_request("/v2/models/mlp/infer", first.dump()) +
+           testing::post_request("/v2/models/mlp/infer", second.dump()));
+  EXPECT_EQ(Json::parse(testing::body_of(raw.read_response()))["id"], "first");
+  EXPECT_EQ(Json::parse(testing::body_of(raw.read_response()))["id"], "second");
+  EXPECT_EQ(post(good.dump()), 200);
+  EXPECT_EQ(client.Get("/v2/models/mlp/infer")->status, 405);
+  const std::string metrics = client.Get("/metrics")->body;
+  EXPECT_NE(metrics.find("reason=\"too_large\"} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("ipj_http_open_connections"), std::string::npos);
 }
 
 }  // namespace

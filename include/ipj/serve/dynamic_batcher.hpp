@@ -37,7 +37,8 @@ struct Outcome {
   double queue_us = 0.0;                   // enqueue -> batch formed
   double compute_us = 0.0;                 // the batch's execution
   std::int64_t batch_rows = 0;
-  double energy_j = 0.0;  // this request's share of its batch's energy
+  double energy_j = 0.0;      // this request's share of its batch's energy
+  std::string energy_source;  // counter | integrated | estimated | none
 };
 
 struct PendingRequest {
@@ -45,8 +46,20 @@ struct PendingRequest {
   std::vector<float> data;          // row-major values of `shape`
   Clock::time_point enqueued{};
   Clock::time_point deadline = Clock::time_point::max();  // from the request's timeout parameter
-  std::promise<Outcome> promise;
+  std::promise<Outcome> promise;                          // fulfilled unless on_complete is set
+  std::function<void(Outcome&&)> on_complete;             // else called once, on the worker thread
+  bool completed = false;
   std::int64_t rows() const { return shape.empty() ? 1 : shape[0]; }
+  // Delivers the outcome (callback or promise) once; false when it was delivered already.
+  bool complete(Outcome&& outcome) {
+    if (completed) return false;
+    completed = true;
+    if (on_complete)
+      on_complete(std::move(outcome));
+    else
+      promise.set_value(std::move(outcome));
+    return true;
+  }
 };
 using RequestPtr = std::shared_ptr<PendingRequest>;
 

@@ -1,7 +1,8 @@
-// `ipj serve`: the KServe v2 REST server (cpp-httplib, a fixed pool of connection threads) over the models of
-// a repository. Batches run on each model's batcher workers, never on connection threads. Lifecycle: load +
-// warm-up, then ready; drain() makes it unready, lets in-flight requests finish (bounded) and stops
-// listening.
+// `ipj serve`: the KServe v2 REST server over the models of a repository, on the event-driven HTTP front end
+// (http_front_end.hpp). Batches run on each model's batcher workers, never on IO threads. Lifecycle: options
+// checked, repository read, port bound (a port in use fails here, before any model loads), models loaded and
+// warmed up, then ready; drain() makes it unready, closes idle connections, lets in-flight requests finish
+// (at most drain_s) and stops.
 #pragma once
 
 #include <atomic>
@@ -11,22 +12,18 @@
 #include <vector>
 
 #include "ipj/energy/energy_monitor.hpp"
+#include "ipj/serve/http_front_end.hpp"
+#include "ipj/serve/kserve_codec.hpp"
 #include "ipj/serve/served_model.hpp"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
 
 namespace ipj::serve {
 
 struct ServeOptions {
   std::string model_repository;
   std::string host = "127.0.0.1";
-  int port = 8000;         // 0 = any free port (see port())
-  int http_threads = 128;  // connections served at once (keep-alive clients hold one each)
-  std::size_t max_body_bytes = 64 << 20;
+  int port = 8000;  // 0 = any free port (see port())
+  HttpLimits http;  // connections, timeouts, body size, IO threads
+  RequestLimits request;
   double drain_s = 10.0;
   double usd_per_kwh = -1.0;
   bool measure_energy = true;
@@ -34,39 +31,43 @@ struct ServeOptions {
   int energy_interval_ms = 100;
 };
 
+// Throws ipj::Error(usage) naming the flag of the first option out of range (NaN and negatives included).
+void validate(const ServeOptions& options);
+
 class InferenceServer {
  public:
-  explicit InferenceServer(ServeOptions options);  // reads the repository, loads and warms every model
+  // Validates the options, reads the repository, binds the port (throws ipj::Error(io) naming it when it is
+  // taken), then loads and warms every model.
+  explicit InferenceServer(ServeOptions options);
   ~InferenceServer();
   InferenceServer(const InferenceServer&) = delete;
   InferenceServer& operator=(const InferenceServer&) = delete;
 
-  // Binds (throws ipj::Error(io) when the port is taken); returns the bound port.
-  int bind();
-  // Serves until drain() or stop(); call after bind().
+  // The bound port (bound by the constructor; kept as a call for the serve loop's order).
+  int bind() const { return port_; }
+  // Serves until drain() or stop(); call after construction.
   void serve();
-  // Not ready any more, waits for in-flight requests (at most drain_s), then stops listening. Thread-safe.
+  // Not ready any more; closes idle connections, waits for in-flight requests (at most drain_s), stops.
+  // Thread-safe; before serve() it makes serve() return at once.
   void drain();
   int port() const { return port_; }
   bool ready() const { return ready_; }
   const std::vector<std::unique_ptr<ServedModel>>& models() const { return models_; }
+  HttpCounters http_counters() const { return http_->counters(); }
 
  private:
-  void install_routes();
-  void handle_infer(const httplib::Request& request, httplib::Response& response,
-                    const std::string& model_name, const std::string& version);
+  void handle(HttpRequest&& request, const HttpReply& reply);
+  void handle_infer(HttpRequest&& request, const HttpReply& reply, const std::string& model_name,
+                    const std::string& version);
   ServedModel* find_model(const std::string& name, const std::string& version, std::string& error) const;
+  std::string metrics_text() const;
 
   ServeOptions options_;
   std::unique_ptr<energy::EnergyMonitor> monitor_;
   std::unique_ptr<EnergyLedger> ledger_;
+  std::unique_ptr<HttpFrontEnd> http_;  // before models_: destroyed after the batchers stopped
   std::vector<std::unique_ptr<ServedModel>> models_;
-  std::unique_ptr<httplib::Server> http_;
   std::atomic<bool> ready_{false};
-  std::mutex lifecycle_mutex_;  // orders serve() against drain()
-  bool serving_ = false;
-  bool draining_ = false;
-  std::atomic<int> in_flight_{0};
   int port_ = 0;
 };
 

@@ -32,10 +32,17 @@ struct LoadLevel {
   std::map<int, std::int64_t> errors_by_status;  // 0 = connection error
   int windows = 0;
   bool stable = false;
+  // Per-request joules from the answers' parameters.energy_j (ipj serve's energy_in_response): distribution
+  // over the reported windows, and the sources seen ("estimated", ...; empty when no answer carried energy).
+  std::int64_t energy_requests = 0;
+  double energy_mean_j = 0.0, energy_p50_j = 0.0, energy_p99_j = 0.0;
+  std::string energy_source;
 };
 Json to_json(const LoadLevel& level);
 
-// Throws ipj::Error(io) when the server cannot be reached, invalid_input when the model is unknown.
+// Throws ipj::Error(usage) for a URL that is not http://HOST[:PORT], (io) when the server cannot be reached,
+// (invalid_input) when the model is unknown.
+void validate_url(const std::string& url);
 std::vector<LoadLevel> run_load(const LoadOptions& options, bool show_progress = true);
 
 }  // namespace ipj::serve

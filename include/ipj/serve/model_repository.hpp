@@ -26,9 +26,10 @@ struct ModelConfig {
   TensorSpec input;                   // one input, one output (the models ipj serves)
   TensorSpec output;
   BatcherOptions batching;
-  std::string variant = "file";  // fp32 | bf16 | jit | int8-dynamic | int8-static | file (as stored)
-  std::vector<float> mean, std;  // preprocessing for TorchScript models
-  Json raw;                      // config.json as given
+  std::string variant = "file";    // fp32 | bf16 | jit | int8-dynamic | int8-static | file (as stored)
+  std::vector<float> mean, std;    // preprocessing for TorchScript models
+  bool energy_in_response = true;  // "energy_in_response": each reply's parameters carry energy_j + source
+  Json raw;                        // config.json as given
 
   std::string latest_version() const { return versions.back(); }
   std::string model_path(const std::string& version) const;

@@ -3,6 +3,7 @@
 // request.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -21,23 +22,41 @@ namespace ipj::serve {
 // previous attribution (any model) are charged to that batch and split over its requests by rows. Idle energy
 // between batches is charged to the next batch, so the per-model totals add up to what the meters saw. The
 // server reads the monitor's latest sample (taken every 100 ms) instead of the meters, keeping file reads off
-// the request path: exact in total, per batch with the sampler's granularity.
+// the request path, and extrapolates from that sample with the power between the last two samples (at most
+// 1 s ahead), so each batch gets its share instead of one batch per sampling period getting all of it. The
+// attributed total never decreases and trails or leads the meters by at most one extrapolation.
+// A batch's own energy (what its requests' answers carry) is the recent power times its compute time: idle
+// time between batches is in the per-model totals, not in any one answer.
 class EnergyLedger {
  public:
   struct Reading {
     double total_j = 0.0;
     std::string source = "none";
+    double time_s = -1.0;  // when total_j was sampled, on the ledger's clock (seconds); < 0: unknown
+    double busy_j = 0.0;   // take(): the busy interval's own energy (power x busy_s; total_j if no time)
   };
-  // `read_total` returns the cumulative energy since start; null = no energy measurement.
-  explicit EnergyLedger(std::function<Reading()> read_total) : read_total_(std::move(read_total)) {}
-  // Joules since the last call, and their source.
-  Reading take();
+  // `read_total` returns the cumulative energy since `epoch`; null = no energy measurement.
+  explicit EnergyLedger(std::function<Reading()> read_total, Clock::time_point epoch = Clock::now())
+      : read_total_(std::move(read_total)), epoch_(epoch) {}
+  // Joules since the last call (total_j), the energy of the last busy_s seconds alone (busy_j: the power
+  // between the last two samples, or the average since the start, times busy_s), and their source.
+  Reading take(double busy_s = 0.0);
+  // take() at a given time on the ledger's clock (tests).
+  Reading take_at(double now_s, double busy_s = 0.0);
 
  private:
   std::function<Reading()> read_total_;
+  Clock::time_point epoch_;
   std::mutex mutex_;
-  double last_total_j_ = 0.0;
+  double attributed_j_ = 0.0;  // charged to batches so far
+  double sample_j_ = 0.0;      // the latest distinct sample
+  double sample_time_s_ = -1.0;
+  double power_w_ = 0.0;  // between the last two samples
 };
+
+// Upper bounds (seconds) of the request-latency histogram's buckets, Prometheus' `le` labels (+Inf implied).
+inline constexpr std::array<double, 15> kLatencyBucketsS = {
+    0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0};
 
 struct ModelStatistics {
   std::int64_t request_success = 0;
@@ -46,6 +65,10 @@ struct ModelStatistics {
   std::int64_t inference_count = 0;  // rows
   std::int64_t execution_count = 0;  // batches
   double queue_us = 0.0, compute_us = 0.0, request_us = 0.0;
+  // Successful requests by latency: [i] counts those in (kLatencyBucketsS[i-1], kLatencyBucketsS[i]], the
+  // last entry those above every bound (not cumulative; Prometheus' cumulative buckets are summed when
+  // rendered).
+  std::array<std::int64_t, kLatencyBucketsS.size() + 1> latency_buckets{};
   double energy_j = 0.0;
   std::string energy_source = "none";
   std::map<std::int64_t, std::pair<std::int64_t, double>> batch_sizes;  // rows -> (executions, compute us)

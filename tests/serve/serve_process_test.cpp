@@ -1,0 +1,338 @@
+// Real `ipj serve` processes on loopback, for the issue-15 contract: a health probe within 1 s with 300 idle
+// connections open, a second server on a taken port failing within 5 s naming it, SIGTERM with idle and
+// trickling connections, two 60 MB bodies at once, the serve-side CLI errors, and a soak of 10,000 mixed good
+// and malformed requests with 300 idle connections (RSS, threads and probe latency bounded throughout).
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "inference_fixture.hpp"
+#include "ipj/core/json_io.hpp"
+#include "raw_http.hpp"
+
+namespace ipj::serve {
+namespace {
+
+using testing::RawConnection;
+using Clock = std::chrono::steady_clock;
+
+const char* kBatchedConfig =
+    R"({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [-1, 1, 28, 28]}],
+  "outputs": [{"name": "output__0", "datatype": "FP32", "shape": [-1, 10]}], "max_batch_size": 16,
+  "dynamic_batching": {"preferred_batch_sizes": [16], "max_queue_delay_us": 1000, "max_queue_size": 256}})";
+
+std::string make_repository(const testing::TempDir& work, const std::string& config = kBatchedConfig,
+                            const std::string& version = "1") {
+  const std::string root = work.file("repo");
+  std::filesystem::create_directories(root + "/mlp/" + version);
+  std::filesystem::copy_file(testing::trained_checkpoint("mlp"), root + "/mlp/" + version + "/model.pt",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(root + "/mlp/config.json") << config;
+  return root;
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// One GET /v2/health/ready on a fresh connection: its latency in seconds, or 99 when it failed.
+double probe_ready(int port) {
+  const auto start = Clock::now();
+  RawConnection probe(port);
+  if (!probe.connected() || !probe.send(testing::get_request("/v2/health/ready"))) return 99.0;
+  const std::string answer = probe.read_response(3.0);
+  return testing::status_of(answer) == 200 ? seconds_since(start) : 99.0;
+}
+
+std::string image_body() {
+  std::string data;
+  for (int index = 0; index < 784; ++index)
+    data += (index ? "," : "") + std::to_string((index % 17) / 17.0);
+  return R"({"id": "soak", "inputs": [{"name": "input__0", "datatype": "FP32", "shape": [1, 1, 28, 28], "data": [)" +
+         data + "]}]}";
+}
+
+TEST(ServeContract, HealthAnswersWithinOneSecondWith300IdleConnectionsOpen) {
+  testing::TempDir work;
+  testing::ServeProcess server("--model-repo " + make_repository(work) + " --port 0", work.path());
+  ASSERT_GT(server.port(), 0) << server.error_output();
+  std::vector<RawConnection> idle;
+  for (int index = 0; index < 300; ++index) {
+    idle.emplace_back(server.port());
+    ASSERT_TRUE(idle.back().connected()) << index;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // all accepted and waiting
+  double slowest = 0.0;
+  for (int probe = 0; probe < 10; ++probe)
+    slowest = std::max(slowest, probe_ready(server.port()));
+  EXPECT_LT(slowest, 1.0);
+  // The idle ones are still served when they speak.
+  ASSERT_TRUE(idle[150].send(testing::get_request("/v2/health/live")));
+  EXPECT_EQ(testing::status_of(idle[150].read_response()), 200);
+}
+
+TEST(ServeContract, ASecondServerOnATakenPortExitsNonZeroWithinFiveSecondsNamingThePort) {
+  testing::TempDir work;
+  const std::string repository = make_repository(work);
+  testing::ServeProcess first("--model-repo " + repository + " --port 0", work.path());
+  ASSERT_GT(first.port(), 0) << first.error_output();
+  const auto start = Clock::now();
+  const auto second = testing::run_process(testing::ipj_binary() + " serve --model-repo " + repository +
+                                           " --port " + std::to_string(first.port()));
+  EXPECT_LT(seconds_since(start), 5.0);
+  EXPECT_EQ(second.exit_code, 4) << second.err;
+  EXPECT_NE(second.err.find("port " + std::to_string(first.port())), std::string::npos) << second.err;
+  EXPECT_NE(second.err.find("in use"), std::string::npos) << second.err;
+  EXPECT_EQ(probe_ready(first.port()) < 1.0, true) << "the first server must keep its port";
+}
+
+TEST(ServeContract, SigtermClosesIdleAndTricklingConnectionsAtOnceAndExitsZero) {
+  testing::TempDir work;
+  testing::ServeProcess server("--model-repo " + make_repository(work) + " --port 0 --drain-s 20",
+                               work.path());
+  ASSERT_GT(server.port(), 0) << server.error_output();
+  std::vector<RawConnection> idle;
+  for (int index = 0; index < 20; ++index) {
+    idle.emplace_back(server.port());
+    idle.back().send(testing::get_request("/v2/health/live"));
+    ASSERT_EQ(testing::status_of(idle.back().read_response()), 200);  // keep-alive, now idle
+  }
+  RawConnection trickling(server.port());
+  trickling.send("POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\n\r\n{\"inp");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto start = Clock::now();
+  const int exit_code = server.signal_and_wait(SIGTERM, 10.0);
+  EXPECT_EQ(exit_code, 0) << server.error_output();
+  EXPECT_LT(seconds_since(start), 2.0) << "idle connections held the drain (it has --drain-s 20)";
+  for (RawConnection& connection : idle)
+    EXPECT_TRUE(connection.closed_within(1.0));
+}
+
+TEST(ServeContract, TwoSixtyMegabyteBodiesAtOnceCostTheirBytesNotGigabytes) {
+  testing::TempDir work;
+  testing::ServeProcess server("--model-repo " + make_repository(work) + " --port 0", work.path());
+  ASSERT_GT(server.port(), 0) << server.error_output();
+  const long before = testing::process_figures(server.pid()).rss_kib;
+  // 60 MB of numbers in inputs[0].data for a one-image shape, and 60 MB in an unknown key: both refused
+  // as soon as they break a limit, with no DOM of 60 MB of numbers behind them.
+  std::string numbers;
+  numbers.reserve(61 << 20);
+  while (numbers.size() < (std::size_t{60} << 20))
+    numbers += "0.123456,";
+  numbers += "1";
+  const std::string data_body =
+      R"({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [1, 1, 28, 28], "data": [)" + numbers +
+      "]}]}";
+  const std::string unknown_body = R"({"extra": [)" + numbers + "], " + image_body().substr(1);
+  std::atomic<int> answered{0};
+  std::vector<std::thread> senders;
+  for (const std::string* body : {&data_body, &unknown_body})
+    senders.emplace_back([&, body] {
+      httplib::Client client("127.0.0.1", server.port());
+      client.set_read_timeout(60, 0);
+      auto reply = client.Post("/v2/models/mlp/infer", *body, "application/json");
+      if (reply && reply->status == 400) ++answered;
+    });
+  for (std::thread& sender : senders)
+    sender.join();
+  EXPECT_EQ(answered.load(), 2);
+  const long peak = testing::process_figures(server.pid()).peak_rss_kib;
+  EXPECT_LT(peak - before, 400 * 1024) << "peak RSS grew by " << (peak - before) / 1024 << " MB";
+  EXPECT_LT(probe_ready(server.port()), 1.0);
+}
+
+TEST(ServeCli, ServeSideErrorsNameTheFlagOrFileAndAreNeverInternal) {
+  testing::TempDir work;
+  struct Case {
+    std::string name, command;
+    int exit_code;
+    std::string fragment;
+  };
+  const std::string repository = make_repository(work);
+  testing::TempDir typed;
+  const std::string string_batch = make_repository(
+      typed, R"({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [-1, 1, 28, 28]}],
+      "outputs": [{"name": "output__0", "datatype": "FP32", "shape": [-1, 10]}], "max_batch_size": "64"})");
+  testing::TempDir versioned;
+  const std::string huge_version = make_repository(versioned, kBatchedConfig, "99999999999999999999");
+  const std::string ipj = testing::ipj_binary();
+  const std::vector<Case> cases = {
+      {"string max_batch_size", ipj + " serve --model-repo " + string_batch, 3,
+       "\"max_batch_size\" must be an integer"},
+      {"huge version folder", ipj + " serve --model-repo " + huge_version, 3, "99999999999999999999"},
+      {"port out of range", ipj + " serve --model-repo " + repository + " --port 99999", 2, "--port"},
+      {"drain nan", ipj + " serve --model-repo " + repository + " --drain-s nan", 2, "--drain-s"},
+      {"drain negative", ipj + " serve --model-repo " + repository + " --drain-s -1", 2, "--drain-s"},
+      {"idle timeout zero", ipj + " serve --model-repo " + repository + " --idle-timeout-s 0", 2,
+       "--idle-timeout-s"},
+      {"load ftp url", ipj + " load --url ftp://x --model mlp", 2, "--url"},
+      {"load url without host", ipj + " load --url http:// --model mlp", 2, "--url"},
+      {"load huge batch", ipj + " load --url http://127.0.0.1:1 --model mlp --batch 100000000", 2, "--batch"},
+  };
+  for (const Case& test : cases) {
+    const auto start = Clock::now();
+    const auto result = testing::run_process(test.command);
+    EXPECT_EQ(result.exit_code, test.exit_code) << test.name << ": " << result.err;
+    EXPECT_NE(result.err.find(test.fragment), std::string::npos) << test.name << ": " << result.err;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << test.name << ": one line\n"
+                                                                         << result.err;
+    EXPECT_LT(seconds_since(start), 10.0) << test.name;
+  }
+}
+
+// Requests of the soak: good JSON, good binary, and malformed ones at the HTTP and the KServe level.
+struct SoakTraffic {
+  std::string good_json = image_body();
+  std::string good_binary, binary_header;
+  std::vector<std::string> malformed_bodies;
+  std::vector<std::string> malformed_http;
+
+  SoakTraffic() {
+    const Json header = {{"inputs", Json::array({{{"name", "input__0"},
+                                                  {"datatype", "FP32"},
+                                                  {"shape", {1, 1, 28, 28}},
+                                                  {"parameters", {{"binary_data_size", 784 * 4}}}}})}};
+    binary_header = header.dump();
+    good_binary = binary_header + std::string(784 * 4, '\0');
+    malformed_bodies = {
+        "{\"inputs\": [1, 2",
+        R"({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [1, 1, 28, 28], "data": )" +
+            std::string(20000, '[') + std::string(20000, ']') + "}]}",
+        R"({"id": )" + std::string(30000, '[') + std::string(30000, ']') + "}",
+        R"({"id": ")" + std::string(5000, 'i') + R"(", "inputs": []})",
+        R"({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [99, 1, 28, 28], "data": [1]}]})",
+        R"({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [1, 1, 28, 28], "data": [NaN]}]})",
+        "not json at all",
+        "",
+    };
+    malformed_http = {
+        "GARBAGE\r\n\r\n",
+        "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999\r\n\r\n",
+        "GET /v2/health/ready HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(20000, 'h') + "\r\n\r\n",
+    };
+  }
+};
+
+TEST(ServeSoak, TenThousandMixedRequestsWith300IdleConnectionsStayBoundedFor15Seconds) {
+  testing::TempDir work;
+  testing::ServeProcess server("--model-repo " + make_repository(work) + " --port 0 --idle-timeout-s 120",
+                               work.path());
+  ASSERT_GT(server.port(), 0) << server.error_output();
+  const int port = server.port();
+  std::vector<RawConnection> idle;
+  for (int index = 0; index < 300; ++index)
+    idle.emplace_back(port);
+  const SoakTraffic traffic;
+  // Warm-up, then the baseline figures.
+  for (int index = 0; index < 50; ++index) {
+    httplib::Client client("127.0.0.1", port);
+    ASSERT_EQ(client.Post("/v2/models/mlp/infer", traffic.good_json, "application/json")->status, 200);
+  }
+  const testing::ProcessFigures baseline = testing::process_figures(server.pid());
+  std::atomic<bool> done{false};
+  std::atomic<int> requests{0}, performed{0}, wrong{0};
+  std::mutex mutex;
+  double slowest_probe = 0.0;
+  long highest_rss = 0, most_threads = 0;
+  std::string first_wrong;
+  std::thread watcher([&] {
+    while (!done) {
+      const double latency = probe_ready(port);
+      const testing::ProcessFigures figures = testing::process_figures(server.pid());
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        slowest_probe = std::max(slowest_probe, latency);
+        highest_rss = std::max(highest_rss, figures.rss_kib);
+        most_threads = std::max(most_threads, figures.threads);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  auto note_wrong = [&](const std::string& what) {
+    ++wrong;
+    std::lock_guard<std::mutex> lock(mutex);
+    if (first_wrong.empty()) first_wrong = what;
+  };
+  const auto start = Clock::now();
+  std::vector<std::thread> clients;
+  auto run_client = [&](int client_index) {
+    std::mt19937 random(static_cast<unsigned>(client_index));
+    httplib::Client client("127.0.0.1", port);
+    client.set_read_timeout(10, 0);
+    httplib::Headers binary_headers{
+        {"Inference-Header-Content-Length", std::to_string(traffic.binary_header.size())}};
+    for (;;) {  // at least 10,000 requests and 15 s (a soak), at most 60 s
+      const int index = requests.fetch_add(1);
+      if ((index >= 10000 && seconds_since(start) >= 15.0) || seconds_since(start) >= 60.0) break;
+      ++performed;
+      const unsigned kind = random() % 10;
+      if (kind < 4) {
+        auto reply = client.Post("/v2/models/mlp/infer", traffic.good_json, "application/json");
+        if (!reply || reply->status != 200)
+          note_wrong("good JSON got " + (reply ? reply->body : std::string("no answer")));
+      } else if (kind < 6) {
+        auto reply = client.Post("/v2/models/mlp/infer", binary_headers, traffic.good_binary,
+                                 "application/octet-stream");
+        if (!reply || reply->status != 200)
+          note_wrong("good binary got " + (reply ? reply->body : std::string("no answer")));
+      } else if (kind < 9) {
+        const std::string& body = traffic.malformed_bodies[random() % traffic.malformed_bodies.size()];
+        auto reply = client.Post("/v2/models/mlp/infer", body, "application/json");
+        if (!reply || reply->status < 400 || reply->status >= 500)
+          note_wrong("malformed body got " +
+                     (reply ? std::to_string(reply->status) : std::string("no answer")));
+      } else {  // HTTP-level garbage, pipelined pairs, abandoned half requests (raw sockets)
+        RawConnection raw(port);
+        const unsigned variant = random() % 5;
+        if (variant < 3) {
+          raw.send(traffic.malformed_http[variant]);
+          const int status = testing::status_of(raw.read_response(5.0));
+          if (status < 400 || status >= 500) note_wrong("malformed HTTP got " + std::to_string(status));
+        } else if (variant == 3) {
+          raw.send(testing::get_request("/v2/health/live") +
+                   testing::post_request("/v2/models/mlp/infer", traffic.good_json));
+          const int first = testing::status_of(raw.read_response(5.0));
+          const int second = testing::status_of(raw.read_response(5.0));
+          if (first != 200 || second != 200)
+            note_wrong("pipelined pair got " + std::to_string(first) + "/" + std::to_string(second));
+        } else {
+          // A half request, then gone.
+          raw.send("POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 4000\r\n\r\n{\"in");
+        }
+      }
+    }
+  };
+  for (int client_index = 0; client_index < 4; ++client_index)
+    clients.emplace_back(run_client, client_index);
+  for (std::thread& client : clients)
+    client.join();
+  const double elapsed = seconds_since(start);
+  done = true;
+  watcher.join();
+  EXPECT_GE(performed.load(), 10000) << "only " << performed.load() << " requests in " << elapsed << " s";
+  EXPECT_EQ(wrong.load(), 0) << first_wrong;
+  EXPECT_LT(slowest_probe, 1.0);
+  EXPECT_LT(highest_rss - baseline.rss_kib, 150 * 1024)
+      << "RSS grew by " << (highest_rss - baseline.rss_kib) / 1024 << " MB";
+  EXPECT_LE(most_threads, baseline.threads + 2) << "threads grew from " << baseline.threads;
+  EXPECT_LT(probe_ready(port), 1.0);
+  for (int index = 0; index < 300; index += 50) {  // the idle connections survived all of it
+    ASSERT_TRUE(idle[static_cast<std::size_t>(index)].send(testing::get_request("/v2/health/live")));
+    EXPECT_EQ(testing::status_of(idle[static_cast<std::size_t>(index)].read_response()), 200);
+  }
+  std::printf("soak: %d requests in %.1f s, slowest probe %.3f s, RSS %ld -> %ld MB, threads %ld -> %ld\n",
+              performed.load(), elapsed, slowest_probe, baseline.rss_kib / 1024, highest_rss / 1024,
+              baseline.threads, most_threads);
+}
+
+}  // namespace
+}  // namespace ipj::serve
