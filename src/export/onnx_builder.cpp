@@ -17,12 +17,13 @@ int onnx_element_type(torch::ScalarType type) {
     case torch::kLong:
       return onnx::TensorProto::INT64;
     default:
-      fail(ErrorCategory::internal, std::string("ONNX initializer of unsupported dtype ") + c10::toString(type));
+      fail(ErrorCategory::internal,
+           std::string("ONNX initializer of unsupported dtype ") + c10::toString(type));
   }
 }
 
-void set_value_info(onnx::ValueInfoProto& info, const std::string& name, const std::vector<std::int64_t>& dims,
-                    const std::string& batch_name) {
+void set_value_info(onnx::ValueInfoProto& info, const std::string& name,
+                    const std::vector<std::int64_t>& dims, const std::string& batch_name) {
   info.set_name(name);
   onnx::TypeProto_Tensor* tensor = info.mutable_type()->mutable_tensor_type();
   tensor->set_elem_type(onnx::TensorProto::FLOAT);

@@ -22,8 +22,10 @@ class OnnxGraphWriter {
   onnx::NodeProto& node(const std::string& op_type, const std::vector<std::string>& inputs,
                         const std::vector<std::string>& outputs);
   // A float32 graph input or output [batch, dims...]: the first dimension is the symbolic `batch_name`.
-  void add_input(const std::string& name, const std::vector<std::int64_t>& dims, const std::string& batch_name);
-  void add_output(const std::string& name, const std::vector<std::int64_t>& dims, const std::string& batch_name);
+  void add_input(const std::string& name, const std::vector<std::int64_t>& dims,
+                 const std::string& batch_name);
+  void add_output(const std::string& name, const std::vector<std::int64_t>& dims,
+                  const std::string& batch_name);
 
  private:
   onnx::GraphProto& graph_;

@@ -31,7 +31,8 @@ void check_onnx_model(const std::string& serialized, const std::string& where) {
   } catch (const onnx::checker::ValidationError& error) {
     fail(ErrorCategory::unsupported, where + ": the ONNX model fails libonnx's checker: " + error.what());
   } catch (const onnx::InferenceError& error) {
-    fail(ErrorCategory::unsupported, where + ": the ONNX model fails libonnx's shape inference: " + error.what());
+    fail(ErrorCategory::unsupported,
+         where + ": the ONNX model fails libonnx's shape inference: " + error.what());
   } catch (const std::runtime_error& error) {
     fail(ErrorCategory::unsupported, where + ": the ONNX model fails libonnx's checks: " + error.what());
   }

@@ -1,6 +1,7 @@
 // Graph IR -> ONNX nodes (see onnx_export.hpp). Each graph node becomes its operator, then its activation
 // (Relu or Clip); in static int8 every node output is followed by QuantizeLinear/DequantizeLinear with that
-// node's quint8 parameters, and int8 weights are DequantizeLinear'd (per output channel, axis 0) initializers.
+// node's quint8 parameters, and int8 weights are DequantizeLinear'd (per output channel, axis 0)
+// initializers.
 #include <torch/torch.h>
 
 #include <onnx/onnx_pb.h>
@@ -20,7 +21,9 @@ std::vector<std::int64_t> pads_of(const quant::Pair& padding) {  // ONNX: [top, 
   return {padding[0], padding[1], padding[0], padding[1]};
 }
 
-std::vector<std::int64_t> as_vector(const quant::Pair& pair) { return {pair[0], pair[1]}; }
+std::vector<std::int64_t> as_vector(const quant::Pair& pair) {
+  return {pair[0], pair[1]};
+}
 
 // The graph with float weights everywhere: int8 weights dequantized (int8 * scale per output channel).
 quant::Graph float_view(const quant::Graph& graph, const Int8Weights* int8) {
@@ -93,18 +96,21 @@ class OnnxConverter {
     const std::int64_t channels = graph_.input_shape.size() == 3 ? graph_.input_shape[0] : 1;
     auto per_channel = [&](const std::string& name, const std::vector<float>& values) {
       torch::Tensor tensor = torch::tensor(values);  // [C] or [1]
-      if (graph_.input_shape.size() == 3) tensor = tensor.expand({channels}).reshape({-1, 1, 1});  // [C, 1, 1]
+      if (graph_.input_shape.size() == 3)
+        tensor = tensor.expand({channels}).reshape({-1, 1, 1});  // [C, 1, 1]
       return writer_.initializer(name, tensor.contiguous());
     };
     if (!graph_.input_mean.empty()) {
-      x = writer_.node("Sub", {x, per_channel("input.mean", graph_.input_mean)}, {"input.centered"}).output(0);
-      x = writer_.node("Div", {x, per_channel("input.std", graph_.input_std)}, {"input.normalized"}).output(0);
+      x = writer_.node("Sub", {x, per_channel("input.mean", graph_.input_mean)}, {"input.centered"})
+              .output(0);
+      x = writer_.node("Div", {x, per_channel("input.std", graph_.input_std)}, {"input.normalized"})
+              .output(0);
     }
     if (graph_.input_padding > 0) {
       const std::string value = per_channel("input.pad_value", graph_.input_pad_value);
       const std::int64_t pad = graph_.input_padding;
-      const std::string pads =
-          writer_.initializer("input.pads", torch::tensor(std::vector<std::int64_t>{0, 0, pad, pad, 0, 0, pad, pad}));
+      const std::string pads = writer_.initializer(
+          "input.pads", torch::tensor(std::vector<std::int64_t>{0, 0, pad, pad, 0, 0, pad, pad}));
       x = writer_.node("Sub", {x, value}, {"input.shifted"}).output(0);
       x = writer_.node("Pad", {x, pads}, {"input.padded_shifted"}).output(0);
       x = writer_.node("Add", {x, value}, {"input.padded"}).output(0);
@@ -123,15 +129,17 @@ class OnnxConverter {
         writer_.initializer(node.name + ".weight_scale", int8_->weight_scale[index].to(torch::kFloat));
     const std::string zero =
         writer_.initializer(node.name + ".weight_zero_point", torch::zeros({values.size(0)}, torch::kChar));
-    onnx::NodeProto& dequantize = writer_.node("DequantizeLinear", {quantized, scale, zero}, {node.name + ".weight"});
+    onnx::NodeProto& dequantize =
+        writer_.node("DequantizeLinear", {quantized, scale, zero}, {node.name + ".weight"});
     set_attribute(dequantize, "axis", std::int64_t{0});
     return dequantize.output(0);
   }
 
   // Dynamic int8: the input of an int8 linear layer quantized per batch (uint8, range including 0).
   std::string dynamic_quantize(const std::string& x, const std::string& name) {
-    onnx::NodeProto& quantize = writer_.node(
-        "DynamicQuantizeLinear", {x}, {name + ".input_uint8", name + ".input_scale", name + ".input_zero_point"});
+    onnx::NodeProto& quantize =
+        writer_.node("DynamicQuantizeLinear", {x},
+                     {name + ".input_uint8", name + ".input_scale", name + ".input_zero_point"});
     return writer_
         .node("DequantizeLinear", {quantize.output(0), quantize.output(1), quantize.output(2)},
               {name + ".input_dequantized"})
@@ -159,7 +167,8 @@ class OnnxConverter {
     const std::string scale = scalar(name + ".scale", static_cast<float>(params.scale));
     const std::string zero = writer_.initializer(
         name + ".zero_point", torch::tensor(static_cast<std::uint8_t>(params.zero_point), torch::kByte));
-    const std::string quantized = writer_.node("QuantizeLinear", {x, scale, zero}, {name + ".quint8"}).output(0);
+    const std::string quantized =
+        writer_.node("QuantizeLinear", {x, scale, zero}, {name + ".quint8"}).output(0);
     return writer_.node("DequantizeLinear", {quantized, scale, zero}, {name + ".dequantized"}).output(0);
   }
 
@@ -181,7 +190,8 @@ class OnnxConverter {
         const std::string w = weight(index);
         const std::string b = writer_.initializer(node.name + ".bias", node.bias.to(torch::kFloat));
         onnx::NodeProto& conv = writer_.node("Conv", {in, w, b}, {node.name});
-        set_attribute(conv, "kernel_shape", std::vector<std::int64_t>{node.weight.size(2), node.weight.size(3)});
+        set_attribute(conv, "kernel_shape",
+                      std::vector<std::int64_t>{node.weight.size(2), node.weight.size(3)});
         set_attribute(conv, "strides", as_vector(node.stride));
         set_attribute(conv, "pads", pads_of(node.padding));
         set_attribute(conv, "dilations", as_vector(node.dilation));
@@ -239,9 +249,9 @@ class OnnxConverter {
     const std::int64_t height = input_shape.at(1), width = input_shape.at(2);
     if (height % node.output_size[0] != 0 || width % node.output_size[1] != 0)
       fail(ErrorCategory::unsupported,
-           "ONNX export: node '" + node.name + "' (adaptive_avg_pool2d to " + std::to_string(node.output_size[0]) +
-               "x" + std::to_string(node.output_size[1]) + " from " + std::to_string(height) + "x" +
-               std::to_string(width) +
+           "ONNX export: node '" + node.name + "' (adaptive_avg_pool2d to " +
+               std::to_string(node.output_size[0]) + "x" + std::to_string(node.output_size[1]) + " from " +
+               std::to_string(height) + "x" + std::to_string(width) +
                ") has no fixed ONNX pooling; use an input size that the output size divides");
     const std::vector<std::int64_t> kernel{height / node.output_size[0], width / node.output_size[1]};
     onnx::NodeProto& pool = writer_.node("AveragePool", {in}, {node.name});
@@ -256,7 +266,8 @@ class OnnxConverter {
 std::string graph_to_onnx(const quant::Graph& graph, const Int8Weights* int8, int opset) {
   if (opset < kMinimumOpset || opset > kMaximumOpset)
     fail(ErrorCategory::usage, "--opset " + std::to_string(opset) + " is outside what ipj writes (" +
-                                   std::to_string(kMinimumOpset) + " to " + std::to_string(kMaximumOpset) + ")");
+                                   std::to_string(kMinimumOpset) + " to " + std::to_string(kMaximumOpset) +
+                                   ")");
   if (int8 != nullptr && int8->mode != quant::QuantMode::dynamic && int8->params.size() != graph.nodes.size())
     fail(ErrorCategory::internal, "ONNX export of a static int8 graph needs one QuantParams per node");
   onnx::ModelProto model;

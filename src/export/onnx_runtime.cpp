@@ -97,7 +97,8 @@ class TemporaryFolder {
 };
 
 // Runs argv with stdout and stderr sent to files; returns the exit status (128 + N when killed by N).
-int run_process(const std::vector<std::string>& argv, const fs::path& stdout_path, const fs::path& stderr_path) {
+int run_process(const std::vector<std::string>& argv, const fs::path& stdout_path,
+                const fs::path& stderr_path) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -127,8 +128,10 @@ std::optional<OnnxRuntimeNode> find_onnxruntime_node(std::string& reason) {
     return std::nullopt;
   }
   if (!package) {
-    reason = "the npm package onnxruntime-node was not found ($IPJ_ONNXRUNTIME_NODE, ./node_modules, or next to "
-             "ipj); run `" + install + "` (scripts/install-onnxruntime.sh)";
+    reason =
+        "the npm package onnxruntime-node was not found ($IPJ_ONNXRUNTIME_NODE, ./node_modules, or next to "
+        "ipj); run `" +
+        install + "` (scripts/install-onnxruntime.sh)";
     return std::nullopt;
   }
   OnnxRuntimeNode runtime;
@@ -160,7 +163,8 @@ OnnxRuntimeRun run_onnxruntime(const OnnxRuntimeNode& runtime, const std::string
                                       std::to_string(timed_runs)};
   const int status = run_process(argv, folder / "stdout.json", folder / "stderr.txt");
   if (status != 0)
-    fail(ErrorCategory::runtime, "ONNX Runtime (onnxruntime-node " + runtime.version + ") failed on '" + model_path +
+    fail(ErrorCategory::runtime, "ONNX Runtime (onnxruntime-node " + runtime.version + ") failed on '" +
+                                     model_path +
                                      "': " + read_file((folder / "stderr.txt").string()).substr(0, 2000));
   const Json answer = Json::parse(read_file((folder / "stdout.json").string()));
   const std::vector<std::int64_t> output_dims = answer.at("dims").get<std::vector<std::int64_t>>();

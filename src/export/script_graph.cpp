@@ -10,6 +10,10 @@
 #include "ipj/infer/script_program.hpp"
 
 namespace ipj::exporter {
+
+// Frozen only: LibTorch 1.13's optimize_for_inference leaves graphs that do not load back after save
+// ("required keyword attribute 'value' is undefined", measured 2026-12-03); loaders re-optimise anyway.
+constexpr bool kOptimizeForInference = false;
 namespace {
 
 using quant::NodeKind;
@@ -23,7 +27,8 @@ std::string number(double value) {
   text.precision(17);
   text << value;
   std::string result = text.str();
-  if (result.find_first_of(".e") == std::string::npos && result.find("inf") == std::string::npos) result += ".0";
+  if (result.find_first_of(".e") == std::string::npos && result.find("inf") == std::string::npos)
+    result += ".0";
   return result;
 }
 
@@ -49,7 +54,8 @@ std::string node_expression(const quant::GraphNode& node, const std::string& pre
       return x;
     case NodeKind::max_pool2d:
       return "torch.max_pool2d(" + x + ", " + list(node.kernel) + ", " + list(node.stride) + ", " +
-             list(node.padding) + ", " + list(node.dilation) + ", " + (node.ceil_mode ? "True" : "False") + ")";
+             list(node.padding) + ", " + list(node.dilation) + ", " + (node.ceil_mode ? "True" : "False") +
+             ")";
     case NodeKind::avg_pool2d:
       return "torch.avg_pool2d(" + x + ", " + list(node.kernel) + ", " + list(node.stride) + ", " +
              list(node.padding) + ", " + (node.ceil_mode ? "True" : "False") + ", " +
@@ -78,8 +84,8 @@ torch::jit::Module script_graph(const quant::Graph& graph) {
   if (graph.input_padding > 0) {
     module.register_buffer("pad_value", torch::tensor(graph.input_pad_value).view({1, -1, 1, 1}));
     const std::string pad = std::to_string(graph.input_padding);
-    source << "    x = torch.constant_pad_nd(x - self.pad_value, [" << pad << ", " << pad << ", " << pad << ", " << pad
-           << "], 0.0) + self.pad_value\n";
+    source << "    x = torch.constant_pad_nd(x - self.pad_value, [" << pad << ", " << pad << ", " << pad
+           << ", " << pad << "], 0.0) + self.pad_value\n";
   }
   for (std::size_t index = 0; index < graph.nodes.size(); ++index) {
     const quant::GraphNode& node = graph.nodes[index];
@@ -100,24 +106,26 @@ torch::jit::Module script_graph(const quant::Graph& graph) {
     module.define(source.str());
   } catch (const c10::Error& error) {
     fail(ErrorCategory::unsupported,
-         std::string("TorchScript export: LibTorch rejects the generated module: ") + error.what_without_backtrace());
+         std::string("TorchScript export: LibTorch rejects the generated module: ") +
+             error.what_without_backtrace());
   }
   module.eval();
-  return infer::freeze_for_inference(module, true);
+  return infer::freeze_for_inference(module, kOptimizeForInference);
 }
 
 torch::jit::Module wrap_normalization(const torch::jit::Module& model, const std::vector<float>& mean,
                                       const std::vector<float>& std, std::size_t sample_rank) {
-  if (mean.empty()) return infer::freeze_for_inference(model, true);
+  if (mean.empty()) return infer::freeze_for_inference(model, kOptimizeForInference);
   torch::jit::Module wrapper("IpjNormalizedExport");
   wrapper.register_module("model", model.clone());
   wrapper.register_buffer("input_mean", torch::tensor(mean));
   wrapper.register_buffer("input_std", torch::tensor(std));
   const std::string view = per_channel_view(sample_rank);
-  wrapper.define("def forward(self, x: Tensor) -> Tensor:\n    return self.model((x - self.input_mean" + view +
-                 ") / self.input_std" + view + ")\n");
+  wrapper.define(
+      "def forward(self, x: Tensor) -> Tensor:\n    return self.model.forward((x - self.input_mean" + view +
+      ") / self.input_std" + view + ")\n");
   wrapper.eval();
-  return infer::freeze_for_inference(wrapper, true);
+  return infer::freeze_for_inference(wrapper, kOptimizeForInference);
 }
 
 }  // namespace ipj::exporter

@@ -1,6 +1,6 @@
 // `ipj export` on a runtime ipj did not write: ONNX files of ipj's zoo models (mlp, cnn trained on a
-// Fashion-MNIST subset; resnet18/50 checkpoints after a few steps), int8 files (static and dynamic, program and
-// graph) and user TorchScript models made at test time by python3-torch/torchvision run on ONNX Runtime
+// Fashion-MNIST subset; resnet18/50 checkpoints after a few steps), int8 files (static and dynamic, program
+// and graph) and user TorchScript models made at test time by python3-torch/torchvision run on ONNX Runtime
 // (npm onnxruntime-node, installed by scripts/install-onnxruntime.sh: the CTest fixture) and match ipj's own
 // outputs at batch 1 and 7; int8 exports keep their accuracy in ONNX Runtime; TorchScript exports match;
 // unsupported operators, checker failures and bad flags surface as ipj::Error.
@@ -29,7 +29,8 @@ const OnnxRuntimeNode& runtime() {
     setenv("IPJ_ONNXRUNTIME_NODE", IPJ_ONNXRUNTIME_NODE_DIR, 1);
     std::string reason;
     const std::optional<OnnxRuntimeNode> runtime = find_onnxruntime_node(reason);
-    if (!runtime) throw std::runtime_error("ONNX Runtime missing (run scripts/install-onnxruntime.sh): " + reason);
+    if (!runtime)
+      throw std::runtime_error("ONNX Runtime missing (run scripts/install-onnxruntime.sh): " + reason);
     return *runtime;
   }();
   return found;
@@ -81,7 +82,8 @@ std::string zoo_checkpoint(const std::string& model) {
   return made[model] = scratch().file(model + "/" + train::kCheckpointFileName);
 }
 
-Json export_verified(const std::string& model_path, const std::string& name, const quant::ImportOptions& import = {}) {
+Json export_verified(const std::string& model_path, const std::string& name,
+                     const quant::ImportOptions& import = {}) {
   runtime();
   ExportOptions options;
   options.model_path = model_path;
@@ -98,8 +100,9 @@ void expect_parity(const Json& report) {
     EXPECT_TRUE(batch.at("passed").get<bool>()) << batch.dump();
     std::printf("[parity] %s %s batch %lld: max |diff| %.3g, relative %.3g (tolerance %.3g)\n",
                 report["model_name"].get<std::string>().c_str(), report["variant"].get<std::string>().c_str(),
-                static_cast<long long>(batch["batch"].get<std::int64_t>()), batch["max_abs_diff"].get<double>(),
-                batch["max_rel_diff"].get<double>(), batch["tolerance"].get<double>());
+                static_cast<long long>(batch["batch"].get<std::int64_t>()),
+                batch["max_abs_diff"].get<double>(), batch["max_rel_diff"].get<double>(),
+                batch["tolerance"].get<double>());
   }
   EXPECT_EQ(report["input"]["name"], kInputName);
   EXPECT_EQ(report["output"]["name"], kOutputName);
@@ -110,7 +113,8 @@ class ZooModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ZooModel, Fp32OnnxMatchesIpjOnOnnxRuntime) {
   const std::string model = GetParam();
-  const std::string path = model == "mlp" || model == "cnn" ? testing::trained_checkpoint(model) : zoo_checkpoint(model);
+  const std::string path =
+      model == "mlp" || model == "cnn" ? testing::trained_checkpoint(model) : zoo_checkpoint(model);
   const Json report = export_verified(path, "zoo_" + model);
   expect_parity(report);
   EXPECT_EQ(report["source_format"], "ipj-checkpoint");
@@ -126,13 +130,15 @@ class UserModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(UserModel, TorchScriptFileRoundTripsThroughOnnxRuntime) {
   const std::string model = GetParam();
-  const Json report = export_verified(python_models() + "/" + model + "_scripted.pt", "user_" + model, import_for(model));
+  const Json report =
+      export_verified(python_models() + "/" + model + "_scripted.pt", "user_" + model, import_for(model));
   expect_parity(report);
   EXPECT_EQ(report["source_format"], "torchscript");
   EXPECT_LT(report["import_difference"].get<double>(), 1e-4);
 }
 
-INSTANTIATE_TEST_SUITE_P(Python, UserModel, ::testing::Values("cnn_bn", "residual", "resnet18", "mobilenet_v2"));
+INSTANTIATE_TEST_SUITE_P(Python, UserModel,
+                         ::testing::Values("cnn_bn", "residual", "resnet18", "mobilenet_v2"));
 
 // Writes an int8 model with `ipj quantize`'s library call; `model` is a checkpoint or a TorchScript file.
 std::string quantized(const std::string& model_path, quant::QuantMode mode, const std::string& name,
@@ -166,22 +172,24 @@ double onnx_accuracy(const std::string& onnx_path, std::int64_t count) {
 TEST(Int8Export, StaticCnnIsQdqAndKeepsAccuracyInOnnxRuntime) {
   const std::string checkpoint = testing::trained_checkpoint("cnn");
   const Json fp32 = export_verified(checkpoint, "cnn_fp32");
-  const Json int8 = export_verified(quantized(checkpoint, quant::QuantMode::static_ptq, "cnn_static"), "cnn_static");
+  const Json int8 =
+      export_verified(quantized(checkpoint, quant::QuantMode::static_ptq, "cnn_static"), "cnn_static");
   expect_parity(int8);
   EXPECT_EQ(int8["variant"], "int8-static");
   EXPECT_GT(int8["onnx"]["operators"]["QuantizeLinear"].get<int>(), 3);
   EXPECT_GT(int8["onnx"]["operators"]["DequantizeLinear"].get<int>(), 5);
   const double fp32_accuracy = onnx_accuracy(fp32["out"], 1000);
   const double int8_accuracy = onnx_accuracy(int8["out"], 1000);
-  std::printf("[accuracy] cnn on ONNX Runtime, 1000 test images: fp32 %.4f, int8 static %.4f\n", fp32_accuracy,
-              int8_accuracy);
+  std::printf("[accuracy] cnn on ONNX Runtime, 1000 test images: fp32 %.4f, int8 static %.4f\n",
+              fp32_accuracy, int8_accuracy);
   EXPECT_GT(fp32_accuracy, 0.6);
   EXPECT_LE(fp32_accuracy - int8_accuracy, 0.005);
 }
 
 TEST(Int8Export, DynamicMlpUsesDynamicQuantizeLinear) {
   const std::string checkpoint = testing::trained_checkpoint("mlp");
-  const Json int8 = export_verified(quantized(checkpoint, quant::QuantMode::dynamic, "mlp_dynamic"), "mlp_dynamic");
+  const Json int8 =
+      export_verified(quantized(checkpoint, quant::QuantMode::dynamic, "mlp_dynamic"), "mlp_dynamic");
   expect_parity(int8);
   EXPECT_EQ(int8["variant"], "int8-dynamic");
   EXPECT_EQ(int8["onnx"]["operators"]["DynamicQuantizeLinear"].get<int>(), 3);
@@ -191,9 +199,8 @@ TEST(Int8Export, DynamicMlpUsesDynamicQuantizeLinear) {
 
 TEST(Int8Export, StaticResidualGraphFileMatchesOnnxRuntime) {
   const std::string source = python_models() + "/residual_scripted.pt";
-  const Json report =
-      export_verified(quantized(source, quant::QuantMode::static_ptq, "residual", import_for("residual")),
-                      "residual_static");
+  const Json report = export_verified(
+      quantized(source, quant::QuantMode::static_ptq, "residual", import_for("residual")), "residual_static");
   expect_parity(report);
   EXPECT_EQ(report["source_format"], "ipj-int8-graph");
 }
@@ -287,12 +294,13 @@ TEST(ExportCli, JsonReportAndHelp) {
   const auto help = testing::run_process(std::string(IPJ_BINARY) + " export --help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.out.find("Example: ipj export"), std::string::npos);
-  const auto bad = testing::run_process(std::string(IPJ_BINARY) + " export --model " +
-                                        testing::trained_checkpoint("mlp") + " --out " + out + " --format tflite");
+  const auto bad =
+      testing::run_process(std::string(IPJ_BINARY) + " export --model " + testing::trained_checkpoint("mlp") +
+                           " --out " + out + " --format tflite");
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
-  const auto unavailable = testing::run_process("IPJ_ONNXRUNTIME_NODE=/nonexistent " + std::string(IPJ_BINARY) +
-                                                " export --model " + testing::trained_checkpoint("mlp") + " --out " +
-                                                out + " --verify --json");
+  const auto unavailable = testing::run_process(
+      "IPJ_ONNXRUNTIME_NODE=/nonexistent " + std::string(IPJ_BINARY) + " export --model " +
+      testing::trained_checkpoint("mlp") + " --out " + out + " --verify --json");
   ASSERT_EQ(unavailable.exit_code, 0) << unavailable.err;
   EXPECT_EQ(Json::parse(unavailable.out)["verify"]["status"], "unavailable");
 }

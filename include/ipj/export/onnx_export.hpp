@@ -43,7 +43,8 @@ std::string graph_to_onnx(const quant::Graph& graph, const Int8Weights* int8, in
 // ipj::Error(unsupported) with the checker's message, naming `where`.
 void check_onnx_model(const std::string& serialized, const std::string& where);
 
-// {"opset", "nodes", "initializers", "operators": {"Conv": 20, ...}, "input", "output"} of a serialized model.
+// {"opset", "nodes", "initializers", "operators": {"Conv": 20, ...}, "input", "output"} of a serialized
+// model.
 Json onnx_model_summary(const std::string& serialized);
 
 }  // namespace ipj::exporter
