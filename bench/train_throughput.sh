@@ -2,7 +2,9 @@
 # Side-by-side fp32 training throughput: ipj vs the seeds' Python loop (Debian python3-torch), same model, data,
 # batch 128, SGD lr 0.01 momentum 0.9, in one run, alternating to share the machine's noise. Prints the ratio.
 # IPJ_BENCH_IPJ_FLAGS adds ipj flags (e.g. the optimized recipe's "--precision bf16 --memory-format channels_last
-# --prefetch 4"); the Python side stays the seeds' fp32 loop. Prints per-round ratios, the median, and best-of.
+# --prefetch 4"); the Python side stays the seeds' fp32 loop, at its best thread setting of each round (it runs
+# at every setting of IPJ_BENCH_PYTHON_THREADS, default "0 1": torch's default and 1 thread). Prints per-round
+# ratios, the median, and best-of.
 # Usage: [IPJ_BENCH_MODELS="mlp cnn"] [IPJ_BENCH_IPJ_FLAGS=...] bench/train_throughput.sh [rounds=2]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,7 +20,12 @@ printf '%-5s %-6s %12s %12s %8s\n' model round python/s ipj/s ratio
 for model in ${IPJ_BENCH_MODELS:-mlp cnn}; do
   best_python=0; best_ipj=0; ratios=""
   for round in $(seq "$rounds"); do
-    py=$("$python" bench/python/seed_train_loop.py --model "$model" --limit "${limit[$model]}" | field "['samples_per_s']")
+    py=0
+    for threads in ${IPJ_BENCH_PYTHON_THREADS:-0 1}; do
+      value=$("$python" bench/python/seed_train_loop.py --model "$model" --limit "${limit[$model]}" --threads "$threads" |
+              field "['samples_per_s']")
+      py=$("$python" -c "print(max($py, $value))")
+    done
     # shellcheck disable=SC2086
     ours=$("$ipj" train --model "$model" --limit "${limit[$model]}" --epochs 1 $batch_flag --lr 0.01 --momentum 0.9 \
              --no-save --json --quiet ${IPJ_BENCH_IPJ_FLAGS:-} | field "['final']['samples_per_s']")

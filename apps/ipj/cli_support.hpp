@@ -1,15 +1,17 @@
-// Shared CLI plumbing: the registration signature of subcommands, JSON/human output helpers.
+// Shared CLI plumbing: the registration signature of subcommands, JSON/human output helpers, the data flags
+// of every command that takes --data.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "ipj/core/error.hpp"
 #include "ipj/core/json_io.hpp"
+#include "ipj/data/data_options.hpp"
 #include "ipj/models/model_source.hpp"
 
 namespace ipj::cli {
@@ -23,6 +25,18 @@ struct CommonOutputFlags {
 };
 
 void add_output_flags(CLI::App& command, CommonOutputFlags& flags);
+
+// --resize H,W, --channels 1|3, --mean/--std (with_normalization), --skip-bad-images, --image-cache-mb,
+// --decode-threads: how --data is read (docs/CLI.md "Data flags", docs/DATA.md).
+struct DataFlags {
+  std::string resize;
+  std::string mean;
+  std::string std;
+  data::DataOptions options;
+};
+void add_data_flags(CLI::App& command, DataFlags& flags, bool with_normalization);
+// The parsed and validated options; throws ipj::Error(usage) naming the flag.
+data::DataOptions data_options(const DataFlags& flags);
 
 // "runs/<name>-YYYYmmdd-HHMMSS": the default run folder of commands that write results.
 std::string default_run_folder(const std::string& name);
@@ -48,10 +62,16 @@ struct ModelInputFlags {
 };
 void add_model_input_flags(CLI::App& command, ModelInputFlags& flags);
 // Parses them into `shape`, `mean` and `std`; throws ipj::Error(usage) on bad text or unequal mean/std.
-void parse_model_input_flags(const ModelInputFlags& flags, std::vector<std::int64_t>& shape, std::vector<float>& mean,
-                             std::vector<float>& std);
+void parse_model_input_flags(const ModelInputFlags& flags, std::vector<std::int64_t>& shape,
+                             std::vector<float>& mean, std::vector<float>& std);
 // Prints `value` as one compact JSON line on stdout.
 void print_json(const Json& value);
+
+// The TrainConfig JSON keys (train/train_config.hpp) set by flags given on this command line:
+// "--weight-decay"
+// -> "weight_decay", "--thread-plan" -> "tune_threads", "--no-energy" -> "measure_energy". These override a
+// --recipe file's values.
+std::vector<std::string> given_config_keys(const CLI::App& command);
 
 CLI::App* register_devices_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_models_command(CLI::App& app, CommandRunner& runner);
@@ -65,7 +85,9 @@ CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_load_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_export_command(CLI::App& app, CommandRunner& runner);
+CLI::App* register_launch_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_report_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_gate_command(CLI::App& app, CommandRunner& runner);
+CLI::App* register_tune_command(CLI::App& app, CommandRunner& runner);
 
 }  // namespace ipj::cli

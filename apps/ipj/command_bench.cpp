@@ -35,6 +35,7 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
   static std::int64_t test_limit = 0;
   static double tdp = 0.0;
   static int energy_interval_ms = 100;
+  static DataFlags data_flags;
   add_output_flags(*command, flags);
   command
       ->add_option("--model", model_path,
@@ -61,6 +62,7 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
                       "Data set for accuracy and int8-static calibration (default: the model's)");
   command->add_option("--test-limit", test_limit, "Accuracy on the first N test samples only (0 = all)")
       ->check(CLI::NonNegativeNumber);
+  add_data_flags(*command, data_flags, false);
   command->add_option("--calib", load.calibration_samples, "Calibration samples for int8-static")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -79,6 +81,7 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
     runner = [] {
       parse_model_input_flags(input_flags, load.input_shape, load.mean, load.std);
       load.calibration_data = data_dir;
+      load.calibration_data_options = data_options(data_flags);
       std::vector<std::int64_t> batches;
       for (const auto& part : split_commas(batches_text)) {
         const auto parsed = infer::parse_shape(part, "--batch");
@@ -103,13 +106,17 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
         if (!flags.quiet && !flags.json) spdlog::info("loading {} as {}", model_path, variant);
         const infer::InferenceModelPtr model = infer::load_inference_model(model_path, load);
         const bool gemm_only = model->variant == "fp32" && model->model_name == "mlp";
-        device::apply_thread_plan(device::plan_threads(gemm_only ? "fp32" : "bf16", threads, !gemm_only));
+        device::apply_thread_plan(device::plan_threads(
+            gemm_only ? device::ThreadWorkload::fp32_gemm : device::ThreadWorkload::onednn, threads));
         std::optional<double> accuracy;
         if (!no_accuracy) {
           const std::string folder = !data_dir.empty()          ? data_dir
                                      : !model->data_dir.empty() ? model->data_dir
                                                                 : std::string(data::kDefaultDataDirectory);
-          if (!dataset) dataset = data::load_dataset(folder, 1, test_limit);
+          if (!dataset)
+            dataset = data::load_dataset(
+                folder, 1, test_limit,
+                data::merge_data_options(model->data_options, load.calibration_data_options));
           accuracy = train::pixel_accuracy([&](const torch::Tensor& x) { return model->forward(x); },
                                            dataset->test, 256);
         }
@@ -137,6 +144,12 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
                      {"variants", models_json},
                      {"rows", rows},
                      {"environment", device::device_report()}};
+      if (dataset) {  // the accuracy pass's data: test images only (a 1-sample training split is read)
+        result["dataset"] = data::to_json(*dataset);
+        // The models normalise with the statistics they were trained with, not these of one training image.
+        for (const char* key : {"train_samples", "mean", "std"})
+          result["dataset"].erase(key);
+      }
       if (flags.json) {
         print_json(result);
         return 0;

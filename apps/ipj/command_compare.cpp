@@ -1,15 +1,27 @@
 // `ipj compare`: the seeds' case study, baseline recipe vs ipj's optimized recipe, side by side (the main
 // job).
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
 #include "cli_support.hpp"
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/device/device_report.hpp"
+#include "ipj/infer/compiled_evaluation.hpp"
 #include "ipj/report/report.hpp"
 #include "ipj/train/compare.hpp"
+#include "ipj/train/recipe.hpp"
 
 namespace ipj::cli {
+namespace {
+
+// The seeds' Python loop of this source tree, unless IPJ_SEED_TRAIN_LOOP names another.
+std::string seed_train_loop_script() {
+  const char* path = std::getenv("IPJ_SEED_TRAIN_LOOP");
+  return path != nullptr && *path != '\0' ? path : IPJ_SOURCE_DIR "/bench/python/seed_train_loop.py";
+}
+
+}  // namespace
 
 CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
   auto* command = app.add_subcommand(
@@ -18,6 +30,7 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
       "accuracy per kJ\nExample: ipj compare --model mlp --target-acc 0.88 --json");
   static CommonOutputFlags flags;
   static train::CompareConfig config;
+  static DataFlags data_flags;
   static std::string model = "mlp", input_shape;
   static bool write_report = false;
   add_output_flags(*command, flags);
@@ -26,29 +39,62 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
                    "mlp | cnn | resnet18 | resnet50, or a TorchScript file (both recipes train it)")
       ->capture_default_str();
   command->add_option("--input-shape", input_shape, kInputShapeHelp);
-  command->add_option("--data", config.data_dir, "Data folder")->capture_default_str();
+  command->add_option("--data", config.data_dir, "Data folder (IDX, CIFAR-10 binary or image folder)")
+      ->capture_default_str();
+  add_data_flags(*command, data_flags, true);
   command->add_option("--target-acc", config.target_acc, "Target test accuracy (0 = model default: mlp 0.88)")
       ->check(finite_range(0.0, 0.9999));
   command->add_option("--max-epochs", config.baseline_max_epochs, "Baseline epoch cap (0 = model default)");
   command->add_option("--epochs", config.optimized_epochs,
                       "Optimized recipe's schedule length (0 = model default)");
-  command->add_option("--seed", config.seed, "Seed for both runs")->capture_default_str();
+  command
+      ->add_option("--seed", config.seed,
+                   "Seed for both runs (0, 1, 2 tuned the recipes: 3 or higher is held out)")
+      ->capture_default_str();
   command->add_option("--limit", config.limit, "First N training samples (0 = all)");
   command->add_option("--test-limit", config.test_limit, "First N test samples (0 = all)");
   command->add_option("--threads", config.threads, "Cores to use (0 = all)");
   command->add_option("--out", config.out_dir,
                       "Folder for compare.json and the two run folders (default runs/)");
+  static bool python_baseline = false;
+  static std::string python = train::PythonBaseline{}.python;
+  command->add_flag(
+      "--python-baseline", python_baseline,
+      "Also run the seed recipe in the seeds' Python loop (one epoch, mlp/cnn) for the "
+      "implementation speed-up (bench/python/seed_train_loop.py; IPJ_SEED_TRAIN_LOOP overrides)");
+  command->add_option("--python", python, "Python with torch for --python-baseline")->capture_default_str();
+  static std::string recipe_path;
+  command->add_option(
+      "--optimized-recipe", recipe_path,
+      "Recipe file (ipj tune's recipe.json) to run as the optimized side instead of the "
+      "hand-tuned recipe; --model, --target-acc, --epochs and --threads given here override it");
   command->add_flag("--report", write_report, "Also write report.html (charts, tables) next to compare.json");
-  command->callback([&runner] {
-    runner = [] {
+  command->callback([&runner, command] {
+    runner = [command] {
       config.model = parse_model_flags(model, input_shape);
+      if (python_baseline) config.python_baseline = train::PythonBaseline{python, seed_train_loop_script()};
+      if (!recipe_path.empty()) {
+        config.optimized_recipe_override = train::read_recipe_file(recipe_path);
+        config.optimized_recipe_source = "'" + recipe_path + "'";
+        const Json& recipe = config.optimized_recipe_override;
+        if (command->count("--model") == 0 && recipe.contains("model"))
+          config.model = train::apply_recipe(train::TrainConfig{}, recipe).model;
+        if (command->count("--target-acc") == 0 && recipe.value("target_acc", 0.0) > 0.0)
+          config.target_acc = recipe["target_acc"];
+      }
       if (config.out_dir.empty())
         config.out_dir = default_run_folder("compare-" + models::short_name(config.model));
+      config.data_options = data_options(data_flags);
       require_writable_folder(config.out_dir, "--out");  // before any work
-      const data::Dataset dataset = data::load_dataset(config.data_dir, config.limit, config.test_limit);
+      const data::Dataset dataset =
+          data::load_dataset(config.data_dir, config.limit, config.test_limit, config.data_options);
       train::TrainHooks hooks;
       hooks.show_progress = !flags.quiet;
       hooks.environment = device::device_report();
+      // Used only by a side whose recipe says --compile jit (a recipe file's may: ipj tune searches it).
+      hooks.evaluate = [](models::Classifier& network, const data::Dataset& data, std::int64_t batch) {
+        return infer::evaluate_compiled(network, config.model.zoo_name, data, batch);
+      };
       const train::CompareResult result = train::run_compare(config, dataset, hooks);
       const std::filesystem::path folder(config.out_dir);
       if (write_report) {

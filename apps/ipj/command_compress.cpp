@@ -15,12 +15,15 @@ CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner) {
   auto* command = app.add_subcommand(
       "prune",
       "Prune a trained model: --structured removes whole units/channels (fewer parameters and FLOPs) where\n"
-      "no residual add or depthwise conv ties them, otherwise the smallest weights are zeroed; then fine-tunes.\n"
+      "no residual add or depthwise conv ties them, otherwise the smallest weights are zeroed; then "
+      "fine-tunes.\n"
       "Writes a model bench/serve/quantize accept (TorchScript inputs: an ipj graph file)\n"
       "Example: ipj prune --model runs/cnn --sparsity 0.5 --structured --epochs 1 --out cnn-pruned.pt\n"
-      "Example: ipj prune --model net.pt --input-shape 1,28,28 --sparsity 0.5 --structured --out net-pruned.pt");
+      "Example: ipj prune --model net.pt --input-shape 1,28,28 --sparsity 0.5 --structured --out "
+      "net-pruned.pt");
   static CommonOutputFlags flags;
   static quant::PruneOptions options;
+  static DataFlags data_flags;
   static ModelInputFlags input_flags;
   add_output_flags(*command, flags);
   command
@@ -40,11 +43,14 @@ CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--data", options.data_dir, "Data set folder (default: the model's)");
   command->add_option("--limit", options.train_limit, "Fine-tune on the first N training samples only");
   command->add_option("--test-limit", options.test_limit, "Evaluate on the first N test samples only");
+  add_data_flags(*command, data_flags, false);
   command->callback([&runner] {
     runner = [] {
       require_writable_file(options.out_path, "--out");  // before any work
       options.show_progress = !flags.quiet && !flags.json;
-      parse_model_input_flags(input_flags, options.import.input_shape, options.import.mean, options.import.std);
+      options.data_options = data_options(data_flags);
+      parse_model_input_flags(input_flags, options.import.input_shape, options.import.mean,
+                              options.import.std);
       const Json report = quant::run_prune(options);
       if (flags.json) {
         print_json(report);
@@ -80,6 +86,7 @@ CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner) {
   static std::string teacher_path, data_dir = data::kDefaultDataDirectory;
   static std::string student = "mlp", input_shape, teacher_input_shape;
   static std::int64_t limit = 0, test_limit = 0;
+  static DataFlags data_flags;
   add_output_flags(*command, flags);
   command
       ->add_option("--teacher", teacher_path,
@@ -112,7 +119,9 @@ CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner) {
   command->add_option(
       "--labeled", options.labeled_limit,
       "Keep labels for the first N training samples only; the rest is learnt from the teacher");
-  command->add_option("--data", data_dir, "Data set folder")->capture_default_str();
+  command->add_option("--data", data_dir, "Data set folder (IDX, CIFAR-10 binary or image folder)")
+      ->capture_default_str();
+  add_data_flags(*command, data_flags, true);
   command->add_option("--limit", limit, "Use only the first N training samples");
   command->add_option("--test-limit", test_limit, "Use only the first N test samples");
   command->add_option("--out", options.out_dir,
@@ -123,7 +132,7 @@ CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner) {
       options.show_progress = !flags.quiet && !flags.json;
       options.data_dir = data_dir;
       options.student = parse_model_flags(student, input_shape, "--student");
-      const data::Dataset dataset = data::load_dataset(data_dir, limit, test_limit);
+      const data::Dataset dataset = data::load_dataset(data_dir, limit, test_limit, data_options(data_flags));
       infer::LoadOptions
           teacher_options;  // used by TorchScript teachers only: normalised images, like students
       if (!teacher_input_shape.empty())
@@ -134,6 +143,7 @@ CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner) {
       Json report = train::run_distillation(
           options, dataset, [&](const torch::Tensor& pixels) { return teacher->forward(pixels); });
       report["teacher"] = teacher_path;
+      report["dataset"] = data::to_json(dataset);
       if (flags.json) {
         print_json(report);
         return 0;

@@ -13,7 +13,8 @@ CLI::App* register_quantize_command(CLI::App& app, CommandRunner& runner) {
   auto* command = app.add_subcommand(
       "quantize",
       "Convert a trained model to int8 (dynamic, static with calibration, or QAT); refuses to write it when\n"
-      "test accuracy drops more than --max-drop points. ipj models, and TorchScript files through ipj's graph\n"
+      "test accuracy drops more than --max-drop points. ipj models, and TorchScript files through ipj's "
+      "graph\n"
       "importer (conv/BN/linear/add/ReLU/ReLU6/pooling models: ResNets, MobileNetV2, CNNs)\n"
       "Example: ipj quantize --model runs/mlp --mode static --calib 1000 --out mlp-int8.pt\n"
       "Example: ipj quantize --model resnet.pt --input-shape 1,28,28 --mean 0.286 --std 0.353 --mode static "
@@ -21,6 +22,7 @@ CLI::App* register_quantize_command(CLI::App& app, CommandRunner& runner) {
   static CommonOutputFlags flags;
   static quant::QuantizeOptions options;
   static std::string mode = "static", observer = "minmax";
+  static DataFlags data_flags;
   static ModelInputFlags input_flags;
   add_output_flags(*command, flags);
   command
@@ -46,14 +48,22 @@ CLI::App* register_quantize_command(CLI::App& app, CommandRunner& runner) {
       ->capture_default_str();
   command->add_option("--engine", options.engine, "Quantized engine: auto | onednn | qnnpack | fbgemm")
       ->capture_default_str();
-  command->add_option("--data", options.data_dir,
-                      "Data set folder (default: the one the model was trained on; Fashion-MNIST for TorchScript)");
+  command->add_option(
+      "--data", options.data_dir,
+      "Data set folder (default: the one the model was trained on; Fashion-MNIST for TorchScript)");
   command->add_option("--test-limit", options.test_limit, "Evaluate on the first N test samples only");
+  add_data_flags(*command, data_flags, false);
+  command
+      ->add_option("--limit", options.train_limit,
+                   "qat: train on the first N training samples only (0 = all)")
+      ->check(CLI::NonNegativeNumber);
   command->callback([&runner] {
     runner = [] {
       require_writable_file(options.out_path, "--out");  // before any work
+      options.data_options = data_options(data_flags);
       options.mode = quant::parse_quant_mode(mode);
-      parse_model_input_flags(input_flags, options.import.input_shape, options.import.mean, options.import.std);
+      parse_model_input_flags(input_flags, options.import.input_shape, options.import.mean,
+                              options.import.std);
       options.observer = quant::parse_observer_kind(observer);
       options.show_progress = !flags.quiet && !flags.json;
       const quant::QuantizeResult result = quant::run_quantize(options);

@@ -1,17 +1,48 @@
 // `ipj train`: trains a registry model on an image data set and writes results (see docs/CLI.md).
+#include <chrono>
 #include <iostream>
+#include <optional>
 
+#include "choice_flags.hpp"
 #include "cli_support.hpp"
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/progress.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/device/device_report.hpp"
+#include "ipj/dist/data_parallel_training.hpp"
 #include "ipj/infer/compiled_evaluation.hpp"
 #include "ipj/train/precision.hpp"
+#include "ipj/train/recipe.hpp"
 #include "ipj/train/repeat.hpp"
 #include "ipj/train/trainer.hpp"
 
 namespace ipj::cli {
+namespace {
+
+// --distributed: this process's place in the job (torchrun's variables) and its c10d settings.
+struct DistributedFlags {
+  bool enabled = false;
+  std::string backend = "auto";
+  double timeout_s = 120.0;
+};
+
+void add_distributed_flags(CLI::App& command, DistributedFlags& distributed) {
+  command.add_flag("--distributed", distributed.enabled,
+                   "Data-parallel training as one rank of a job started by `ipj launch`, torchrun, SLURM or "
+                   "Kubernetes (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; docs/DISTRIBUTED.md); --batch is "
+                   "the global batch");
+  command.add_option("--dist-backend", distributed.backend, "gloo | nccl | auto (nccl for --device cuda)")
+      ->check(CLI::IsMember({"gloo", "nccl", "auto"}))
+      ->capture_default_str();
+  command
+      .add_option("--dist-timeout-s", distributed.timeout_s,
+                  "Seconds to wait for the other ranks (rendezvous and every collective)")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
+}
+
+}  // namespace
+
 CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   auto* command = app.add_subcommand(
       "train",
@@ -20,9 +51,10 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   static CommonOutputFlags flags;
   static train::TrainConfig config;
   static bool no_save = false;
-  static std::string thread_plan = "tuned";
   static int repeat = 1;
-  static std::string model = "mlp", input_shape;
+  static DataFlags data_flags;
+  static std::string model = "mlp", input_shape, device = "cpu";
+  static DistributedFlags distributed;
   add_output_flags(*command, flags);
   command
       ->add_option("--model", model,
@@ -30,38 +62,40 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
                    "a file's trained weights go to OUT/model.pt")
       ->capture_default_str();
   command->add_option("--input-shape", input_shape, kInputShapeHelp);
-  command->add_option("--data", config.data_dir, "Data folder (IDX .gz/plain or CIFAR-10 binary)")
+  command
+      ->add_option("--data", config.data_dir,
+                   "Data folder: IDX (.gz/plain), CIFAR-10 binary, or images in DIR/train/<class>/*.png|jpg "
+                   "and DIR/test/<class>/")
       ->capture_default_str();
+  add_data_flags(*command, data_flags, true);
   command->add_option("--epochs", config.epochs, "Training epochs")->capture_default_str();
   command->add_option("--batch", config.batch_size, "Mini-batch size")->capture_default_str();
   command->add_option("--lr", config.learning_rate, "Learning rate")
       ->check(finite_range(0.0, 100.0))
       ->capture_default_str();
-  command->add_option("--optimizer", config.optimizer, "sgd | adamw")->capture_default_str();
+  add_choice_option(*command, "--optimizer", config.optimizer, "sgd | adamw");
   command->add_option("--momentum", config.momentum, "SGD momentum")
       ->check(finite_range(0.0, 1.0))
       ->capture_default_str();
   command->add_option("--weight-decay", config.weight_decay, "Weight decay")
       ->check(finite_range(0.0, 1.0))
       ->capture_default_str();
-  command->add_option("--schedule", config.schedule, "none | step | cosine")->capture_default_str();
+  add_choice_option(*command, "--schedule", config.schedule, "none | step | cosine");
   command->add_option("--step-size", config.step_size, "Step schedule: epochs per decay (0 = epochs/3)");
   command->add_option("--step-gamma", config.step_gamma, "Step schedule: decay factor")
       ->check(finite_range(0.0, 1.0))
       ->capture_default_str();
+  command
+      ->add_option("--warmup-epochs", config.warmup_epochs,
+                   "Linear learning-rate warmup over this many epochs (fractions allowed; 0 = none)")
+      ->capture_default_str();
   command->add_option("--seed", config.seed, "Seed for initialisation, shuffling and augmentation")
       ->capture_default_str();
   command->add_option("--threads", config.threads, "Cores to use (0 = all)")->capture_default_str();
-  command
-      ->add_option("--thread-plan", thread_plan,
-                   "tuned (per precision and model) | python (Python torch's default)")
-      ->check(CLI::IsMember({"tuned", "python"}))
-      ->capture_default_str();
-  command
-      ->add_option("--allocator", config.allocator,
-                   "tuned (reuse large freed blocks: no page faults per batch) | system (glibc defaults)")
-      ->check(CLI::IsMember({"tuned", "system"}))
-      ->capture_default_str();
+  add_choice_option(*command, "--thread-plan", config.thread_plan,
+                    "tuned (per precision and model) | python (Python torch's default)");
+  add_choice_option(*command, "--allocator", config.allocator,
+                    "tuned (reuse large freed blocks: no page faults per batch) | system (glibc defaults)");
   command->add_option("--limit", config.limit, "Use only the first N training samples (0 = all)");
   command->add_option("--test-limit", config.test_limit, "Use only the first N test samples (0 = all)");
   command->add_flag("--augment", config.augment, "Random crop (pad 4) + horizontal flip");
@@ -70,34 +104,23 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
                    "Batches prepared ahead on a background thread (0 = off)")
       ->capture_default_str();
   command->add_option("--eval-batch", config.eval_batch_size, "Evaluation batch size")->capture_default_str();
-  command
-      ->add_option("--precision", config.precision,
-                   "fp32 | bf16 | fp16 | auto (fastest precision native here: bf16 with AVX512_BF16/AMX)")
+  add_choice_option(*command, "--precision", config.precision,
+                    "fp32 | bf16 | fp16 | auto (fastest precision native here: bf16 with AVX512_BF16/AMX)");
+  command->add_option("--device", device, "cpu | cuda | cuda:N (CUDA needs an IPJ_WITH_CUDA build)")
       ->capture_default_str();
-  command->add_option("--device", config.device, "cpu | cuda | cuda:N (CUDA needs an IPJ_WITH_CUDA build)")
-      ->capture_default_str();
-  command
-      ->add_option("--loss-scale", config.loss_scale, "none | dynamic | auto (dynamic GradScaler for fp16)")
-      ->capture_default_str();
+  add_choice_option(*command, "--loss-scale", config.loss_scale,
+                    "none | dynamic | auto (dynamic GradScaler for fp16)");
   command
       ->add_option("--accum", config.accumulation_steps,
                    "Gradient accumulation: micro-batches per optimizer step")
       ->capture_default_str();
-  command
-      ->add_option("--optimizer-impl", config.optimizer_impl,
-                   "fused (SGD: one-pass momentum, gradients set to none) | torch (torch::optim as is)")
-      ->check(CLI::IsMember({"fused", "torch"}))
-      ->capture_default_str();
-  command
-      ->add_option("--memory-format", config.memory_format,
-                   "contiguous | channels_last (NHWC weights and batches: faster convolutions and pooling)")
-      ->check(CLI::IsMember({"contiguous", "channels_last"}))
-      ->capture_default_str();
-  command
-      ->add_option(
-          "--compile", config.compile,
-          "none | jit (evaluate through frozen TorchScript: mlp, cnn) | graphs (CUDA graphs, GPU builds)")
-      ->capture_default_str();
+  add_choice_option(*command, "--optimizer-impl", config.optimizer_impl,
+                    "fused (SGD: one-pass momentum, gradients set to none) | torch (torch::optim as is)");
+  add_choice_option(*command, "--memory-format", config.memory_format,
+                    "contiguous | channels_last (NHWC weights and batches: faster convolutions and pooling)");
+  add_choice_option(
+      *command, "--compile", config.compile,
+      "none | jit (evaluate through frozen TorchScript: mlp, cnn) | graphs (CUDA graphs, GPU builds)");
   command
       ->add_option("--target-acc", config.target_acc,
                    "Stop once test accuracy reaches this fraction (0 = off)")
@@ -117,34 +140,51 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--repeat", repeat, "Run K seeds (seed, seed+1, ...) and report median and range")
       ->check(CLI::Range(1, 100));
   command->add_flag("--resume", config.resume, "Continue the run in --out from its last checkpoint");
+  add_distributed_flags(*command, distributed);
+  static std::string recipe_path;
+  command->add_option("--recipe", recipe_path,
+                      "Recipe file (ipj tune's recipe.json): its settings replace the defaults; flags given "
+                      "here override the recipe");
 
-  command->callback([&runner] {
-    runner = [] {
+  command->callback([&runner, command] {
+    runner = [command] {
       if (no_save && (config.resume || !config.out_dir.empty()))
         throw ipj::Error(ipj::ErrorCategory::usage, "--no-save cannot be combined with --out or --resume");
       config.model = parse_model_flags(model, input_shape);
+      if (!recipe_path.empty())
+        config =
+            train::apply_recipe(config, train::read_recipe_file(recipe_path), given_config_keys(*command));
       if (!no_save && config.out_dir.empty())
         config.out_dir = default_run_folder(models::short_name(config.model));
-      config.tune_threads = thread_plan == "tuned";
+      config.data_options = data_options(data_flags);
+      config.device = train::parse_device(device, "--device");
+      std::optional<dist::DistributedEnvironment> job;  // set with --distributed
+      if (distributed.enabled) {
+        if (repeat > 1)
+          throw ipj::Error(ipj::ErrorCategory::usage, "--repeat cannot be combined with --distributed");
+        job = dist::read_distributed_environment();
+        config = dist::data_parallel_config(config, *job);
+      }
+      const bool primary = !job || job->is_primary();  // prints and writes; the other ranks stay quiet
       train::validate(config);
-      require_writable_folder(config.out_dir, "--out");  // before any work, not after the first epoch
-      if (config.compile == "jit") infer::require_compilable(config.model.zoo_name);
+      if (primary) require_writable_folder(config.out_dir, "--out");  // before any work, not after an epoch
+      if (config.compile == train::CompileMode::jit) infer::require_compilable(config.model.zoo_name);
       train::resolve_precision_here(config.precision,
                                     config.device);  // fail before loading data (e.g. fp16 on a CPU)
-      const data::Dataset dataset = data::load_dataset(config.data_dir, config.limit, config.test_limit);
-      if (!flags.quiet) std::cerr << "data: " << data::describe(dataset) << "\n";
+      const data::Dataset dataset =
+          data::load_dataset(config.data_dir, config.limit, config.test_limit, config.data_options);
+      if (!flags.quiet && primary) std::cerr << "data: " << data::describe(dataset) << "\n";
 
       train::TrainHooks hooks;
-      hooks.show_progress = !flags.quiet;
+      hooks.show_progress = !flags.quiet && primary;
       hooks.environment = device::device_report();
-      if (config.compile == "jit") {
-        hooks.compiled_evaluate = [](models::Classifier& model, const data::Dataset& data,
-                                     std::int64_t batch) {
+      if (config.compile == train::CompileMode::jit) {
+        hooks.evaluate = [](models::Classifier& model, const data::Dataset& data, std::int64_t batch) {
           return infer::evaluate_compiled(model, config.model.zoo_name, data, batch);
         };
       }
-      hooks.on_epoch_end = [](const train::EpochMetrics& metrics) {
-        if (flags.json) return;
+      hooks.on_epoch_end = [primary](const train::EpochMetrics& metrics) {
+        if (flags.json || !primary) return;
         std::printf("epoch %d  loss %.4f  train acc %.4f  test acc %.4f  %s samples/s  %s  %.1f J (%s)\n",
                     metrics.epoch, metrics.loss, metrics.train_acc, metrics.test_acc,
                     format_count(metrics.samples_per_s).c_str(), format_duration(metrics.wall_s).c_str(),
@@ -172,7 +212,13 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
         }
         return 0;
       }
-      const train::TrainResult result = train::run_training(config, dataset, hooks);
+      const train::TrainResult result =
+          job ? dist::run_data_parallel_training(
+                    config, dataset, hooks, *job,
+                    {dist::parse_backend(distributed.backend, config.device.cuda),
+                     std::chrono::milliseconds(static_cast<std::int64_t>(distributed.timeout_s * 1000.0))})
+              : train::run_training(config, dataset, hooks);
+      if (!primary) return 0;
       if (flags.json) {
         print_json(result.report);
       } else {

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   ipj::cli::register_train_command(app, runner);
   ipj::cli::register_measure_command(app, runner);
   ipj::cli::register_compare_command(app, runner);
+  ipj::cli::register_tune_command(app, runner);
   ipj::cli::register_quantize_command(app, runner);
   ipj::cli::register_prune_command(app, runner);
   ipj::cli::register_distill_command(app, runner);
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   ipj::cli::register_bench_command(app, runner);
   ipj::cli::register_serve_command(app, runner);
   ipj::cli::register_load_command(app, runner);
+  ipj::cli::register_launch_command(app, runner);
   ipj::cli::register_report_command(app, runner);
   ipj::cli::register_gate_command(app, runner);
 

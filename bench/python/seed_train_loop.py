@@ -1,11 +1,14 @@
 #!/usr/bin/python3
 """The seeds' PyTorch training loop (SGD lr 0.01 momentum 0.9, batch 128) on Fashion-MNIST, for side-by-side
-benchmarks against ipj. Same data files, same normalisation, same architectures as ipj's mlp and cnn.
+benchmarks against ipj and `ipj compare --python-baseline`. Same data files (IDX, gzipped or not), same
+normalisation, same architectures as ipj's mlp and cnn. --threads N sets torch's intra-op threads (0: torch's
+default), so that scripts can try Python's best setting rather than its default.
 Prints one JSON line: {"model", "samples", "train_wall_s", "samples_per_s", "test_acc", "threads"}.
 """
 import argparse
 import gzip
 import json
+import os
 import time
 
 import numpy as np
@@ -16,8 +19,10 @@ import torch.nn.functional as F
 DATA = "/usr/share/datasets/fashion-mnist"
 
 
-def read_idx(path):
-    with gzip.open(path, "rb") as handle:
+def read_idx(folder, name):
+    path = os.path.join(folder, name)
+    opener = open if os.path.exists(path) else gzip.open
+    with opener(path if os.path.exists(path) else path + ".gz", "rb") as handle:
         content = handle.read()
     dims = content[3]
     shape = [int.from_bytes(content[4 + 4 * i: 8 + 4 * i], "big") for i in range(dims)]
@@ -52,16 +57,23 @@ def main():
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--limit", type=int, default=0)
+    parser.add_argument("--test-limit", type=int, default=0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--data", default=DATA)
+    parser.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
     args = parser.parse_args()
     torch.manual_seed(args.seed)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
 
-    train_x = read_idx(f"{DATA}/train-images-idx3-ubyte.gz")
-    train_y = read_idx(f"{DATA}/train-labels-idx1-ubyte.gz")
-    test_x = read_idx(f"{DATA}/t10k-images-idx3-ubyte.gz")
-    test_y = read_idx(f"{DATA}/t10k-labels-idx1-ubyte.gz")
+    train_x = read_idx(args.data, "train-images-idx3-ubyte")
+    train_y = read_idx(args.data, "train-labels-idx1-ubyte")
+    test_x = read_idx(args.data, "t10k-images-idx3-ubyte")
+    test_y = read_idx(args.data, "t10k-labels-idx1-ubyte")
     if args.limit:
         train_x, train_y = train_x[: args.limit], train_y[: args.limit]
+    if args.test_limit:
+        test_x, test_y = test_x[: args.test_limit], test_y[: args.test_limit]
     mean, std = (train_x / 255.0).mean(), (train_x / 255.0).std()
     to_tensor = lambda images: ((torch.from_numpy(images.astype(np.float32)) / 255.0 - mean) / std).unsqueeze(1)
     xs, ys = to_tensor(train_x), torch.from_numpy(train_y.astype(np.int64))

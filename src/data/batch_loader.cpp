@@ -1,4 +1,5 @@
-// Batch construction (uint8 -> normalised float, augmentation) and the bounded prefetch queue.
+// Batch construction (uint8 -> normalised float, augmentation; streamed image folders decoded here, on the
+// producer thread and its decode helpers) and the bounded prefetch queue.
 #include "ipj/data/batch_loader.hpp"
 
 #include <torch/torch.h>
@@ -7,6 +8,7 @@
 #include <random>
 
 #include "ipj/core/error.hpp"
+#include "ipj/data/image_folder.hpp"
 
 namespace ipj::data {
 namespace {
@@ -44,6 +46,21 @@ std::vector<std::int64_t> epoch_order(std::int64_t count, std::uint64_t seed, st
   return order;
 }
 
+std::vector<std::int64_t> shard_order(const std::vector<std::int64_t>& order, int shard_index,
+                                      int shard_count) {
+  if (shard_count < 1 || shard_index < 0 || shard_index >= shard_count)
+    fail(ErrorCategory::internal,
+         "shard " + std::to_string(shard_index) + " of " + std::to_string(shard_count));
+  const auto count = static_cast<std::int64_t>(order.size());
+  if (count == 0) return {};
+  const std::int64_t padded = (count + shard_count - 1) / shard_count * shard_count;
+  std::vector<std::int64_t> shard;
+  shard.reserve(static_cast<std::size_t>(padded / shard_count));
+  for (std::int64_t position = shard_index; position < padded; position += shard_count)
+    shard.push_back(order[static_cast<std::size_t>(position % count)]);  // padding repeats the first samples
+  return shard;
+}
+
 BatchLoader::BatchLoader(const ImageSet& images, const Normalization& normalization, LoaderOptions options)
     : images_(images), normalization_(normalization), options_(options) {
   if (options_.batch_size <= 0)
@@ -52,8 +69,10 @@ BatchLoader::BatchLoader(const ImageSet& images, const Normalization& normalizat
     fail(ErrorCategory::internal, "normalisation has " + std::to_string(normalization_.mean.size()) +
                                       " channels, images have " + std::to_string(images_.channels));
   order_ = epoch_order(images_.count, options_.seed, options_.epoch, options_.shuffle);
-  batch_count_ = options_.drop_last ? images_.count / options_.batch_size
-                                    : (images_.count + options_.batch_size - 1) / options_.batch_size;
+  if (options_.shard_count > 1) order_ = shard_order(order_, options_.shard_index, options_.shard_count);
+  const auto samples = static_cast<std::int64_t>(order_.size());
+  batch_count_ = options_.drop_last ? samples / options_.batch_size
+                                    : (samples + options_.batch_size - 1) / options_.batch_size;
   if (options_.prefetch_batches > 0) producer_ = std::thread([this] { produce(); });
 }
 
@@ -68,7 +87,7 @@ BatchLoader::~BatchLoader() {
 
 Batch BatchLoader::build_batch(std::int64_t batch_index) const {
   const std::int64_t first = batch_index * options_.batch_size;
-  const std::int64_t size = std::min(options_.batch_size, images_.count - first);
+  const std::int64_t size = std::min(options_.batch_size, static_cast<std::int64_t>(order_.size()) - first);
   const int channels = images_.channels, height = images_.height, width = images_.width;
   const std::int64_t plane = static_cast<std::int64_t>(height) * width;
 
@@ -78,6 +97,12 @@ Batch BatchLoader::build_batch(std::int64_t batch_index) const {
   batch.labels = torch::empty({size}, torch::kInt64);                             // [B]
   float* out = batch.images.data_ptr<float>();
   std::int64_t* labels = batch.labels.data_ptr<std::int64_t>();
+  // Streamed image folders: decode this batch's samples first ([size, C, H, W] uint8).
+  std::vector<std::uint8_t> decoded;
+  if (images_.streamed()) {
+    decoded.resize(static_cast<size_t>(size * images_.image_bytes()));
+    decode_samples(*images_.files, order_.data() + first, size, decoded.data());
+  }
 
   // Augmentation draws depend on (seed, epoch, batch) only, not on thread timing.
   std::mt19937_64 generator(
@@ -90,7 +115,8 @@ Batch BatchLoader::build_batch(std::int64_t batch_index) const {
   for (std::int64_t row = 0; row < size; ++row) {
     const std::int64_t sample = order_[static_cast<size_t>(first + row)];
     labels[row] = images_.labels[static_cast<size_t>(sample)];
-    const std::uint8_t* source = images_.pixels.data() + sample * images_.image_bytes();
+    const std::uint8_t* source = images_.streamed() ? decoded.data() + row * images_.image_bytes()
+                                                    : images_.pixels.data() + sample * images_.image_bytes();
     float* target = out + row * images_.image_bytes();
     int offset_y = 0, offset_x = 0;
     bool flip = false;

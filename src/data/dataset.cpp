@@ -1,5 +1,5 @@
-// Data set discovery (IDX or CIFAR-10 by the files present), loading, validation and normalisation
-// statistics.
+// Data set discovery (IDX, CIFAR-10 or an image folder by the files present), loading, validation,
+// --channels/--resize/--mean/--std, and normalisation statistics.
 #include "ipj/data/dataset.hpp"
 
 #include <unistd.h>
@@ -13,6 +13,7 @@
 #include "ipj/core/error.hpp"
 #include "ipj/data/cifar_reader.hpp"
 #include "ipj/data/idx_reader.hpp"
+#include "ipj/data/image_folder.hpp"
 
 namespace ipj::data {
 namespace fs = std::filesystem;
@@ -77,7 +78,8 @@ std::string missing_files_message(const fs::path& directory) {
       "no data set found in '" + directory.string() +
       "': expected IDX files (train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz], "
       "t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz]) or CIFAR-10 binary batches "
-      "(data_batch_1.bin .. data_batch_5.bin, test_batch.bin)";
+      "(data_batch_1.bin .. data_batch_5.bin, test_batch.bin) or an image folder (train/<class>/*.png|jpg "
+      "and test/<class>/*.png|jpg)";
   if (directory == fs::path(kDefaultDataDirectory))
     message += "; install it with: apt-get install dataset-fashion-mnist";
   return message;
@@ -93,21 +95,45 @@ void ImageSet::truncate(std::int64_t limit) {
 }
 
 Normalization compute_normalization(const ImageSet& images) {
-  Normalization result;
   const std::int64_t plane = static_cast<std::int64_t>(images.height) * images.width;
-  for (int channel = 0; channel < images.channels; ++channel) {
-    double sum = 0.0, sum_of_squares = 0.0;
-    for (std::int64_t sample = 0; sample < images.count; ++sample) {
-      const std::uint8_t* pixels = images.pixels.data() + (sample * images.channels + channel) * plane;
-      for (std::int64_t offset = 0; offset < plane; ++offset) {
-        const double value = pixels[offset] / 255.0;
-        sum += value;
-        sum_of_squares += value * value;
+  std::vector<double> sums(static_cast<size_t>(images.channels), 0.0);
+  std::vector<double> sums_of_squares(sums.size(), 0.0);
+  // Sums per channel over samples in order (streamed sets in chunks: the same additions in the same order).
+  auto accumulate = [&](const std::uint8_t* samples, std::int64_t count) {
+    for (int channel = 0; channel < images.channels; ++channel) {
+      double sum = sums[static_cast<size_t>(channel)],
+             sum_of_squares = sums_of_squares[static_cast<size_t>(channel)];
+      for (std::int64_t sample = 0; sample < count; ++sample) {
+        const std::uint8_t* pixels = samples + (sample * images.channels + channel) * plane;
+        for (std::int64_t offset = 0; offset < plane; ++offset) {
+          const double value = pixels[offset] / 255.0;
+          sum += value;
+          sum_of_squares += value * value;
+        }
       }
+      sums[static_cast<size_t>(channel)] = sum;
+      sums_of_squares[static_cast<size_t>(channel)] = sum_of_squares;
     }
+  };
+  if (images.streamed()) {
+    constexpr std::int64_t kChunk = 512;
+    std::vector<std::uint8_t> chunk(static_cast<size_t>(kChunk * images.image_bytes()));
+    std::vector<std::int64_t> indices(static_cast<size_t>(kChunk));
+    for (std::int64_t first = 0; first < images.count; first += kChunk) {
+      const std::int64_t count = std::min(kChunk, images.count - first);
+      for (std::int64_t index = 0; index < count; ++index)
+        indices[static_cast<size_t>(index)] = first + index;
+      decode_samples(*images.files, indices.data(), count, chunk.data());
+      accumulate(chunk.data(), count);
+    }
+  } else {
+    accumulate(images.pixels.data(), images.count);
+  }
+  Normalization result;
+  for (int channel = 0; channel < images.channels; ++channel) {
     const double n = static_cast<double>(images.count * plane);
-    const double mean = n > 0 ? sum / n : 0.0;
-    const double variance = n > 0 ? sum_of_squares / n - mean * mean : 1.0;
+    const double mean = n > 0 ? sums[static_cast<size_t>(channel)] / n : 0.0;
+    const double variance = n > 0 ? sums_of_squares[static_cast<size_t>(channel)] / n - mean * mean : 1.0;
     result.mean.push_back(static_cast<float>(mean));
     result.std.push_back(static_cast<float>(std::sqrt(std::max(variance, 1e-12))));
   }
@@ -115,13 +141,19 @@ Normalization compute_normalization(const ImageSet& images) {
 }
 
 Dataset load_dataset(const std::string& directory_text, std::int64_t train_limit, std::int64_t test_limit) {
+  return load_dataset(directory_text, train_limit, test_limit, DataOptions{});
+}
+
+Dataset load_dataset(const std::string& directory_text, std::int64_t train_limit, std::int64_t test_limit,
+                     const DataOptions& options) {
+  validate(options);
   const fs::path directory(directory_text);
   if (!present(directory)) {
     std::string message = "data folder '" + directory_text + "' does not exist";
     if (directory == fs::path(kDefaultDataDirectory))
       message += "; install it with: apt-get install dataset-fashion-mnist";
     else
-      message += "; pass --data DIR with an MNIST-format (IDX) or CIFAR-10 binary folder";
+      message += "; pass --data DIR with an MNIST-format (IDX), CIFAR-10 binary or image folder";
     fail(ErrorCategory::io, message);
   }
   std::error_code error;
@@ -157,6 +189,8 @@ Dataset load_dataset(const std::string& directory_text, std::int64_t train_limit
                std::to_string(dataset.train.width) + " but test images are " +
                std::to_string(dataset.test.height) + "x" + std::to_string(dataset.test.width));
     }
+  } else if (is_image_folder(directory_text)) {
+    dataset = load_image_folder(directory_text, train_limit, test_limit, options);
   } else {
     fs::path cifar = directory;
     if (!present(cifar / "data_batch_1.bin") && present(directory / "cifar-10-batches-bin"))
@@ -176,9 +210,26 @@ Dataset load_dataset(const std::string& directory_text, std::int64_t train_limit
     dataset.train = read_cifar_batches(train_batches);
     dataset.test = read_cifar_batches({(cifar / "test_batch.bin").string()});
   }
-  dataset.train.truncate(train_limit);
-  dataset.test.truncate(test_limit);
-  dataset.normalization = compute_normalization(dataset.train);
+  if (dataset.format != "image-folder") {
+    dataset.train.truncate(train_limit);
+    dataset.test.truncate(test_limit);
+    const int channels = options.channels != 0 ? options.channels : dataset.train.channels;
+    const ImageSize size =
+        options.resize.is_set() ? options.resize : ImageSize{dataset.train.height, dataset.train.width};
+    convert_image_set(dataset.train, channels, size);
+    convert_image_set(dataset.test, channels, size);
+    dataset.options = options;
+    dataset.options.channels = channels;
+  }
+  if (!options.mean.empty()) {
+    if (static_cast<int>(options.mean.size()) != dataset.train.channels)
+      fail(ErrorCategory::usage, "--mean/--std have " + std::to_string(options.mean.size()) +
+                                     " values but the images have " + std::to_string(dataset.train.channels) +
+                                     " channel(s); give one value per channel");
+    dataset.normalization = {options.mean, options.std};
+  } else {
+    dataset.normalization = compute_normalization(dataset.train);
+  }
   return dataset;
 }
 
@@ -187,7 +238,32 @@ std::string describe(const Dataset& dataset) {
   out << dataset.name << " (" << dataset.format << "): " << dataset.train.count << " train / "
       << dataset.test.count << " test, " << dataset.train.channels << "x" << dataset.train.height << "x"
       << dataset.train.width << ", " << dataset.num_classes << " classes";
+  if (dataset.format == "image-folder")
+    out << (dataset.train.streamed() ? ", decoded per batch" : ", decoded once into memory");
+  if (dataset.skipped_images > 0) out << ", " << dataset.skipped_images << " bad images skipped";
   return out.str();
+}
+
+Json to_json(const Dataset& dataset) {
+  Json json = {{"name", dataset.name},
+               {"format", dataset.format},
+               {"directory", dataset.directory},
+               {"train_samples", dataset.train.count},
+               {"test_samples", dataset.test.count},
+               {"mean", dataset.normalization.mean},
+               {"std", dataset.normalization.std}};
+  if (dataset.format == "image-folder") {
+    json["classes"] = dataset.class_names;
+    json["input_shape"] = {dataset.train.channels, dataset.train.height, dataset.train.width};
+    json["resize"] = dataset.options.resize.is_set()
+                         ? Json::array({dataset.options.resize.height, dataset.options.resize.width})
+                         : Json(nullptr);
+    json["storage"] = dataset.train.streamed() ? "streamed" : "memory";
+    json["skipped_images"] = dataset.skipped_images;
+    json["skipped_files"] = dataset.skipped_files;
+    json["ignored_files"] = dataset.ignored_files;
+  }
+  return json;
 }
 
 }  // namespace ipj::data

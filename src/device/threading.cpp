@@ -24,22 +24,20 @@ int online_cores() {
   return std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
 }
 
-ThreadPlan plan_threads(const std::string& precision, int cores, bool convolutional) {
+ThreadWorkload thread_workload(bool fp32, bool convolutional) {
+  return fp32 && !convolutional ? ThreadWorkload::fp32_gemm : ThreadWorkload::onednn;
+}
+
+ThreadPlan plan_threads(ThreadWorkload workload, int cores) {
   const int available = cores > 0 ? cores : online_cores();
-  ThreadPlan plan;
-  if (precision == "fp32" && !convolutional) {
-    plan.torch_threads = 1;
-    plan.blas_threads = available;
-    plan.reason = "fp32: OpenBLAS GEMM on " + std::to_string(available) +
-                  " thread(s), ATen at 1 thread (both pools at full width oversubscribe)";
-  } else {
-    plan.torch_threads = available;
-    plan.blas_threads = 1;
-    plan.reason = precision + (convolutional ? " convolutional model" : "") +
-                  ": oneDNN kernels on the ATen/OpenMP pool with " + std::to_string(available) +
-                  " thread(s), OpenBLAS at 1";
+  if (workload == ThreadWorkload::fp32_gemm) {
+    return ThreadPlan{1, available,
+                      "fp32 GEMMs: OpenBLAS on " + std::to_string(available) +
+                          " thread(s), ATen at 1 thread (both pools at full width oversubscribe)"};
   }
-  return plan;
+  return ThreadPlan{available, 1,
+                    "oneDNN kernels (convolutions, bf16/fp16) on the ATen/OpenMP pool with " +
+                        std::to_string(available) + " thread(s), OpenBLAS at 1"};
 }
 
 ThreadPlan python_default_thread_plan(int cores) {
@@ -47,6 +45,11 @@ ThreadPlan python_default_thread_plan(int cores) {
   return ThreadPlan{
       1, available,
       "untuned: Python torch's default (ATen 1 thread, OpenBLAS " + std::to_string(available) + " threads)"};
+}
+
+ThreadPlan plan_for(ThreadPlanChoice choice, ThreadWorkload workload, int cores) {
+  return choice == ThreadPlanChoice::tuned ? plan_threads(workload, cores)
+                                           : python_default_thread_plan(cores);
 }
 
 void apply_thread_plan(const ThreadPlan& plan) {

@@ -12,6 +12,13 @@ Json with_costs(const Measurement& measurement, const Tariff& tariff) {
   return json;
 }
 
+Json to_json(const std::vector<MeterStatus>& meters) {
+  Json list = Json::array();
+  for (const auto& meter : meters)
+    list.push_back({{"name", meter.name}, {"available", meter.available}, {"reason", meter.reason}});
+  return list;
+}
+
 double accuracy_per_kj(double accuracy, double joules) {
   return joules > 0.0 ? accuracy / (joules / 1e3) : 0.0;
 }

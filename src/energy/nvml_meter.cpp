@@ -1,60 +1,19 @@
-// NVML through dlopen (no link-time dependency; the few functions used are declared here, as pynvml does).
-// Per GPU: the total-energy counter (mJ, Volta+) when it works, else power (instantaneous field, or the
-// averaged power reading) integrated with the trapezoid rule. Honours CUDA_VISIBLE_DEVICES (indices or
-// GPU-UUIDs).
+// NVML through dlopen (no link-time dependency; the few functions used are declared in nvml_api.hpp, as
+// pynvml does). Per GPU: the total-energy counter (mJ, Volta+) when it works, else power (instantaneous
+// field, or the averaged power reading) integrated with the trapezoid rule. Honours CUDA_VISIBLE_DEVICES
+// (indices or GPU-UUIDs).
 #include <dlfcn.h>
 
 #include <cstdlib>
 #include <sstream>
 
 #include "ipj/energy/meter.hpp"
+#include "nvml_api.hpp"
 
 namespace ipj::energy {
 namespace {
 
-using NvmlReturn = int;
-using NvmlDevice = struct NvmlDeviceOpaque*;
-constexpr NvmlReturn kNvmlSuccess = 0;
 constexpr unsigned kFieldPowerInstant = 186;  // NVML_FI_DEV_POWER_INSTANT (mW)
-
-struct NvmlFieldValue {  // nvmlFieldValue_t
-  unsigned field_id;
-  unsigned scope_id;
-  long long timestamp;
-  long long latency_us;
-  int value_type;
-  NvmlReturn status;
-  union {
-    double as_double;
-    unsigned as_uint;
-    unsigned long as_ulong;
-    unsigned long long as_ulonglong;
-    long long as_longlong;
-  } value;
-};
-
-struct NvmlApi {
-  void* handle = nullptr;
-  NvmlReturn (*init)() = nullptr;
-  NvmlReturn (*shutdown)() = nullptr;
-  const char* (*error_string)(NvmlReturn) = nullptr;
-  NvmlReturn (*device_count)(unsigned*) = nullptr;
-  NvmlReturn (*handle_by_index)(unsigned, NvmlDevice*) = nullptr;
-  NvmlReturn (*handle_by_uuid)(const char*, NvmlDevice*) = nullptr;
-  NvmlReturn (*device_name)(NvmlDevice, char*, unsigned) = nullptr;
-  NvmlReturn (*total_energy)(NvmlDevice, unsigned long long*) = nullptr;
-  NvmlReturn (*power_usage)(NvmlDevice, unsigned*) = nullptr;
-  NvmlReturn (*field_values)(NvmlDevice, int, NvmlFieldValue*) = nullptr;
-
-  std::string describe(NvmlReturn code) const {
-    return error_string ? std::string(error_string(code)) : "NVML error " + std::to_string(code);
-  }
-};
-
-template <typename Function>
-void bind(void* handle, const char* symbol, Function& function) {
-  function = reinterpret_cast<Function>(::dlsym(handle, symbol));
-}
 
 struct Gpu {
   NvmlDevice device = nullptr;
@@ -116,7 +75,8 @@ class NvmlMeter : public Meter {
   std::vector<Channel> channels_;
 };
 
-// The GPUs CUDA would show: CUDA_VISIBLE_DEVICES entries up to the first invalid one, else all.
+}  // namespace
+
 std::vector<NvmlDevice> visible_devices(const NvmlApi& api, unsigned count) {
   std::vector<NvmlDevice> devices;
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
@@ -147,14 +107,21 @@ std::vector<NvmlDevice> visible_devices(const NvmlApi& api, unsigned count) {
   return devices;
 }
 
+namespace {
+
+template <typename Function>
+void bind(void* handle, const char* symbol, Function& function) {
+  function = reinterpret_cast<Function>(::dlsym(handle, symbol));
+}
+
 }  // namespace
 
-std::unique_ptr<Meter> open_nvml_meter(const std::string& library_path, std::string& reason) {
+NvmlApi load_nvml(const std::string& library_path, std::string& reason) {
   NvmlApi api;
   api.handle = ::dlopen(library_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (api.handle == nullptr) {
     reason = "cannot load " + library_path + " (no NVIDIA driver here): " + ::dlerror();
-    return nullptr;
+    return api;
   }
   bind(api.handle, "nvmlInit_v2", api.init);
   bind(api.handle, "nvmlShutdown", api.shutdown);
@@ -163,9 +130,27 @@ std::unique_ptr<Meter> open_nvml_meter(const std::string& library_path, std::str
   bind(api.handle, "nvmlDeviceGetHandleByIndex_v2", api.handle_by_index);
   bind(api.handle, "nvmlDeviceGetHandleByUUID", api.handle_by_uuid);
   bind(api.handle, "nvmlDeviceGetName", api.device_name);
+  bind(api.handle, "nvmlDeviceGetIndex", api.device_index);
   bind(api.handle, "nvmlDeviceGetTotalEnergyConsumption", api.total_energy);
   bind(api.handle, "nvmlDeviceGetPowerUsage", api.power_usage);
   bind(api.handle, "nvmlDeviceGetFieldValues", api.field_values);
+  bind(api.handle, "nvmlDeviceGetPowerManagementLimit", api.power_limit);
+  bind(api.handle, "nvmlDeviceGetPowerManagementDefaultLimit", api.default_power_limit);
+  bind(api.handle, "nvmlDeviceGetPowerManagementLimitConstraints", api.power_limit_constraints);
+  bind(api.handle, "nvmlDeviceSetPowerManagementLimit", api.set_power_limit);
+  return api;
+}
+
+void close_nvml(NvmlApi& api, bool initialised) {
+  if (api.handle == nullptr) return;
+  if (initialised && api.shutdown) api.shutdown();
+  ::dlclose(api.handle);
+  api.handle = nullptr;
+}
+
+std::unique_ptr<Meter> open_nvml_meter(const std::string& library_path, std::string& reason) {
+  NvmlApi api = load_nvml(library_path, reason);
+  if (api.handle == nullptr) return nullptr;
   if (!api.init || !api.device_count || !api.handle_by_index || !api.device_name) {
     reason = library_path + " lacks the NVML functions ipj needs (nvmlInit_v2, nvmlDeviceGetCount_v2, ...)";
     ::dlclose(api.handle);

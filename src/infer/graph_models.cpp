@@ -39,11 +39,14 @@ class Int8GraphModel : public InferenceModel {
 };
 
 std::vector<quant::QuantParams> calibration_params(const quant::Graph& graph, const std::string& data_dir,
+                                                   const data::DataOptions& data_options,
                                                    const LoadOptions& options) {
   const std::string folder = !options.calibration_data.empty() ? options.calibration_data
-                             : !data_dir.empty()                ? data_dir
-                                                                : std::string(data::kDefaultDataDirectory);
-  const data::Dataset calibration = data::load_dataset(folder, options.calibration_samples, 1);
+                             : !data_dir.empty()               ? data_dir
+                                                               : std::string(data::kDefaultDataDirectory);
+  const data::Dataset calibration =
+      data::load_dataset(folder, options.calibration_samples, 1,
+                         data::merge_data_options(data_options, options.calibration_data_options));
   quant::check_data_shape(graph.input_shape, calibration.train, folder);
   return quant::calibrate_graph(graph, calibration.train, options.calibration_samples, 256,
                                 quant::ObserverKind::minmax, 100.0);
@@ -52,7 +55,9 @@ std::vector<quant::QuantParams> calibration_params(const quant::Graph& graph, co
 }  // namespace
 
 std::shared_ptr<InferenceModel> graph_variant(quant::Graph graph, const std::string& variant,
-                                              const std::string& data_dir, const LoadOptions& options) {
+                                              const std::string& data_dir,
+                                              const data::DataOptions& data_options,
+                                              const LoadOptions& options) {
   if (variant == "fp32" || variant == "bf16") {
     const std::int64_t bytes = quant::graph_float_parameter_bytes(graph);
     auto result = std::make_shared<FloatGraphModel>(std::move(graph), variant);
@@ -63,14 +68,15 @@ std::shared_ptr<InferenceModel> graph_variant(quant::Graph graph, const std::str
   std::vector<quant::QuantParams> params;
   if (variant == "int8-static") {
     mode = quant::QuantMode::static_ptq;
-    params = calibration_params(graph, data_dir, options);
+    params = calibration_params(graph, data_dir, data_options, options);
   } else if (variant != "int8-dynamic") {
-    fail(ErrorCategory::unsupported,
-         "variant '" + variant + "' is not available for " + graph.model_name +
-             " (graph models run fp32, bf16, int8-dynamic, int8-static; int8-qat: bench the file `ipj quantize "
-             "--mode qat` writes)");
+    fail(ErrorCategory::unsupported, "variant '" + variant + "' is not available for " + graph.model_name +
+                                         " (graph models run fp32, bf16, int8-dynamic, int8-static; "
+                                         "int8-qat: bench the file `ipj quantize "
+                                         "--mode qat` writes)");
   }
-  auto result = std::make_shared<Int8GraphModel>(quant::QuantizedGraph::convert(graph, mode, params, options.engine));
+  auto result =
+      std::make_shared<Int8GraphModel>(quant::QuantizedGraph::convert(graph, mode, params, options.engine));
   result->parameter_bytes = result->graph().parameter_bytes();
   return result;
 }

@@ -13,8 +13,12 @@ namespace ipj::infer {
 // fp32 | bf16 | int8-dynamic | int8-static (calibrated on options.calibration_samples images of
 // options.calibration_data, else `data_dir`, else the default data set). Throws ipj::Error(unsupported) for
 // other variants. Sets parameter_bytes; the caller fills the rest.
+// data_options: how the model's data set is read (image folders: resize, channels), merged with
+// options.calibration_data_options.
 std::shared_ptr<InferenceModel> graph_variant(quant::Graph graph, const std::string& variant,
-                                              const std::string& data_dir, const LoadOptions& options);
+                                              const std::string& data_dir,
+                                              const data::DataOptions& data_options,
+                                              const LoadOptions& options);
 // An `ipj quantize` int8 graph file, runnable as its stored variant (or "file").
 std::shared_ptr<InferenceModel> int8_graph_model(const std::string& path, const LoadOptions& options);
 

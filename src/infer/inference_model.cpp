@@ -9,16 +9,16 @@
 #include <filesystem>
 #include <sstream>
 
+#include "graph_models.hpp"
 #include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/infer/script_program.hpp"
-#include "graph_models.hpp"
 #include "ipj/quant/graph_builders.hpp"
 #include "ipj/quant/graph_file.hpp"
 #include "ipj/quant/program_file.hpp"
-#include "ipj/quant/source_model.hpp"
 #include "ipj/quant/quantize.hpp"
+#include "ipj/quant/source_model.hpp"
 #include "ipj/train/checkpoint.hpp"
 #include "ipj/train/precision.hpp"
 
@@ -113,7 +113,9 @@ void check_variant(const std::string& variant) {
 
 // jit / int8 variants of a float LayerProgram (from a checkpoint or a program file).
 std::shared_ptr<InferenceModel> program_variant(quant::LayerProgram program, const std::string& variant,
-                                                const std::string& data_dir, const LoadOptions& options) {
+                                                const std::string& data_dir,
+                                                const data::DataOptions& data_options,
+                                                const LoadOptions& options) {
   if (variant == "fp32" || variant == "jit") {
     // fp32 of a program file runs the program through TorchScript too (frozen and optimised for "jit")
     auto result =
@@ -128,7 +130,9 @@ std::shared_ptr<InferenceModel> program_variant(quant::LayerProgram program, con
     mode = quant::QuantMode::static_ptq;
     const std::string calibration_dir =
         options.calibration_data.empty() ? data_dir : options.calibration_data;
-    const data::Dataset calibration = data::load_dataset(calibration_dir, options.calibration_samples, 1);
+    const data::Dataset calibration =
+        data::load_dataset(calibration_dir, options.calibration_samples, 1,
+                           data::merge_data_options(data_options, options.calibration_data_options));
     params = quant::calibrate(program, calibration.train, options.calibration_samples, 256,
                               quant::ObserverKind::minmax, 100.0);
   } else if (variant != "int8-dynamic") {
@@ -149,6 +153,8 @@ InferenceModelPtr from_checkpoint(const std::string& path, const LoadOptions& op
   const auto std = info.at("std").get<std::vector<float>>();
   const std::string variant = options.variant == "file" ? "fp32" : options.variant;
   const std::string data_dir = trained.state.config.value("data", std::string(data::kDefaultDataDirectory));
+  const data::DataOptions data_options =
+      data::data_options_from_json(trained.state.config.value("data_options", Json::object()));
   std::shared_ptr<InferenceModel> result;
   if (variant == "fp32" || variant == "bf16") {
     result = std::make_shared<ClassifierModel>(trained.model, mean, std, variant);
@@ -159,9 +165,11 @@ InferenceModelPtr from_checkpoint(const std::string& path, const LoadOptions& op
       bytes += buffer.numel() * buffer.element_size();
     result->parameter_bytes = bytes;
   } else if (info.at("name") == "mlp" || info.at("name") == "cnn") {
-    result = program_variant(quant::extract_program(*trained.model, info), variant, data_dir, options);
+    result = program_variant(quant::extract_program(*trained.model, info), variant, data_dir, data_options,
+                             options);
   } else {
-    result = graph_variant(quant::extract_graph(*trained.model, info), variant, data_dir, options);
+    result =
+        graph_variant(quant::extract_graph(*trained.model, info), variant, data_dir, data_options, options);
   }
   result->variant = variant;
   result->format = "ipj-checkpoint";
@@ -169,6 +177,7 @@ InferenceModelPtr from_checkpoint(const std::string& path, const LoadOptions& op
   result->model_name = info.at("name").get<std::string>();
   result->sample_shape = info.at("input_shape").get<std::vector<std::int64_t>>();
   result->data_dir = data_dir;
+  result->data_options = data_options;
   return result;
 }
 
@@ -179,15 +188,18 @@ InferenceModelPtr from_program(const std::string& path, const LoadOptions& optio
     fail(ErrorCategory::unsupported,
          "variant bf16 needs an ipj checkpoint; program files run fp32, jit or int8");
   const std::string data_dir = file.extra.value("data_dir", std::string(data::kDefaultDataDirectory));
+  const data::DataOptions data_options =
+      data::data_options_from_json(file.extra.value("data_options", Json::object()));
   const auto sample_shape = file.program.input_shape;
   const std::string model_name = file.program.model_name;
-  auto result = program_variant(std::move(file.program), variant, data_dir, options);
+  auto result = program_variant(std::move(file.program), variant, data_dir, data_options, options);
   result->variant = variant;
   result->format = "ipj-program";
   result->path = path;
   result->model_name = model_name;
   result->sample_shape = sample_shape;
   result->data_dir = data_dir;
+  result->data_options = data_options;
   return result;
 }
 
@@ -206,6 +218,7 @@ InferenceModelPtr from_int8(const std::string& path, const LoadOptions& options)
   result->sample_shape = loaded.program().input_shape;
   result->parameter_bytes = loaded.parameter_bytes();
   result->data_dir = loaded.extra().value("data_dir", std::string());
+  result->data_options = data::data_options_from_json(loaded.extra().value("data_options", Json::object()));
   return result;
 }
 
@@ -213,15 +226,18 @@ InferenceModelPtr from_graph(const std::string& path, const LoadOptions& options
   quant::GraphFile file = quant::load_graph(path);
   const std::string variant = options.variant == "file" ? "fp32" : options.variant;
   const std::string data_dir = file.extra.value("data_dir", std::string());
+  const data::DataOptions data_options =
+      data::data_options_from_json(file.extra.value("data_options", Json::object()));
   const auto sample_shape = file.graph.input_shape;
   const std::string model_name = file.graph.model_name;
-  auto result = graph_variant(std::move(file.graph), variant, data_dir, options);
+  auto result = graph_variant(std::move(file.graph), variant, data_dir, data_options, options);
   result->variant = variant;
   result->format = "ipj-graph";
   result->path = path;
   result->model_name = model_name;
   result->sample_shape = sample_shape;
   result->data_dir = data_dir;
+  result->data_options = data_options;
   return result;
 }
 
@@ -241,8 +257,9 @@ std::shared_ptr<InferenceModel> torchscript_int8(const torch::jit::Module& modul
   const double difference = quant::import_difference(module, graph, import, torch::rand(shape));
   if (!(difference <= 1e-3))
     fail(ErrorCategory::unsupported, "'" + path + "': ipj's imported graph differs from the module by " +
-                                         std::to_string(difference) + " (relative); int8 is not available for it");
-  return graph_variant(std::move(graph), variant, "", options);
+                                         std::to_string(difference) +
+                                         " (relative); int8 is not available for it");
+  return graph_variant(std::move(graph), variant, "", data::DataOptions(), options);
 }
 
 InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& options) {
@@ -259,9 +276,9 @@ InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& o
   if (variant.rfind("int8", 0) == 0)
     result = torchscript_int8(module, path, variant, options);
   else
-    result = std::make_shared<ScriptModel>(variant == "jit" ? freeze_for_inference(module) : module,
-                                           options.mean, options.std, variant == "bf16" ? "bf16" : "fp32",
-                                           reshape);
+    result =
+        std::make_shared<ScriptModel>(variant == "jit" ? freeze_for_inference(module) : module, options.mean,
+                                      options.std, variant == "bf16" ? "bf16" : "fp32", reshape);
   result->variant = variant;
   result->format = "torchscript";
   result->path = path;
@@ -296,6 +313,10 @@ std::vector<std::int64_t> parse_shape(const std::string& text, const std::string
   }
   if (shape.empty()) fail(ErrorCategory::usage, flag + " is empty: give e.g. 1,28,28");
   return shape;
+}
+
+InferenceModelPtr load_inference_model(const std::string& path) {
+  return load_inference_model(path, LoadOptions());
 }
 
 InferenceModelPtr load_inference_model(const std::string& path, const LoadOptions& options) {

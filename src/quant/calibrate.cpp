@@ -41,44 +41,40 @@ std::vector<QuantParams> quantization_aware_training(LayerProgram& program, cons
     range_low[index] = -start[index].scale * static_cast<double>(start[index].zero_point);
     range_high[index] = range_low[index] + 255.0 * start[index].scale;
   }
-  std::vector<torch::Tensor> parameters = make_trainable(program);
-  torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(learning_rate).momentum(0.9));
+  const std::vector<torch::Tensor> parameters = make_trainable(program);
   const double momentum = 0.01;  // EMA of activation ranges, as PyTorch's MovingAverageMinMaxObserver
-  for_each_pixel_batch(
-      images, epochs, batch_size, seed, "qat epoch", show_progress, [&](const data::Batch& batch) {
-        torch::Tensor x = pad_input(program, batch.images);
-        x = torch::fake_quantize_per_tensor_affine(x, 1.0 / 255.0, 0, 0, 255);
-        for (std::size_t index = 0; index < program.layers.size(); ++index) {
-          const Layer& layer = program.layers[index];
-          if (weighted(layer)) {
-            const torch::Tensor scales = weight_scales(layer.weight).to(torch::kFloat);  // [out]
-            const torch::Tensor zeros = torch::zeros({scales.size(0)}, torch::kInt);
-            const torch::Tensor weight =
-                torch::fake_quantize_per_channel_affine(layer.weight, scales, zeros, 0, -128, 127);
-            x = layer.kind == LayerKind::linear
-                    ? torch::linear(x, weight, layer.bias)
-                    : torch::conv2d(x, weight, layer.bias, layer.stride, layer.padding);
-            if (layer.relu) x = torch::relu(x);
-            {
-              torch::NoGradGuard no_grad;
-              const torch::Tensor detached = x.detach();
-              range_low[index] = (1 - momentum) * range_low[index] + momentum * detached.min().item<double>();
-              range_high[index] =
-                  (1 - momentum) * range_high[index] + momentum * detached.max().item<double>();
-            }
-            const QuantParams params = affine_params(range_low[index], range_high[index]);
-            x = torch::fake_quantize_per_tensor_affine(x, params.scale, params.zero_point, 0, 255);
-          } else if (layer.kind == LayerKind::max_pool2d) {
-            x = torch::max_pool2d(x, {layer.pool, layer.pool}, {layer.pool, layer.pool}, {0, 0}, {1, 1});
-          } else {
-            x = x.flatten(1);
-          }
+  const PixelTraining settings{epochs, learning_rate, batch_size, seed, "qat epoch", show_progress};
+  // The loss hook: the program's forward pass with fake-quantised weights and activations.
+  train_on_pixels(images, settings, parameters, [&](const data::Batch& batch, const train::StepContext&) {
+    torch::Tensor x = pad_input(program, batch.images);
+    x = torch::fake_quantize_per_tensor_affine(x, 1.0 / 255.0, 0, 0, 255);
+    for (std::size_t index = 0; index < program.layers.size(); ++index) {
+      const Layer& layer = program.layers[index];
+      if (weighted(layer)) {
+        const torch::Tensor scales = weight_scales(layer.weight).to(torch::kFloat);  // [out]
+        const torch::Tensor zeros = torch::zeros({scales.size(0)}, torch::kInt);
+        const torch::Tensor weight =
+            torch::fake_quantize_per_channel_affine(layer.weight, scales, zeros, 0, -128, 127);
+        x = layer.kind == LayerKind::linear
+                ? torch::linear(x, weight, layer.bias)
+                : torch::conv2d(x, weight, layer.bias, layer.stride, layer.padding);
+        if (layer.relu) x = torch::relu(x);
+        {
+          torch::NoGradGuard no_grad;
+          const torch::Tensor detached = x.detach();
+          range_low[index] = (1 - momentum) * range_low[index] + momentum * detached.min().item<double>();
+          range_high[index] = (1 - momentum) * range_high[index] + momentum * detached.max().item<double>();
         }
-        const torch::Tensor loss = torch::nn::functional::cross_entropy(x, batch.labels);
-        optimizer.zero_grad();
-        loss.backward();
-        optimizer.step();
-      });
+        const QuantParams params = affine_params(range_low[index], range_high[index]);
+        x = torch::fake_quantize_per_tensor_affine(x, params.scale, params.zero_point, 0, 255);
+      } else if (layer.kind == LayerKind::max_pool2d) {
+        x = torch::max_pool2d(x, {layer.pool, layer.pool}, {layer.pool, layer.pool}, {0, 0}, {1, 1});
+      } else {
+        x = x.flatten(1);
+      }
+    }
+    return train::StepLoss{torch::nn::functional::cross_entropy(x, batch.labels), x};
+  });
   freeze(program);
   std::vector<QuantParams> params(program.layers.size());
   for (std::size_t index = 0; index < program.layers.size(); ++index) {

@@ -12,18 +12,16 @@ namespace ipj::quant {
 namespace {
 
 constexpr std::pair<NodeKind, const char*> kKindNames[] = {
-    {NodeKind::input, "input"},
-    {NodeKind::conv2d, "conv2d"},
-    {NodeKind::linear, "linear"},
-    {NodeKind::add, "add"},
-    {NodeKind::clamp, "clamp"},
-    {NodeKind::max_pool2d, "max_pool2d"},
-    {NodeKind::avg_pool2d, "avg_pool2d"},
-    {NodeKind::adaptive_avg_pool2d, "adaptive_avg_pool2d"},
+    {NodeKind::input, "input"},           {NodeKind::conv2d, "conv2d"},
+    {NodeKind::linear, "linear"},         {NodeKind::add, "add"},
+    {NodeKind::clamp, "clamp"},           {NodeKind::max_pool2d, "max_pool2d"},
+    {NodeKind::avg_pool2d, "avg_pool2d"}, {NodeKind::adaptive_avg_pool2d, "adaptive_avg_pool2d"},
     {NodeKind::flatten, "flatten"},
 };
 
-std::vector<std::int64_t> as_vector(const Pair& pair) { return {pair[0], pair[1]}; }
+std::vector<std::int64_t> as_vector(const Pair& pair) {
+  return {pair[0], pair[1]};
+}
 
 }  // namespace
 
@@ -65,9 +63,8 @@ std::size_t expected_arity(NodeKind kind) {
 void check_node(const Graph& graph, std::size_t index, const std::string& where, bool require_weights) {
   const GraphNode& node = graph.nodes[index];
   auto bad = [&](const std::string& what) {
-    fail(ErrorCategory::invalid_input,
-         where + ": node " + std::to_string(index) + " '" + node.name + "' (" + node_kind_name(node.kind) +
-             ") " + what);
+    fail(ErrorCategory::invalid_input, where + ": node " + std::to_string(index) + " '" + node.name + "' (" +
+                                           node_kind_name(node.kind) + ") " + what);
   };
   if ((index == 0) != (node.kind == NodeKind::input)) bad("is misplaced: node 0, and only it, is the input");
   if (node.inputs.size() != expected_arity(node.kind)) bad("has the wrong number of inputs");
@@ -264,7 +261,9 @@ std::int64_t graph_parameter_count(const Graph& graph) {
   return count;
 }
 
-std::int64_t graph_float_parameter_bytes(const Graph& graph) { return graph_parameter_count(graph) * 4; }
+std::int64_t graph_float_parameter_bytes(const Graph& graph) {
+  return graph_parameter_count(graph) * 4;
+}
 
 std::int64_t graph_multiply_accumulates(const Graph& graph) {
   torch::NoGradGuard no_grad;

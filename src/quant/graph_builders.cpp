@@ -87,7 +87,8 @@ class ResNetBuilder {
   torch::Tensor at(const std::string& name) const {
     const auto found = tensors_.find(name);
     if (found == tensors_.end())
-      fail(ErrorCategory::invalid_input, "resnet checkpoint has no tensor '" + name + "' (from another ipj?)");
+      fail(ErrorCategory::invalid_input,
+           "resnet checkpoint has no tensor '" + name + "' (from another ipj?)");
     return found->second;
   }
   std::size_t push(GraphNode node, std::vector<std::size_t> inputs) {
@@ -173,7 +174,8 @@ Graph extract_graph(models::Classifier& model, const Json& model_info) {
   const std::string name = model_info.at("name").get<std::string>();
   if (name == "mlp" || name == "cnn") return graph_from_program(extract_program(model, model_info));
   if (name != "resnet18" && name != "resnet50")
-    fail(ErrorCategory::unsupported, "model '" + name + "' has no graph builder (mlp, cnn, resnet18, resnet50)");
+    fail(ErrorCategory::unsupported,
+         "model '" + name + "' has no graph builder (mlp, cnn, resnet18, resnet50)");
   Graph graph = resnet_graph(model);
   graph.model_name = name;
   graph.input_shape = model_info.at("input_shape").get<std::vector<std::int64_t>>();

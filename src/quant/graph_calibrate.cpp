@@ -42,10 +42,9 @@ std::vector<QuantParams> calibrate_graph(const Graph& graph, const data::ImageSe
     if (points[index]) observers[index].observe(output);
     return output;
   };
-  data::for_each_pixel_batch_in_order(images, batch_size, samples,
-                                      [&](const torch::Tensor& pixels, const torch::Tensor&) {
-                                        run_graph(graph, pixels, hooks);
-                                      });
+  data::for_each_pixel_batch_in_order(
+      images, batch_size, samples,
+      [&](const torch::Tensor& pixels, const torch::Tensor&) { run_graph(graph, pixels, hooks); });
   std::vector<QuantParams> params(graph.nodes.size());
   for (std::size_t index = 0; index < graph.nodes.size(); ++index)
     if (points[index]) params[index] = observers[index].quant_params();
@@ -85,14 +84,14 @@ std::vector<QuantParams> quantization_aware_training_graph(Graph& graph, const d
   };
   std::vector<torch::Tensor> parameters = make_trainable(graph);
   torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(learning_rate).momentum(0.9));
-  for_each_pixel_batch(images, epochs, batch_size, seed, "qat epoch", show_progress,
-                       [&](const data::Batch& batch) {
-                         const torch::Tensor loss = torch::nn::functional::cross_entropy(
-                             run_graph(graph, batch.images, hooks), batch.labels);
-                         optimizer.zero_grad();
-                         loss.backward();
-                         optimizer.step();
-                       });
+  for_each_pixel_batch(
+      images, epochs, batch_size, seed, "qat epoch", show_progress, [&](const data::Batch& batch) {
+        const torch::Tensor loss =
+            torch::nn::functional::cross_entropy(run_graph(graph, batch.images, hooks), batch.labels);
+        optimizer.zero_grad();
+        loss.backward();
+        optimizer.step();
+      });
   freeze(graph);
   std::vector<QuantParams> params(graph.nodes.size());
   for (std::size_t index = 0; index < graph.nodes.size(); ++index)

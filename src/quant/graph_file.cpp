@@ -13,8 +13,12 @@
 namespace ipj::quant {
 namespace {
 
-Json bound(double value) { return std::isinf(value) ? Json(nullptr) : Json(value); }
-double unbound(const Json& value, double infinite) { return value.is_null() ? infinite : value.get<double>(); }
+Json bound(double value) {
+  return std::isinf(value) ? Json(nullptr) : Json(value);
+}
+double unbound(const Json& value, double infinite) {
+  return value.is_null() ? infinite : value.get<double>();
+}
 
 std::string activation_name(ActivationKind kind) {
   return kind == ActivationKind::relu ? "relu" : kind == ActivationKind::clamp ? "clamp" : "none";
@@ -71,10 +75,14 @@ Json graph_metadata(const Graph& graph) {
   Json nodes = Json::array();
   for (const GraphNode& node : graph.nodes)
     nodes.push_back(node_metadata(node));
-  return {{"model_name", graph.model_name},         {"input_shape", graph.input_shape},
-          {"num_classes", graph.num_classes},       {"input_mean", graph.input_mean},
-          {"input_std", graph.input_std},           {"input_padding", graph.input_padding},
-          {"input_pad_value", graph.input_pad_value}, {"nodes", nodes}};
+  return {{"model_name", graph.model_name},
+          {"input_shape", graph.input_shape},
+          {"num_classes", graph.num_classes},
+          {"input_mean", graph.input_mean},
+          {"input_std", graph.input_std},
+          {"input_padding", graph.input_padding},
+          {"input_pad_value", graph.input_pad_value},
+          {"nodes", nodes}};
 }
 
 Graph graph_from_metadata(const Json& meta, const std::string& where) {

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <string>
 
 #include "ipj/core/error.hpp"
 #include "ipj/quant/prune.hpp"
@@ -39,11 +40,12 @@ struct ChannelReader {
   std::int64_t per_channel;
 };
 
-// The readers of `producer`'s channels, or false when a channel cannot be removed.
-bool channel_readers(const Graph& graph, const std::vector<std::vector<std::size_t>>& readers,
-                     const std::vector<std::vector<std::int64_t>>& shapes, std::size_t producer,
-                     std::int64_t per_channel, std::vector<ChannelReader>& found) {
-  if (producer + 1 == graph.nodes.size()) return false;  // the graph output keeps its width
+// The readers of `producer`'s channels; returns "" when its channels can be removed, else what ties them
+// (e.g. "residual add 'layer1.0.add'", "depthwise conv 'features.2.conv.1.0'", "the graph output").
+std::string channel_readers(const Graph& graph, const std::vector<std::vector<std::size_t>>& readers,
+                            const std::vector<std::vector<std::int64_t>>& shapes, std::size_t producer,
+                            std::int64_t per_channel, std::vector<ChannelReader>& found) {
+  if (producer + 1 == graph.nodes.size()) return "the graph output";  // keeps its width
   for (const std::size_t reader : readers[producer]) {
     const GraphNode& node = graph.nodes[reader];
     if (node.kind == NodeKind::conv2d && node.groups == 1) {
@@ -52,13 +54,18 @@ bool channel_readers(const Graph& graph, const std::vector<std::vector<std::size
       found.push_back({reader, per_channel});
     } else if (passes_channels_through(node.kind)) {
       const auto& shape = shapes[producer];  // [C, H, W] before a flatten
-      const std::int64_t next = node.kind == NodeKind::flatten && shape.size() == 3 ? shape[1] * shape[2] : per_channel;
-      if (!channel_readers(graph, readers, shapes, reader, next, found)) return false;
+      const std::int64_t next =
+          node.kind == NodeKind::flatten && shape.size() == 3 ? shape[1] * shape[2] : per_channel;
+      std::string blocker = channel_readers(graph, readers, shapes, reader, next, found);
+      if (!blocker.empty()) return blocker;
+    } else if (node.kind == NodeKind::add) {
+      return "residual add '" + node.name + "'";  // channels tied to another branch
     } else {
-      return false;  // add (channels tied to another branch), depthwise conv
+      return (node.kind == NodeKind::conv2d ? "grouped/depthwise conv '" : node_kind_name(node.kind) + " '") +
+             node.name + "'";
     }
   }
-  return true;
+  return "";
 }
 
 }  // namespace
@@ -70,11 +77,18 @@ Graph prune_structured(const Graph& graph, double fraction) {
   const auto readers = graph_consumers(graph);
   const auto shapes = node_shapes(graph);
   int pruned_nodes = 0;
+  std::string kept;  // "'conv1' (feeds residual add 'layer1.0.add')", ... for the message below
   for (std::size_t index = 0; index < pruned.nodes.size(); ++index) {
     GraphNode& node = pruned.nodes[index];
+    if (!has_weights(node)) continue;
     std::vector<ChannelReader> found;
-    if (!has_weights(node) || node.groups != 1 || !channel_readers(graph, readers, shapes, index, 1, found))
+    const std::string blocker = node.groups != 1 ? "is a grouped/depthwise conv"
+                                                 : channel_readers(graph, readers, shapes, index, 1, found);
+    if (!blocker.empty()) {
+      const std::string why = node.groups != 1 ? blocker : "feeds " + blocker;
+      if (kept.size() < 400) kept += (kept.empty() ? "" : "; ") + ("'" + node.name + "' " + why);
       continue;
+    }
     const std::int64_t outputs = node.weight.size(0);
     const auto keep_count =
         std::max<std::int64_t>(1, static_cast<std::int64_t>(std::lround(outputs * (1.0 - fraction))));
@@ -86,18 +100,17 @@ Graph prune_structured(const Graph& graph, double fraction) {
     for (const ChannelReader& reader : found) {
       GraphNode& next = pruned.nodes[reader.node];
       // conv [out, in, kh, kw] / linear [out, in]; after a flatten each channel owns per_channel inputs
-      const torch::Tensor columns =
-          (keep.view({-1, 1}) * reader.per_channel + torch::arange(reader.per_channel, torch::kLong).view({1, -1}))
-              .reshape({-1});
+      const torch::Tensor columns = (keep.view({-1, 1}) * reader.per_channel +
+                                     torch::arange(reader.per_channel, torch::kLong).view({1, -1}))
+                                        .reshape({-1});
       next.weight = next.weight.index_select(1, columns).contiguous();
     }
     ++pruned_nodes;
   }
   if (pruned_nodes == 0)
-    fail(ErrorCategory::unsupported,
-         "structured pruning cannot remove channels from '" + graph.model_name +
-             "': every conv/linear output feeds a residual add, a depthwise conv or the output. Use "
-             "magnitude pruning (omit --structured)");
+    fail(ErrorCategory::unsupported, "structured pruning cannot remove channels from '" + graph.model_name +
+                                         "': the channels of every conv/linear are tied (" + kept +
+                                         "). Use magnitude pruning (omit --structured)");
   pruned.model_name = graph.model_name + "-pruned";
   return pruned;
 }
@@ -136,17 +149,19 @@ void fine_tune(Graph& graph, const data::ImageSet& images, int epochs, double le
                const std::vector<torch::Tensor>& masks) {
   std::vector<torch::Tensor> parameters = make_trainable(graph);
   torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(learning_rate).momentum(0.9));
-  for_each_pixel_batch(images, epochs, batch_size, seed, "fine-tune", show_progress, [&](const data::Batch& batch) {
-    const torch::Tensor loss = torch::nn::functional::cross_entropy(run_graph(graph, batch.images), batch.labels);
-    optimizer.zero_grad();
-    loss.backward();
-    optimizer.step();
-    if (!masks.empty()) {
-      torch::NoGradGuard no_grad;
-      for (std::size_t index = 0; index < graph.nodes.size(); ++index)
-        if (masks[index].defined()) graph.nodes[index].weight.mul_(masks[index]);
-    }
-  });
+  for_each_pixel_batch(
+      images, epochs, batch_size, seed, "fine-tune", show_progress, [&](const data::Batch& batch) {
+        const torch::Tensor loss =
+            torch::nn::functional::cross_entropy(run_graph(graph, batch.images), batch.labels);
+        optimizer.zero_grad();
+        loss.backward();
+        optimizer.step();
+        if (!masks.empty()) {
+          torch::NoGradGuard no_grad;
+          for (std::size_t index = 0; index < graph.nodes.size(); ++index)
+            if (masks[index].defined()) graph.nodes[index].weight.mul_(masks[index]);
+        }
+      });
   freeze(graph);
 }
 

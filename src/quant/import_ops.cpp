@@ -65,7 +65,8 @@ class Walker {
 
   std::size_t tensor(const jit::Value* value) {
     const auto found = values_.find(value);
-    if (found == values_.end() || !found->second.node) refuse("reads a tensor that is not computed from the input");
+    if (found == values_.end() || !found->second.node)
+      refuse("reads a tensor that is not computed from the input");
     return *found->second.node;
   }
   c10::IValue constant(const jit::Value* value) {
@@ -180,7 +181,8 @@ void Walker::batch_norm() {
     set_output(producer);
     return;
   }
-  if (ranks_[producer] != 4) refuse("is a BatchNorm that follows no linear layer (only 2-D BatchNorm is kept)");
+  if (ranks_[producer] != 4)
+    refuse("is a BatchNorm that follows no linear layer (only 2-D BatchNorm is kept)");
   GraphNode node;
   node.kind = NodeKind::conv2d;
   node.weight = factor.view({-1, 1, 1, 1}).clone();  // [C, 1, 1, 1], groups = C
@@ -258,7 +260,8 @@ void Walker::mean() {
   std::set<std::int64_t> axes;
   for (const std::int64_t dim : dims)
     axes.insert(dim < 0 ? dim + 4 : dim);
-  if (ranks_[producer] != 4 || axes != std::set<std::int64_t>{2, 3}) refuse("is a mean over other axes than H, W");
+  if (ranks_[producer] != 4 || axes != std::set<std::int64_t>{2, 3})
+    refuse("is a mean over other axes than H, W");
   GraphNode node;
   node.kind = NodeKind::adaptive_avg_pool2d;
   node.inputs = {producer};
@@ -326,9 +329,10 @@ void Walker::size() {
 }
 
 bool Walker::handle(const std::string& kind) {
-  static const std::set<std::string> identities{"aten::dropout",  "aten::dropout_", "aten::feature_dropout",
-                                                "aten::alpha_dropout", "aten::contiguous", "aten::detach",
-                                                "aten::clone",    "prim::NumToTensor", "aten::Int"};
+  static const std::set<std::string> identities{
+      "aten::dropout",       "aten::dropout_",    "aten::feature_dropout",
+      "aten::alpha_dropout", "aten::contiguous",  "aten::detach",
+      "aten::clone",         "prim::NumToTensor", "aten::Int"};
   const auto in = current_->inputs();
   if (kind == "prim::Constant") {
     values_[current_->output(0)].constant = *jit::toIValue(current_->output(0));

@@ -1,29 +1,33 @@
-// The epoch loop and trainable-weight helpers shared by QAT and fine-tuning.
+// QAT's and fine-tuning's training on raw pixels through the training loop, and trainable-weight helpers.
 #include "program_training.hpp"
 
-#include "ipj/core/progress.hpp"
+#include <torch/torch.h>
 
 namespace ipj::quant {
 
-void for_each_pixel_batch(const data::ImageSet& images, int epochs, std::int64_t batch_size,
-                          std::uint64_t seed, const std::string& label, bool show_progress,
-                          const std::function<void(const data::Batch&)>& step) {
+void train_on_pixels(const data::ImageSet& images, const PixelTraining& settings,
+                     const std::vector<torch::Tensor>& parameters, const train::LossHook& loss,
+                     const std::function<void()>& after_step) {
+  torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(settings.learning_rate).momentum(0.9));
+  const std::unique_ptr<train::TrainingStep> step = train::make_torch_optimizer_step(optimizer, loss);
   const data::Normalization identity = data::identity_normalization(images.channels);
-  for (int epoch = 0; epoch < epochs; ++epoch) {
+  train::EpochLoopOptions loop;
+  loop.images = &images;
+  loop.normalization = &identity;
+  loop.loader = [&](int epoch) {
     data::LoaderOptions options;
-    options.batch_size = batch_size;
-    options.seed = seed;
+    options.batch_size = settings.batch_size;
+    options.seed = settings.seed;
     options.epoch = static_cast<std::uint64_t>(epoch);
-    data::BatchLoader loader(images, identity, options);
-    ProgressBar progress(label + " " + std::to_string(epoch + 1) + "/" + std::to_string(epochs),
-                         loader.batch_count(), show_progress);
-    std::int64_t done = 0;
-    while (auto batch = loader.next()) {
-      step(*batch);
-      progress.update(++done);
-    }
-    progress.finish();
-  }
+    return options;
+  };
+  loop.epochs = settings.epochs;
+  loop.schedule.base_lr = settings.learning_rate;
+  loop.label = settings.label;
+  loop.show_progress = settings.show_progress;
+  train::EpochHooks hooks;
+  if (after_step) hooks.after_step = [&](const train::StepContext&, const train::StepLoss&) { after_step(); };
+  train::run_epochs(*step, loop, hooks);
 }
 
 std::vector<torch::Tensor> make_trainable(LayerProgram& program) {

@@ -1,6 +1,6 @@
-// Private to the quant module: what QAT and pruning's fine-tuning share, i.e. shuffled passes over raw-pixel
-// batches ([B, C, H, W] in [0, 1]) with a progress bar per epoch, and switching a program's weights to
-// trainable.
+// Private to the quant module: what QAT and pruning's fine-tuning share, i.e. SGD (momentum 0.9) on
+// shuffled raw-pixel batches ([B, C, H, W] in [0, 1]) through the training loop of train/training_loop.hpp,
+// and switching a program's weights to trainable.
 #pragma once
 
 #include <torch/types.h>
@@ -13,12 +13,24 @@
 #include "ipj/data/batch_loader.hpp"
 #include "ipj/quant/graph.hpp"
 #include "ipj/quant/layer_program.hpp"
+#include "ipj/train/training_loop.hpp"
 
 namespace ipj::quant {
 
-void for_each_pixel_batch(const data::ImageSet& images, int epochs, std::int64_t batch_size,
-                          std::uint64_t seed, const std::string& label, bool show_progress,
-                          const std::function<void(const data::Batch&)>& step);
+struct PixelTraining {
+  int epochs = 1;
+  double learning_rate = 0.01;
+  std::int64_t batch_size = 128;
+  std::uint64_t seed = 0;
+  std::string label;  // progress: "<label> 1/3"
+  bool show_progress = true;
+};
+
+// Trains `parameters` with SGD (momentum 0.9) on `images` as raw pixels: `loss` is the loss hook (the
+// program's forward pass), `after_step` runs after each update (e.g. re-applying pruning masks).
+void train_on_pixels(const data::ImageSet& images, const PixelTraining& settings,
+                     const std::vector<torch::Tensor>& parameters, const train::LossHook& loss,
+                     const std::function<void()>& after_step = nullptr);
 
 // Weights and biases of the weighted layers become fresh leaf tensors that require grad; returned for an
 // optimizer.

@@ -99,21 +99,19 @@ double weight_sparsity(const LayerProgram& program) {
 void fine_tune(LayerProgram& program, const data::ImageSet& images, int epochs, double learning_rate,
                std::int64_t batch_size, std::uint64_t seed, bool show_progress,
                const std::vector<torch::Tensor>& masks) {
-  std::vector<torch::Tensor> parameters = make_trainable(program);
-  torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(learning_rate).momentum(0.9));
-  for_each_pixel_batch(
-      images, epochs, batch_size, seed, "fine-tune", show_progress, [&](const data::Batch& batch) {
-        const torch::Tensor loss =
-            torch::nn::functional::cross_entropy(run_float(program, batch.images), batch.labels);
-        optimizer.zero_grad();
-        loss.backward();
-        optimizer.step();
-        if (!masks.empty()) {
-          torch::NoGradGuard no_grad;
-          for (std::size_t index = 0; index < program.layers.size(); ++index)
-            if (masks[index].defined()) program.layers[index].weight.mul_(masks[index]);
-        }
-      });
+  const std::vector<torch::Tensor> parameters = make_trainable(program);
+  const PixelTraining settings{epochs, learning_rate, batch_size, seed, "fine-tune", show_progress};
+  auto loss = [&](const data::Batch& batch, const train::StepContext&) {
+    const torch::Tensor logits = run_float(program, batch.images);  // [B, classes]
+    return train::StepLoss{torch::nn::functional::cross_entropy(logits, batch.labels), logits};
+  };
+  auto keep_pruned_weights_at_zero = [&] {
+    torch::NoGradGuard no_grad;
+    for (std::size_t index = 0; index < program.layers.size(); ++index)
+      if (masks[index].defined()) program.layers[index].weight.mul_(masks[index]);
+  };
+  train_on_pixels(images, settings, parameters, loss,
+                  masks.empty() ? std::function<void()>() : keep_pruned_weights_at_zero);
   freeze(program);
 }
 
@@ -124,37 +122,55 @@ SourceProgram load_source_program(const std::string& path) {
     ProgramFile file = load_program(path);
     source.program = std::move(file.program);
     source.data_dir = file.extra.value("data_dir", std::string(data::kDefaultDataDirectory));
+    source.data_options = data::data_options_from_json(file.extra.value("data_options", Json::object()));
     source.path = path;
     return source;
   }
   const train::TrainedModel trained = train::load_trained_model(path);
   source.program = extract_program(*trained.model, trained.state.model_info);
   source.data_dir = trained.state.config.value("data", std::string(data::kDefaultDataDirectory));
+  source.data_options =
+      data::data_options_from_json(trained.state.config.value("data_options", Json::object()));
   source.path = trained.path;
   return source;
 }
 
 namespace {
 
-torch::Tensor float_forward(const LayerProgram& program, const torch::Tensor& x) { return run_float(program, x); }
-torch::Tensor float_forward(const Graph& graph, const torch::Tensor& x) { return run_graph(graph, x); }
-std::int64_t count_parameters(const LayerProgram& program) { return parameter_count(program); }
-std::int64_t count_parameters(const Graph& graph) { return graph_parameter_count(graph); }
-std::int64_t count_macs(const LayerProgram& program) { return multiply_accumulates(program); }
-std::int64_t count_macs(const Graph& graph) { return graph_multiply_accumulates(graph); }
+torch::Tensor float_forward(const LayerProgram& program, const torch::Tensor& x) {
+  return run_float(program, x);
+}
+torch::Tensor float_forward(const Graph& graph, const torch::Tensor& x) {
+  return run_graph(graph, x);
+}
+std::int64_t count_parameters(const LayerProgram& program) {
+  return parameter_count(program);
+}
+std::int64_t count_parameters(const Graph& graph) {
+  return graph_parameter_count(graph);
+}
+std::int64_t count_macs(const LayerProgram& program) {
+  return multiply_accumulates(program);
+}
+std::int64_t count_macs(const Graph& graph) {
+  return graph_multiply_accumulates(graph);
+}
 void save_model(const std::string& path, const LayerProgram& program, const Json& extra) {
   save_program(path, program, extra);
 }
-void save_model(const std::string& path, const Graph& graph, const Json& extra) { save_graph(path, graph, extra); }
+void save_model(const std::string& path, const Graph& graph, const Json& extra) {
+  save_graph(path, graph, extra);
+}
 
 template <typename Model>
 Json prune_model(const Model& original, const PruneOptions& options, const data::Dataset& dataset,
-                 const std::string& data_dir, const std::string& source_path) {
+                 const std::string& data_dir, const data::DataOptions& data_options,
+                 const std::string& source_path) {
   check_data_shape(original.input_shape, dataset.train, data_dir);
   auto accuracy = [&](const Model& model) {
     torch::NoGradGuard no_grad;
-    return train::pixel_accuracy([&](const torch::Tensor& x) { return float_forward(model, x); }, dataset.test,
-                                 256);
+    return train::pixel_accuracy([&](const torch::Tensor& x) { return float_forward(model, x); },
+                                 dataset.test, 256);
   };
   const double original_acc = accuracy(original);
   Model pruned;
@@ -171,16 +187,15 @@ Json prune_model(const Model& original, const PruneOptions& options, const data:
     fine_tune(pruned, dataset.train, options.epochs, options.learning_rate, options.batch_size, options.seed,
               options.show_progress, masks);
   const double pruned_acc = accuracy(pruned);
-  Json extra = {{"data_dir", data_dir},
-                {"source", source_path},
-                {"structured", options.structured},
-                {"sparsity", options.sparsity},
-                {"test_acc", pruned_acc}};
+  Json extra = {{"data_dir", data_dir},         {"data_options", data::to_json(data_options)},
+                {"source", source_path},        {"structured", options.structured},
+                {"sparsity", options.sparsity}, {"test_acc", pruned_acc}};
   save_model(options.out_path, pruned, extra);
   return {{"schema_version", kResultsSchemaVersion},
           {"kind", "prune"},
           {"model", source_path},
           {"method", options.structured ? "structured" : "magnitude"},
+          {"dataset", data::to_json(dataset)},
           {"sparsity", options.sparsity},
           {"fine_tune_epochs", options.epochs},
           {"original_acc", original_acc},
@@ -208,13 +223,16 @@ Json run_prune(const PruneOptions& options) {
   const std::string data_dir = !options.data_dir.empty()  ? options.data_dir
                                : !source.data_dir.empty() ? source.data_dir
                                                           : std::string(data::kDefaultDataDirectory);
-  const data::Dataset dataset = data::load_dataset(data_dir, options.train_limit, options.test_limit);
-  if (source.program) return prune_model(*source.program, options, dataset, data_dir, source.path);
+  const data::DataOptions data_options = data::merge_data_options(source.data_options, options.data_options);
+  const data::Dataset dataset =
+      data::load_dataset(data_dir, options.train_limit, options.test_limit, data_options);
+  if (source.program)
+    return prune_model(*source.program, options, dataset, data_dir, data_options, source.path);
   torch::Tensor sample;
-  data::for_each_pixel_batch_in_order(dataset.test, 64, 64,
-                                      [&](const torch::Tensor& pixels, const torch::Tensor&) { sample = pixels; });
+  data::for_each_pixel_batch_in_order(
+      dataset.test, 64, 64, [&](const torch::Tensor& pixels, const torch::Tensor&) { sample = pixels; });
   check_import(source, sample);
-  return prune_model(*source.graph, options, dataset, data_dir, source.path);
+  return prune_model(*source.graph, options, dataset, data_dir, data_options, source.path);
 }
 
 }  // namespace ipj::quant

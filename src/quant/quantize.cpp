@@ -19,15 +19,25 @@ namespace ipj::quant {
 namespace {
 
 // What differs between the two model representations.
-torch::Tensor float_forward(const LayerProgram& program, const torch::Tensor& x) { return run_float(program, x); }
-torch::Tensor float_forward(const Graph& graph, const torch::Tensor& x) { return run_graph(graph, x); }
-std::int64_t float_bytes(const LayerProgram& program) { return float_parameter_bytes(program); }
-std::int64_t float_bytes(const Graph& graph) { return graph_float_parameter_bytes(graph); }
+torch::Tensor float_forward(const LayerProgram& program, const torch::Tensor& x) {
+  return run_float(program, x);
+}
+torch::Tensor float_forward(const Graph& graph, const torch::Tensor& x) {
+  return run_graph(graph, x);
+}
+std::int64_t float_bytes(const LayerProgram& program) {
+  return float_parameter_bytes(program);
+}
+std::int64_t float_bytes(const Graph& graph) {
+  return graph_float_parameter_bytes(graph);
+}
 std::vector<QuantParams> observe(const LayerProgram& program, const data::ImageSet& images,
                                  const QuantizeOptions& options) {
-  return calibrate(program, images, options.calib_samples, options.batch_size, options.observer, options.percentile);
+  return calibrate(program, images, options.calib_samples, options.batch_size, options.observer,
+                   options.percentile);
 }
-std::vector<QuantParams> observe(const Graph& graph, const data::ImageSet& images, const QuantizeOptions& options) {
+std::vector<QuantParams> observe(const Graph& graph, const data::ImageSet& images,
+                                 const QuantizeOptions& options) {
   return calibrate_graph(graph, images, options.calib_samples, options.batch_size, options.observer,
                          options.percentile);
 }
@@ -36,7 +46,8 @@ std::vector<QuantParams> train_aware(LayerProgram& program, const data::ImageSet
   return quantization_aware_training(program, images, options.qat_epochs, options.qat_learning_rate,
                                      options.batch_size, options.seed, options.show_progress);
 }
-std::vector<QuantParams> train_aware(Graph& graph, const data::ImageSet& images, const QuantizeOptions& options) {
+std::vector<QuantParams> train_aware(Graph& graph, const data::ImageSet& images,
+                                     const QuantizeOptions& options) {
   return quantization_aware_training_graph(graph, images, options.qat_epochs, options.qat_learning_rate,
                                            options.batch_size, options.seed, options.show_progress);
 }
@@ -47,14 +58,16 @@ struct Conversion {
   std::int64_t fp32_bytes = 0;
   std::shared_ptr<const QuantizedProgram> program;
   std::shared_ptr<const QuantizedGraph> graph;
-  torch::Tensor forward(const torch::Tensor& x) const { return program ? program->forward(x) : graph->forward(x); }
+  torch::Tensor forward(const torch::Tensor& x) const {
+    return program ? program->forward(x) : graph->forward(x);
+  }
 };
 
 template <typename Model, typename QuantizedModel>
 std::shared_ptr<const QuantizedModel> convert(Model& model, const QuantizeOptions& options,
                                               const data::Dataset& dataset, double& fp32_acc) {
-  fp32_acc = train::pixel_accuracy([&](const torch::Tensor& x) { return float_forward(model, x); }, dataset.test,
-                                   256);
+  fp32_acc = train::pixel_accuracy([&](const torch::Tensor& x) { return float_forward(model, x); },
+                                   dataset.test, 256);
   std::vector<QuantParams> activation_params;
   if (options.mode == QuantMode::static_ptq) {
     activation_params = observe(model, dataset.train, options);
@@ -68,8 +81,8 @@ std::shared_ptr<const QuantizedModel> convert(Model& model, const QuantizeOption
 
 torch::Tensor first_test_pixels(const data::ImageSet& images, std::int64_t count) {
   torch::Tensor pixels;
-  data::for_each_pixel_batch_in_order(images, count, count,
-                                      [&](const torch::Tensor& batch, const torch::Tensor&) { pixels = batch; });
+  data::for_each_pixel_batch_in_order(
+      images, count, count, [&](const torch::Tensor& batch, const torch::Tensor&) { pixels = batch; });
   return pixels;
 }
 
@@ -83,7 +96,8 @@ Json quantize_report(const QuantizeOptions& options, const QuantizeResult& resul
   report["mode"] = quant_mode_name(options.mode);
   report["engine"] = result.engine;
   report["observer"] = options.observer == ObserverKind::minmax ? "minmax" : "percentile";
-  report["calib_samples"] = options.mode == QuantMode::static_ptq ? Json(options.calib_samples) : Json(nullptr);
+  report["calib_samples"] =
+      options.mode == QuantMode::static_ptq ? Json(options.calib_samples) : Json(nullptr);
   report["qat_epochs"] = options.mode == QuantMode::qat ? Json(options.qat_epochs) : Json(nullptr);
   report["test_samples"] = test_samples;
   report["fp32_acc"] = result.fp32_acc;
@@ -93,7 +107,8 @@ Json quantize_report(const QuantizeOptions& options, const QuantizeResult& resul
   report["accepted"] = result.accepted;
   report["fp32_bytes"] = result.fp32_bytes;
   report["int8_bytes"] = result.int8_bytes;
-  report["size_ratio"] = result.int8_bytes > 0 ? static_cast<double>(result.fp32_bytes) / result.int8_bytes : 0.0;
+  report["size_ratio"] =
+      result.int8_bytes > 0 ? static_cast<double>(result.fp32_bytes) / result.int8_bytes : 0.0;
   report["out"] = result.written ? Json(options.out_path) : Json(nullptr);
   report["wall_s"] = wall_s;
   return report;
@@ -116,9 +131,12 @@ QuantizeResult run_quantize(const QuantizeOptions& options) {
                                : !source.data_dir.empty() ? source.data_dir
                                                           : std::string(data::kDefaultDataDirectory);
   const bool needs_training_set = options.mode == QuantMode::qat;
+  const data::DataOptions data_options = data::merge_data_options(source.data_options, options.data_options);
   const data::Dataset dataset =
-      data::load_dataset(data_dir, needs_training_set ? 0 : options.calib_samples, options.test_limit);
-  check_data_shape(source.program ? source.program->input_shape : source.graph->input_shape, dataset.train, data_dir);
+      data::load_dataset(data_dir, needs_training_set ? options.train_limit : options.calib_samples,
+                         options.test_limit, data_options);
+  check_data_shape(source.program ? source.program->input_shape : source.graph->input_shape, dataset.train,
+                   data_dir);
   const double import_difference = check_import(source, first_test_pixels(dataset.test, 64));
 
   QuantizeResult result;
@@ -137,8 +155,8 @@ QuantizeResult run_quantize(const QuantizeOptions& options) {
   }
   const std::string model_name = source.program ? source.program->model_name : source.graph->model_name;
   result.fp32_acc = conversion.fp32_acc;
-  result.int8_acc = train::pixel_accuracy([&](const torch::Tensor& x) { return conversion.forward(x); },
-                                          dataset.test, 256);
+  result.int8_acc =
+      train::pixel_accuracy([&](const torch::Tensor& x) { return conversion.forward(x); }, dataset.test, 256);
   result.acc_drop_pt = (result.fp32_acc - result.int8_acc) * 100.0;
   // A drop within rounding of the limit passes: accuracies are ratios of integer counts.
   result.accepted = result.acc_drop_pt <= options.max_drop_pt + 1e-9;
@@ -147,6 +165,7 @@ QuantizeResult run_quantize(const QuantizeOptions& options) {
                 {"int8_acc", result.int8_acc},
                 {"source_checkpoint", source.path},
                 {"data_dir", data_dir},
+                {"data_options", data::to_json(data_options)},
                 {"calib_samples", options.calib_samples},
                 {"observer", options.observer == ObserverKind::minmax ? "minmax" : "percentile"}};
   if (source.import_check) extra["import_max_rel_diff"] = import_difference;
@@ -159,6 +178,8 @@ QuantizeResult run_quantize(const QuantizeOptions& options) {
   }
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.report = quantize_report(options, result, source.path, model_name, dataset.test.count, wall_s);
+  result.report["dataset"] = data::to_json(dataset);
+  if (source.import_check) result.report["import_max_rel_diff"] = import_difference;
   return result;
 }
 

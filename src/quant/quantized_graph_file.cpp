@@ -66,8 +66,9 @@ QuantizedGraph QuantizedGraph::load(const std::string& path) try {
   if (!archive.try_read("ipj_int8_graph_format", format) || !format.isInt())
     fail(ErrorCategory::invalid_input, "'" + path + "' is not an ipj int8 graph (no ipj_int8_graph_format)");
   if (format.toInt() != kInt8GraphFormatVersion)
-    fail(ErrorCategory::invalid_input, "'" + path + "' has int8 graph format " + std::to_string(format.toInt()) +
-                                           ", this ipj reads format " + std::to_string(kInt8GraphFormatVersion));
+    fail(ErrorCategory::invalid_input, "'" + path + "' has int8 graph format " +
+                                           std::to_string(format.toInt()) + ", this ipj reads format " +
+                                           std::to_string(kInt8GraphFormatVersion));
   QuantizedGraph result;
   try {
     archive.read("meta_json", meta_value);
@@ -79,7 +80,8 @@ QuantizedGraph QuantizedGraph::load(const std::string& path) try {
     for (const Json& entry : meta.at("output_params"))
       result.params_.push_back({entry.at(0).get<double>(), entry.at(1).get<std::int64_t>()});
     const std::size_t count = result.graph_.nodes.size();
-    if (result.params_.size() != count) fail(ErrorCategory::invalid_input, "'" + path + "': damaged output_params");
+    if (result.params_.size() != count)
+      fail(ErrorCategory::invalid_input, "'" + path + "': damaged output_params");
     result.weight_int8_.resize(count);
     result.weight_scale_.resize(count);
     for (std::size_t index = 0; index < count; ++index) {
@@ -102,7 +104,8 @@ QuantizedGraph QuantizedGraph::load(const std::string& path) try {
   } catch (const Json::exception& error) {
     fail(ErrorCategory::invalid_input, "'" + path + "': damaged int8 graph metadata: " + error.what());
   } catch (const c10::Error& error) {
-    fail(ErrorCategory::invalid_input, "'" + path + "': damaged int8 graph: " + error.what_without_backtrace());
+    fail(ErrorCategory::invalid_input,
+         "'" + path + "': damaged int8 graph: " + error.what_without_backtrace());
   }
   return result;
 } catch (...) {

@@ -2,6 +2,7 @@
 #include "quantized_kernels.hpp"
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/quantized/Quantizer.h>
 #include <torch/torch.h>
 
 #include "ipj/device/cpu_info.hpp"
@@ -41,18 +42,26 @@ torch::Tensor quantize_weight(const torch::Tensor& int8_values, const torch::Ten
   if (!kernel_saturates(engine))
     return at::_make_per_channel_quantized_tensor(int8_values, scales, zero_points, 0);
   constexpr double kRatio = 127.0 / 63.0;
-  const torch::Tensor seven_bit = torch::round(int8_values.to(torch::kFloat) / kRatio).clamp(-63, 63).to(torch::kChar);
+  const torch::Tensor seven_bit =
+      torch::round(int8_values.to(torch::kFloat) / kRatio).clamp(-63, 63).to(torch::kChar);
   return at::_make_per_channel_quantized_tensor(seven_bit, scales * kRatio, zero_points, 0);
 }
 
 torch::Tensor quantized_add(const torch::Tensor& qa, const torch::Tensor& qb, const QuantParams& out,
                             bool relu) {
   using Signature = at::Tensor(at::Tensor, at::Tensor, double, std::int64_t);
-  static auto add =
-      c10::Dispatcher::singleton().findSchemaOrThrow("quantized::add", "").typed<Signature>();
+  static auto add = c10::Dispatcher::singleton().findSchemaOrThrow("quantized::add", "").typed<Signature>();
   static auto add_relu =
       c10::Dispatcher::singleton().findSchemaOrThrow("quantized::add_relu", "").typed<Signature>();
-  return relu ? add_relu.call(qa, qb, out.scale, out.zero_point) : add.call(qa, qb, out.scale, out.zero_point);
+  return relu ? add_relu.call(qa, qb, out.scale, out.zero_point)
+              : add.call(qa, qb, out.scale, out.zero_point);
+}
+
+torch::Tensor with_zero_point_zero(const torch::Tensor& quantized) {
+  torch::Tensor alias = at::alias(quantized);  // shares the storage, own quantizer
+  at::set_quantizer_(alias,
+                     at::make_per_tensor_affine_quantizer(quantized.q_scale(), 0, quantized.scalar_type()));
+  return alias;
 }
 
 }  // namespace ipj::quant

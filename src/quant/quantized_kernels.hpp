@@ -1,7 +1,8 @@
 // Private to the quant module: LibTorch's quantized kernels as ipj calls them. Prepacking goes through the
 // dispatcher (quantized::linear_prepack / conv2d_prepack), execution through the packed params' virtual
-// apply methods; quantized::add(_relu) for residual adds. Without VNNI, x86 int8 kernels (oneDNN, FBGEMM)
-// multiply u8 x s8 pairs into saturating 16-bit sums (vpmaddubsw): the weights are then packed in 7 bits.
+// apply methods; quantized::add(_relu) for residual adds; zero-point reinterpretation for oneDNN. Without
+// VNNI, x86 int8 kernels (oneDNN, FBGEMM) multiply u8 x s8 pairs into saturating 16-bit sums (vpmaddubsw):
+// the weights are then packed in 7 bits.
 #pragma once
 
 #include <ATen/native/quantized/PackedParams.h>
@@ -29,6 +30,9 @@ torch::Tensor quantize_weight(const torch::Tensor& int8_values, const torch::Ten
 // full-range weights gave errors of 11-18 output quanta, 7-bit weights 0.5.
 bool kernel_saturates(const std::string& engine);
 // qa + qb (then relu) requantized to `out`.
-torch::Tensor quantized_add(const torch::Tensor& qa, const torch::Tensor& qb, const QuantParams& out, bool relu);
+torch::Tensor quantized_add(const torch::Tensor& qa, const torch::Tensor& qb, const QuantParams& out,
+                            bool relu);
+// The same uint8 storage read with zero point 0, i.e. real value + scale * zero_point (no copy).
+torch::Tensor with_zero_point_zero(const torch::Tensor& quantized);
 
 }  // namespace ipj::quant

@@ -9,6 +9,7 @@
 
 #include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
+#include "ipj/data/data_options.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/quant/graph_builders.hpp"
 #include "ipj/quant/graph_file.hpp"
@@ -28,6 +29,8 @@ SourceModel from_checkpoint(const std::string& path) {
   else
     source.graph = extract_graph(*trained.model, info);
   source.data_dir = trained.state.config.value("data", std::string(data::kDefaultDataDirectory));
+  source.data_options =
+      data::data_options_from_json(trained.state.config.value("data_options", Json::object()));
   source.path = trained.path;
   return source;
 }
@@ -103,6 +106,7 @@ SourceModel load_source_model(const std::string& path, const ImportOptions& impo
       ProgramFile file = load_program(path);
       source.program = std::move(file.program);
       source.data_dir = file.extra.value("data_dir", std::string());
+      source.data_options = data::data_options_from_json(file.extra.value("data_options", Json::object()));
       source.path = path;
       break;
     }
@@ -110,6 +114,7 @@ SourceModel load_source_model(const std::string& path, const ImportOptions& impo
       GraphFile file = load_graph(path);
       source.graph = std::move(file.graph);
       source.data_dir = file.extra.value("data_dir", std::string());
+      source.data_options = data::data_options_from_json(file.extra.value("data_options", Json::object()));
       source.path = path;
       break;
     }
@@ -125,15 +130,20 @@ SourceModel load_source_model(const std::string& path, const ImportOptions& impo
   return source;
 }
 
-void check_data_shape(const std::vector<std::int64_t>& shape, const data::ImageSet& images, const std::string& data_dir) {
-  const bool same = shape.size() == 3 ? shape[0] == images.channels && shape[1] == images.height &&
-                                            shape[2] == images.width
-                                      : shape.size() == 1 && shape[0] == images.image_bytes();
+void check_data_shape(const std::vector<std::int64_t>& shape, const data::ImageSet& images,
+                      const std::string& data_dir) {
+  std::string shape_text;
+  for (const std::int64_t size : shape)
+    shape_text += (shape_text.empty() ? "" : "x") + std::to_string(size);
+  const bool same = shape.size() == 3
+                        ? shape[0] == images.channels && shape[1] == images.height && shape[2] == images.width
+                        : shape.size() == 1 && shape[0] == images.image_bytes();
   if (!same)
-    fail(ErrorCategory::invalid_input, "data set '" + data_dir + "' has images of another shape (" +
-                                           std::to_string(images.channels) + "x" + std::to_string(images.height) +
-                                           "x" + std::to_string(images.width) +
-                                           ") than the model's input; check --input-shape or --data");
+    fail(ErrorCategory::invalid_input,
+         "data set '" + data_dir + "' has images of another shape (" + std::to_string(images.channels) + "x" +
+             std::to_string(images.height) + "x" + std::to_string(images.width) +
+             ") than the model's input (" + shape_text +
+             "); check --input-shape or --data, or pass --channels/--resize to match");
 }
 
 double check_import(const SourceModel& source, const torch::Tensor& pixels) {

@@ -77,7 +77,8 @@ ModulePlace module_place(const jit::Node* node) {
     for (const auto& entry : (*stack)->vec()) {
       const auto& instance = std::get<2>(entry);
       if (!instance) continue;
-      if (instance->class_type()) place.class_name = readable_class(instance->class_type()->name()->qualifiedName());
+      if (instance->class_type())
+        place.class_name = readable_class(instance->class_type()->name()->qualifiedName());
       const std::string name = instance->instance_name();
       if (name != "SELF" && !name.empty()) place.path += (place.path.empty() ? "" : ".") + name;
     }
@@ -99,8 +100,8 @@ Graph import_torchscript(const jit::Module& module, const std::string& where, co
   if (!options.mean.empty()) {
     const std::size_t channels = options.input_shape.size() == 1 ? 1 : options.input_shape[0];
     if (options.mean.size() != channels && options.mean.size() != 1)
-      fail(ErrorCategory::usage, "--mean/--std need one value per input channel (" +
-                                     std::to_string(channels) + ") or one value");
+      fail(ErrorCategory::usage,
+           "--mean/--std need one value per input channel (" + std::to_string(channels) + ") or one value");
     if (options.mean.size() == 1 && channels > 1) {
       result.input_mean.assign(channels, options.mean[0]);
       result.input_std.assign(channels, options.std[0]);
@@ -117,12 +118,14 @@ Graph import_torchscript(const jit::Module& module, const std::string& where, co
     try {
       output = run_graph(result, torch::rand(shape));
     } catch (const c10::Error& error) {
-      fail(ErrorCategory::invalid_input, "'" + where + "': the imported graph does not run on --input-shape: " +
-                                             error.what_without_backtrace());
+      fail(ErrorCategory::invalid_input,
+           "'" + where +
+               "': the imported graph does not run on --input-shape: " + error.what_without_backtrace());
     }
     if (output.dim() != 2)
-      fail(ErrorCategory::unsupported, "'" + where + "': the model returns a " + std::to_string(output.dim()) +
-                                           "-D tensor; ipj's int8 and pruning support classifiers ([B, classes])");
+      fail(ErrorCategory::unsupported,
+           "'" + where + "': the model returns a " + std::to_string(output.dim()) +
+               "-D tensor; ipj's int8 and pruning support classifiers ([B, classes])");
     result.num_classes = options.num_classes > 0 ? options.num_classes : static_cast<int>(output.size(1));
   }
   return result;

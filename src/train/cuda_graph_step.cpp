@@ -30,7 +30,7 @@ void wait_for(const at::cuda::CUDAStream& waiting, const at::cuda::CUDAStream& s
 }  // namespace
 
 CudaGraphTrainingStep::CudaGraphTrainingStep(models::Classifier& model, CapturableSgd& optimizer,
-                                             const std::string& precision, const torch::Tensor& images,
+                                             Precision precision, const torch::Tensor& images,
                                              const torch::Tensor& labels) {
   if (!images.is_cuda() || !labels.is_cuda())
     fail(ErrorCategory::internal, "CUDA graph capture needs the batch on the CUDA device");

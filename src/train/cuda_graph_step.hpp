@@ -8,10 +8,9 @@
 #include <ATen/cuda/CUDAGraph.h>
 #include <torch/torch.h>
 
-#include <string>
-
 #include "ipj/models/classifier.hpp"
 #include "ipj/train/capturable_sgd.hpp"
+#include "ipj/train/training_choices.hpp"
 
 namespace ipj::train {
 
@@ -20,7 +19,7 @@ class CudaGraphTrainingStep {
   // Records the step on the first batch (images: [B, C, H, W], labels: [B], already on the CUDA device).
   // The warm-up passes that capture needs run with a zero learning rate and the model's buffers and momentum
   // are restored afterwards, so building the graph leaves the model as it was.
-  CudaGraphTrainingStep(models::Classifier& model, CapturableSgd& optimizer, const std::string& precision,
+  CudaGraphTrainingStep(models::Classifier& model, CapturableSgd& optimizer, Precision precision,
                         const torch::Tensor& images, const torch::Tensor& labels);
 
   std::int64_t batch_size() const { return static_images_.size(0); }

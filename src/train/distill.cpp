@@ -1,4 +1,5 @@
-// The distillation loop: normalised batches for the student, the same images as raw pixels for the teacher.
+// Distillation through the training loop: a loss hook that gives the student normalised batches and the
+// teacher the same images as raw pixels.
 #include "ipj/train/distill.hpp"
 
 #include <torch/torch.h>
@@ -13,8 +14,73 @@
 #include "ipj/train/checkpoint.hpp"
 #include "ipj/train/model_setup.hpp"
 #include "ipj/train/train_config.hpp"
+#include "ipj/train/training_loop.hpp"
 
 namespace ipj::train {
+
+namespace {
+
+// The distillation loss of one batch: the student against the teacher's softened outputs and the labels
+// that are kept (the first labeled_limit samples of the data set).
+class DistillationLoss {
+ public:
+  DistillationLoss(const DistillOptions& options, const data::Dataset& dataset, const PixelForward& teacher,
+                   models::Classifier& student)
+      : options_(options),
+        dataset_(dataset),
+        teacher_(teacher),
+        student_(student),
+        mean_(torch::tensor(dataset.normalization.mean).view({1, -1, 1, 1})),
+        std_(torch::tensor(dataset.normalization.std).view({1, -1, 1, 1})) {}
+
+  // The epoch's sample order: which samples of a batch have labels.
+  void begin_epoch(const data::LoaderOptions& loader) {
+    if (options_.labeled_limit > 0)
+      order_ = data::epoch_order(dataset_.train.count, loader.seed, loader.epoch, loader.shuffle);
+  }
+
+  StepLoss operator()(const data::Batch& batch) const {
+    const double temperature = options_.temperature;
+    torch::Tensor soft_targets;  // [B, classes]
+    if (options_.alpha > 0.0) {
+      torch::NoGradGuard no_grad;
+      const torch::Tensor pixels = batch.images * std_ + mean_;  // back to [0, 1] for the teacher
+      soft_targets = torch::softmax(teacher_(pixels).to(torch::kFloat) / temperature, 1);
+    }
+    const torch::Tensor logits = student_.forward(batch.images);  // [B, classes]
+    torch::Tensor per_sample = torch::nn::functional::cross_entropy(
+        logits, batch.labels,
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));  // [B]
+    if (options_.labeled_limit > 0) per_sample = per_sample * labeled_mask(batch);
+    torch::Tensor loss = per_sample.mean() * (1.0 - options_.alpha);
+    if (options_.alpha > 0.0) {
+      const torch::Tensor log_student = torch::log_softmax(logits / temperature, 1);
+      const torch::Tensor divergence = torch::nn::functional::kl_div(
+          log_student, soft_targets, torch::nn::functional::KLDivFuncOptions().reduction(torch::kBatchMean));
+      loss = loss + divergence * (options_.alpha * temperature * temperature);
+    }
+    return {loss, logits};
+  }
+
+ private:
+  // [B]: 1 for samples with a label (data set index < labeled_limit), in loader order order[index * B ...].
+  torch::Tensor labeled_mask(const data::Batch& batch) const {
+    const std::int64_t first = batch.index * options_.batch_size;
+    std::vector<float> labeled(static_cast<std::size_t>(batch.labels.size(0)));
+    for (std::size_t row = 0; row < labeled.size(); ++row)
+      labeled[row] = order_[static_cast<std::size_t>(first) + row] < options_.labeled_limit ? 1.0f : 0.0f;
+    return torch::tensor(labeled);
+  }
+
+  const DistillOptions& options_;
+  const data::Dataset& dataset_;
+  const PixelForward& teacher_;
+  models::Classifier& student_;
+  torch::Tensor mean_, std_;  // [1, C, 1, 1]
+  std::vector<std::int64_t> order_;
+};
+
+}  // namespace
 
 Json run_distillation(const DistillOptions& options, const data::Dataset& dataset,
                       const PixelForward& teacher) {
@@ -37,58 +103,33 @@ Json run_distillation(const DistillOptions& options, const data::Dataset& datase
   config.learning_rate = options.learning_rate;
   config.seed = options.seed;
   config.data_dir = options.data_dir.empty() ? dataset.directory : options.data_dir;
+  config.data_options = dataset.options;
   torch::optim::SGD optimizer(student->parameters(),
                               torch::optim::SGDOptions(options.learning_rate).momentum(0.9));
-  const torch::Tensor mean = torch::tensor(dataset.normalization.mean).view({1, -1, 1, 1});
-  const torch::Tensor std = torch::tensor(dataset.normalization.std).view({1, -1, 1, 1});
-  const double temperature = options.temperature;
-  for (int epoch = 0; epoch < options.epochs; ++epoch) {
+  DistillationLoss distillation(options, dataset, teacher, *student);
+  const std::unique_ptr<TrainingStep> step = make_torch_optimizer_step(
+      optimizer, [&](const data::Batch& batch, const StepContext&) { return distillation(batch); });
+  EpochLoopOptions loop;
+  loop.images = &dataset.train;
+  loop.normalization = &dataset.normalization;
+  loop.loader = [&](int epoch) {
+    data::LoaderOptions loader;
+    loader.batch_size = options.batch_size;
+    loader.seed = options.seed;
+    loader.epoch = static_cast<std::uint64_t>(epoch);
+    return loader;
+  };
+  loop.epochs = options.epochs;
+  loop.schedule.base_lr = options.learning_rate;
+  loop.label = "distill";
+  loop.show_progress = options.show_progress;
+  EpochHooks hooks;
+  hooks.before_epoch = [&](int epoch) {
     student->train();
-    data::LoaderOptions loader_options;
-    loader_options.batch_size = options.batch_size;
-    loader_options.seed = options.seed;
-    loader_options.epoch = static_cast<std::uint64_t>(epoch);
-    data::BatchLoader loader(dataset.train, dataset.normalization, loader_options);
-    const std::vector<std::int64_t> order = data::epoch_order(dataset.train.count, loader_options.seed,
-                                                              loader_options.epoch, loader_options.shuffle);
-    ProgressBar progress("distill " + std::to_string(epoch + 1) + "/" + std::to_string(options.epochs),
-                         loader.batch_count(), options.show_progress);
-    std::int64_t done = 0;
-    while (auto batch = loader.next()) {
-      torch::Tensor soft_targets;  // [B, classes]
-      if (options.alpha > 0.0) {
-        torch::NoGradGuard no_grad;
-        const torch::Tensor pixels = batch->images * std + mean;  // back to [0, 1] for the teacher
-        soft_targets = torch::softmax(teacher(pixels).to(torch::kFloat) / temperature, 1);
-      }
-      const torch::Tensor logits = student->forward(batch->images);  // [B, classes]
-      torch::Tensor per_sample = torch::nn::functional::cross_entropy(
-          logits, batch->labels,
-          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));  // [B]
-      if (options.labeled_limit > 0) {
-        // samples of this batch, in loader order: order[index * B ...]; labeled iff dataset index <
-        // labeled_limit
-        const std::int64_t first = batch->index * options.batch_size;
-        std::vector<float> labeled(static_cast<std::size_t>(per_sample.size(0)));
-        for (std::size_t row = 0; row < labeled.size(); ++row)
-          labeled[row] = order[static_cast<std::size_t>(first) + row] < options.labeled_limit ? 1.0f : 0.0f;
-        per_sample = per_sample * torch::tensor(labeled);
-      }
-      torch::Tensor loss = per_sample.mean() * (1.0 - options.alpha);
-      if (options.alpha > 0.0) {
-        const torch::Tensor log_student = torch::log_softmax(logits / temperature, 1);
-        const torch::Tensor divergence = torch::nn::functional::kl_div(
-            log_student, soft_targets,
-            torch::nn::functional::KLDivFuncOptions().reduction(torch::kBatchMean));
-        loss = loss + divergence * (options.alpha * temperature * temperature);
-      }
-      optimizer.zero_grad();
-      loss.backward();
-      optimizer.step();
-      progress.update(++done);
-    }
-    progress.finish();
-  }
+    distillation.begin_epoch(loop.loader(epoch));
+  };
+  run_epochs(*step, loop, hooks);
+  const double temperature = options.temperature;
   student->eval();
   const EvalResult student_eval = evaluate(*student, dataset.test, dataset.normalization, 1000);
   const double teacher_acc = pixel_accuracy(teacher, dataset.test, 256);

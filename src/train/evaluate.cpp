@@ -11,8 +11,8 @@
 namespace ipj::train {
 
 EvalResult evaluate(models::Classifier& model, const data::ImageSet& images,
-                    const data::Normalization& normalization, std::int64_t batch_size,
-                    const std::string& precision, const std::string& device_name) {
+                    const data::Normalization& normalization, std::int64_t batch_size, Precision precision,
+                    const DeviceSpec& device_spec) {
   const auto start = std::chrono::steady_clock::now();
   const bool was_training = model.is_training();
   model.eval();
@@ -22,7 +22,7 @@ EvalResult evaluate(models::Classifier& model, const data::ImageSet& images,
   options.shuffle = false;
   options.prefetch_batches = 0;
   data::BatchLoader loader(images, normalization, options);
-  const torch::Device device(device_name);
+  const torch::Device device(device_name(device_spec));
   torch::Tensor correct = torch::zeros({}, torch::TensorOptions(torch::kInt64).device(device));
   torch::Tensor loss_sum = torch::zeros({}, torch::TensorOptions(torch::kFloat64).device(device));
   while (auto batch = loader.next()) {

@@ -24,6 +24,7 @@ Json describe_model_source(const models::ModelSource& source, const data::Datase
             {"num_classes", dataset.num_classes},
             {"mean", dataset.normalization.mean},
             {"std", dataset.normalization.std}};
+  if (!dataset.class_names.empty()) info["classes"] = dataset.class_names;  // image folders: index -> name
   if (source.is_file()) {
     const models::FileFingerprint fingerprint = models::fingerprint_file(source.file);
     info["source"] = "torchscript";
@@ -91,9 +92,9 @@ void fail_user_model_step(const TrainConfig& config, const std::exception& error
   const auto* c10_error = dynamic_cast<const c10::Error*>(&error);
   const std::string text = c10_error ? c10_error->what_without_backtrace() : error.what();
   const std::string reason = text.substr(0, text.find('\n'));
-  const std::string hint = config.precision == "fp32"
+  const std::string hint = config.precision == Precision::fp32
                                ? "check that the model trains in PyTorch with the same settings"
-                               : "with --precision " + config.precision +
+                               : "with --precision " + choice_name(config.precision) +
                                      " some operators lack reduced-precision kernels in this LibTorch (e.g. "
                                      "ReLU6's backward in bf16): use --precision fp32";
   fail(ErrorCategory::unsupported, "training the TorchScript model '" + config.model.file +

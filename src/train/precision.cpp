@@ -10,62 +10,67 @@
 
 namespace ipj::train {
 
-PrecisionChoice resolve_precision(const std::string& requested, bool cpu_bf16_native) {
-  if (requested == "fp32") return {"fp32", "requested fp32"};
-  if (requested == "bf16") {
-    return {"bf16", cpu_bf16_native
-                        ? "requested bf16 (native on this CPU)"
-                        : "requested bf16 (emulated: this CPU has no AVX512_BF16/AMX, expect it slower)"};
+PrecisionChoice resolve_precision(Precision requested, bool cpu_bf16_native) {
+  switch (requested) {
+    case Precision::fp32:
+      return {Precision::fp32, "requested fp32"};
+    case Precision::bf16:
+      return {Precision::bf16,
+              cpu_bf16_native
+                  ? "requested bf16 (native on this CPU)"
+                  : "requested bf16 (emulated: this CPU has no AVX512_BF16/AMX, expect it slower)"};
+    case Precision::fp16:
+      fail(
+          ErrorCategory::unsupported,
+          "--precision fp16 needs a CUDA device: LibTorch's CPU autocast supports bf16 only; use --precision "
+          "bf16 (or auto)");
+    case Precision::automatic:
+      break;
   }
-  if (requested == "fp16") {
-    fail(ErrorCategory::unsupported,
-         "--precision fp16 needs a CUDA device: LibTorch's CPU autocast supports bf16 only; use --precision "
-         "bf16 "
-         "(or auto)");
-  }
-  if (requested == "auto") {
-    if (cpu_bf16_native) return {"bf16", "auto: bf16 is native on this CPU (AVX512_BF16 or AMX-BF16)"};
-    return {"fp32", "auto: no native bf16 on this CPU (needs AVX512_BF16 or AMX), fp32 is fastest"};
-  }
-  fail(ErrorCategory::usage, "--precision must be fp32, bf16, fp16 or auto, got '" + requested + "'");
+  if (cpu_bf16_native) return {Precision::bf16, "auto: bf16 is native on this CPU (AVX512_BF16 or AMX-BF16)"};
+  return {Precision::fp32, "auto: no native bf16 on this CPU (needs AVX512_BF16 or AMX), fp32 is fastest"};
 }
 
-PrecisionChoice resolve_precision_here(const std::string& requested, const std::string& device_name) {
-  if (device_name == "cpu") {
+PrecisionChoice resolve_precision_here(Precision requested, const DeviceSpec& device) {
+  if (!device.cuda) {
     const device::CpuInfo cpu = device::probe_cpu();
     return resolve_precision(requested, cpu.has("avx512_bf16") || cpu.has("amx_bf16"));
   }
-  const int index = device_name == "cuda" ? 0 : std::atoi(device_name.c_str() + 5);  // "cuda:N"
+  const int index = device.index < 0 ? 0 : device.index;
   const device::TorchInfo torch_info = device::probe_torch();
   const device::CudaDeviceInfo* gpu = nullptr;
   for (const auto& candidate : torch_info.cuda_devices)
     if (candidate.index == index) gpu = &candidate;
   if (gpu == nullptr) {
     fail(ErrorCategory::unsupported,
-         "--device " + device_name + " is not usable here: " +
+         "--device " + device_name(device) + " is not usable here: " +
              (torch_info.cuda_built
                   ? "no such CUDA device is visible (see ipj devices)"
                   : "this ipj build has no CUDA support (rebuild with -DIPJ_WITH_CUDA=ON against a "
                     "CUDA LibTorch)"));
   }
   const std::string sm = "sm_" + std::to_string(gpu->compute_major) + std::to_string(gpu->compute_minor);
-  if (requested == "fp32") return {"fp32", "requested fp32"};
-  if (requested == "fp16") return {"fp16", "requested fp16 on " + gpu->name + " (" + sm + ")"};
-  if (requested == "bf16") {
-    return {"bf16", gpu->bf16_native ? "requested bf16 (native on " + sm + ")"
-                                     : "requested bf16 (emulated before sm_80, expect it slower)"};
+  switch (requested) {
+    case Precision::fp32:
+      return {Precision::fp32, "requested fp32"};
+    case Precision::fp16:
+      return {Precision::fp16, "requested fp16 on " + gpu->name + " (" + sm + ")"};
+    case Precision::bf16:
+      return {Precision::bf16, gpu->bf16_native ? "requested bf16 (native on " + sm + ")"
+                                                : "requested bf16 (emulated before sm_80, expect it slower)"};
+    case Precision::automatic:
+      break;
   }
-  if (requested == "auto") {
-    return gpu->bf16_native
-               ? PrecisionChoice{"bf16", "auto: bf16 is native on " + gpu->name + " (" + sm + ")"}
-               : PrecisionChoice{"fp16", "auto: fp16 tensor cores on " + sm + " (bf16 needs sm_80+)"};
-  }
-  fail(ErrorCategory::usage, "--precision must be fp32, bf16, fp16 or auto, got '" + requested + "'");
+  return gpu->bf16_native
+             ? PrecisionChoice{Precision::bf16, "auto: bf16 is native on " + gpu->name + " (" + sm + ")"}
+             : PrecisionChoice{Precision::fp16, "auto: fp16 tensor cores on " + sm + " (bf16 needs sm_80+)"};
 }
 
-AutocastRegion::AutocastRegion(const std::string& precision, bool cuda) : cuda_(cuda) {
-  if (precision != "bf16" && precision != "fp16") return;
-  const at::ScalarType dtype = precision == "bf16" ? at::kBFloat16 : at::kHalf;
+AutocastRegion::AutocastRegion(Precision precision, bool cuda) : cuda_(cuda) {
+  if (precision == Precision::automatic)
+    fail(ErrorCategory::internal, "AutocastRegion needs a resolved precision (resolve_precision)");
+  if (precision == Precision::fp32) return;
+  const at::ScalarType dtype = precision == Precision::bf16 ? at::kBFloat16 : at::kHalf;
   dtype_ = dtype;
   previous_ = cuda_ ? compat::cuda_autocast_enabled() : compat::cpu_autocast_enabled();
   if (cuda_) {
@@ -75,6 +80,9 @@ AutocastRegion::AutocastRegion(const std::string& precision, bool cuda) : cuda_(
   }
   active_ = true;
 }
+
+AutocastRegion::AutocastRegion(const std::string& precision_name, bool cuda)
+    : AutocastRegion(parse_choice<Precision>(precision_name, "precision"), cuda) {}
 
 AutocastRegion::~AutocastRegion() {
   if (!active_) return;

@@ -106,7 +106,7 @@ TEST(CliCheckedFiles, DamagedInt8AndProgramFilesAreRefusedNamingThem) {
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
   // Python's torch still loads what ipj writes (the checksum is the zip comment).
   const auto python =
-      testing::run_process(std::string(IPJ_PYTHON) +
+      testing::run_process(testing::python_path() +
                            " -c \"import sys, zipfile, torch\n"
                            "for p in sys.argv[1:]:\n"
                            "    torch.jit.load(p); assert zipfile.ZipFile(p).testzip() is None\n"

@@ -16,12 +16,33 @@ testing::ProcessResult ipj(const std::string& arguments) {
   return testing::run_process(testing::ipj_binary() + " " + arguments);
 }
 
+// The source a report's energy must carry, from the meters it lists (discover_meters): the CPU estimate
+// when no CPU sensor was found (it makes the total "estimated"), else NVML's integrated power, else counters.
+std::string expected_energy_source(const json& meters) {
+  bool estimate = false, nvml = false;
+  for (const auto& meter : meters) {
+    if (!meter["available"].get<bool>()) continue;
+    estimate = estimate || meter["name"] == "estimate";
+    nvml = nvml || meter["name"] == "nvml";
+  }
+  return estimate ? "estimated" : nvml ? "integrated" : "counter";
+}
+
+// A powercap tree with one package counter, for runs that must see a RAPL sensor.
+void write_fake_powercap(const testing::TempDir& dir, const std::string& energy_uj) {
+  std::filesystem::create_directories(dir.file("intel-rapl:0"));
+  auto write = [&](const std::string& name, const std::string& text) {
+    testing::write_bytes(dir.file("intel-rapl:0/" + name),
+                         std::vector<std::uint8_t>(text.begin(), text.end()));
+  };
+  write("name", "package-0\n");
+  write("max_energy_range_uj", "262143328850\n");
+  write("energy_uj", energy_uj + "\n");
+}
+
 // The failure contract: non-zero exit, exactly one line on stderr that mentions `fragment`.
 void expect_failure(const testing::ProcessResult& result, int exit_code, const std::string& fragment) {
-  EXPECT_EQ(result.exit_code, exit_code) << result.err;
-  EXPECT_NE(result.err.find(fragment), std::string::npos) << result.err;
-  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
-  EXPECT_TRUE(result.out.empty()) << result.out;
+  testing::expect_cli_failure(result, exit_code, fragment);
 }
 
 }  // namespace
@@ -65,14 +86,38 @@ TEST(Cli, TrainJsonContractAndResultsFile) {
   }
   EXPECT_EQ(report["config"]["precision"], "fp32");
   EXPECT_GT(report["final"]["energy_j"].get<double>(), 0.0);
-  EXPECT_EQ(report["final"]["energy_source"], "estimated");  // no sensor on the CI machine: labelled as such
+  // The source follows the meters found here: "estimated" on a machine without sensors (labelled as such),
+  // "counter" with RAPL; never a sensor's name for an estimate.
+  const std::string source = expected_energy_source(report["energy"]["meters"]);
+  EXPECT_EQ(report["final"]["energy_source"], source);
   EXPECT_GT(report["final"]["j_per_sample"].get<double>(), 0.0);
-  EXPECT_EQ(report["epochs"][0]["energy_source"], "estimated");
+  EXPECT_EQ(report["epochs"][0]["energy_source"], source);
   EXPECT_TRUE(report["environment"]["cpu"].contains("features"));
   const json saved = json::parse(read_file(dir.file("run/results.json")));
   EXPECT_EQ(saved["schema_version"], 1);
   EXPECT_EQ(saved["final"]["test_acc"], report["final"]["test_acc"]);
   EXPECT_TRUE(std::filesystem::exists(dir.file("run/checkpoint.pt")));
+}
+
+TEST(Cli, TrainEnergySourceIsCounterWithASensorAndEstimatedWithout) {
+  testing::TempDir powercap, empty;
+  write_fake_powercap(powercap, "1000000");
+  const std::string run =
+      " train --model mlp --epochs 1 --limit 300 --test-limit 100 --no-save --json --quiet";
+  const std::string no_gpu = "IPJ_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 ";
+  const auto with_sensor = testing::run_process(no_gpu + "IPJ_POWERCAP_ROOT=" + powercap.path() + " " +
+                                                testing::ipj_binary() + run);
+  ASSERT_EQ(with_sensor.exit_code, 0) << with_sensor.err;
+  const json counted = json::parse(with_sensor.out);
+  EXPECT_EQ(counted["final"]["energy_source"], "counter");  // the counter did not move: 0 J, but measured
+  EXPECT_EQ(counted["epochs"][0]["energy_source"], "counter");
+  EXPECT_EQ(expected_energy_source(counted["energy"]["meters"]), "counter");
+  const auto without =
+      testing::run_process(no_gpu + "IPJ_POWERCAP_ROOT=" + empty.path() + " " + testing::ipj_binary() + run);
+  ASSERT_EQ(without.exit_code, 0) << without.err;
+  const json estimated = json::parse(without.out);
+  EXPECT_EQ(estimated["final"]["energy_source"], "estimated");
+  EXPECT_GT(estimated["final"]["energy_j"].get<double>(), 0.0);
 }
 
 TEST(Cli, BadFlagsExitTwoNamingTheFlag) {
@@ -196,6 +241,11 @@ TEST(CliCompare, JsonContractOnASmallSubset) {
   EXPECT_EQ(report["baseline"]["recipe"]["lr"], 0.01);
   EXPECT_EQ(report["baseline"]["recipe"]["batch"], 128);
   EXPECT_GT(report["speedup"].get<double>(), 0.0);
+  EXPECT_EQ(report["recipe_speedup"], report["speedup"]);   // optimized vs seed recipe, both in ipj
+  EXPECT_TRUE(report["implementation_speedup"].is_null());  // the Python side was not run
+  EXPECT_TRUE(report["total_speedup"].is_null());
+  EXPECT_EQ(report["seeds"], json::array({0}));
+  EXPECT_FALSE(report["held_out"].get<bool>());  // seed 0 tuned the recipes
   EXPECT_GT(report["energy_ratio"].get<double>(), 0.0);
   EXPECT_DOUBLE_EQ(
       report["acc_delta_pt"].get<double>(),
@@ -224,9 +274,42 @@ TEST(CliCompare, HumanTableShowsBothRecipesSideBySide) {
           "--out " +
           dir.file("cmp"));
   ASSERT_EQ(result.exit_code, 0) << result.err;
-  for (const char* expected : {"baseline (seed recipe)", "optimized (ipj)", "time to 0.500",
-                               "energy to 0.500", "accuracy per kJ", "estimated", "compare.json"})
+  const std::string source = expected_energy_source(
+      json::parse(read_file(dir.file("cmp/baseline/results.json")))["energy"]["meters"]);
+  for (const std::string& expected :
+       {std::string("baseline (seed recipe)"), std::string("optimized (ipj)"), std::string("time to 0.500"),
+        std::string("energy to 0.500"), std::string("accuracy per kJ"), source, std::string("compare.json"),
+        std::string("recipe effect"), std::string("implementation effect"),
+        std::string("not measured (--python-baseline)"), std::string("seed 0 (a tuning seed")})
     EXPECT_NE(result.out.find(expected), std::string::npos) << expected << " missing in:\n" << result.out;
+}
+
+TEST(CliCompare, PythonBaselineGivesTheImplementationSpeedupOnAHeldOutSeed) {
+  testing::TempDir dir;
+  const auto result =
+      ipj("compare --json --quiet --limit 600 --test-limit 200 --target-acc 0.5 --max-epochs 1 "
+          "--epochs 1 --seed 3 --python-baseline --python " +
+          testing::python_path() + " --out " + dir.file("cmp"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json report = json::parse(result.out);
+  const json& python = report["python_baseline"];
+  ASSERT_TRUE(python.is_object()) << report.dump();
+  EXPECT_EQ(python["model"], "mlp");
+  EXPECT_EQ(python["samples"], 600);  // one epoch of the same subset
+  EXPECT_DOUBLE_EQ(report["implementation_speedup"].get<double>(),
+                   report["baseline"]["samples_per_s"].get<double>() / python["samples_per_s"].get<double>());
+  if (report["recipe_speedup"].is_number()) {
+    EXPECT_DOUBLE_EQ(report["total_speedup"].get<double>(),
+                     report["recipe_speedup"].get<double>() * report["implementation_speedup"].get<double>());
+  } else {
+    EXPECT_TRUE(report["total_speedup"].is_null());
+  }
+  EXPECT_EQ(report["seeds"], json::array({3}));
+  EXPECT_TRUE(report["held_out"].get<bool>());
+  EXPECT_EQ(report["tuning_seeds"], json::array({0, 1, 2}));
+  // Models the Python loop does not have, and an interpreter that does not exist, are usage errors.
+  expect_failure(ipj("compare --model resnet18 --limit 100 --python-baseline"), 2, "--python-baseline");
+  expect_failure(ipj("compare --limit 100 --python-baseline --python /nonexistent/python3"), 2, "--python");
 }
 
 }  // namespace ipj

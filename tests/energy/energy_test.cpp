@@ -156,6 +156,34 @@ TEST(Estimate, NoSensorMeansALabelledEstimateWithExactArithmetic) {
   EXPECT_NEAR(meter.sample(110.0)[0], 3.0 * 20.0 / cpus + 10.0 * 0.1 * 20.0, 1e-12);
 }
 
+TEST(RankMeters, NodeCountersOncePerMachineAndTheEstimatePerProcess) {
+  testing::TempDir dir;
+  make_zone(dir.path(), "intel-rapl:0", "package-0", 0, 1'000'000);
+  MeterOptions options;
+  options.powercap_root = dir.path();
+  options.nvml_library = "/nonexistent/libnvidia-ml.so.1";
+  const MeterSet first = discover_meters_for_rank(options, 0, 2);
+  ASSERT_EQ(first.meters.size(), 1u);
+  EXPECT_EQ(first.meters[0]->name(), "rapl");
+  const MeterSet second = discover_meters_for_rank(options, 1, 2);
+  EXPECT_TRUE(second.meters.empty());  // the machine's package counter is local rank 0's
+  EXPECT_FALSE(second.status[0].available);
+  EXPECT_NE(second.status[0].reason.find("local rank 0"), std::string::npos);
+
+  // No sensor: every rank estimates its own CPU time and half of the machine's idle share.
+  options.powercap_root = "/nonexistent/powercap";
+  double cpu_seconds = 0.0;
+  options.cpu_seconds = [&] { return cpu_seconds; };
+  options.cpu_tdp_w = 20.0;
+  options.idle_fraction = 0.1;
+  MeterSet estimate = discover_meters_for_rank(options, 1, 2);
+  ASSERT_EQ(estimate.meters.size(), 1u);
+  estimate.meters[0]->sample(100.0);
+  cpu_seconds = 3.0;
+  const int cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  EXPECT_NEAR(estimate.meters[0]->sample(110.0)[0], 3.0 * 20.0 / cpus + 10.0 * 0.05 * 20.0, 1e-12);
+}
+
 TEST(Nvml, CounterIntegrationFailuresAndVisibleDevices) {
   testing::TempDir dir;
   const std::string state = dir.file("nvml.state");

@@ -34,7 +34,7 @@ struct Golden {
   testing::TempDir dir;
   torch::Tensor input, expected, normalized_expected;
   Golden() {
-    const auto result = testing::run_process(std::string(IPJ_PYTHON) + " " + IPJ_TEST_SOURCE_DIR +
+    const auto result = testing::run_process(testing::python_path() + " " + testing::test_source_dir() +
                                              "/infer/make_torchscript_golden.py " + dir.path());
     if (result.exit_code != 0) throw std::runtime_error("golden script failed: " + result.err);
     torch::jit::Module holder = torch::jit::load(dir.file("golden.pt"));
@@ -104,9 +104,9 @@ TEST(InferErrors, BadFilesAndVariantsGetClearErrors) {
   options.variant = "int9";
   EXPECT_EQ(category_of([&] { load_inference_model(testing::trained_checkpoint("mlp"), options); }),
             ErrorCategory::usage);
-  options.variant = "int8-dynamic";
+  options.variant = "int8-dynamic";  // int8 of TorchScript files goes through the graph IR: needs the shape
   EXPECT_EQ(category_of([&] { load_inference_model(golden().dir.file("scripted.pt"), options); }),
-            ErrorCategory::unsupported);
+            ErrorCategory::usage);
   EXPECT_EQ(category_of([] { parse_shape("1,x,28", "--input-shape"); }), ErrorCategory::usage);
   EXPECT_EQ(parse_shape("3,32,32", "--input-shape"), (std::vector<std::int64_t>{3, 32, 32}));
 }
@@ -219,8 +219,8 @@ TEST(CompileJit, FrozenEvaluationMatchesEagerEvaluation) {
   train::TrainHooks hooks;
   hooks.show_progress = false;
   const train::TrainResult eager = train::run_training(config, small, hooks);
-  config.compile = "jit";
-  hooks.compiled_evaluate = [](models::Classifier& model, const data::Dataset& data, std::int64_t batch) {
+  config.compile = train::CompileMode::jit;
+  hooks.evaluate = [](models::Classifier& model, const data::Dataset& data, std::int64_t batch) {
     return evaluate_compiled(model, "cnn", data, batch);
   };
   const train::TrainResult compiled = train::run_training(config, small, hooks);

@@ -57,6 +57,43 @@ TEST(Prune, MlpCountsAreExact) {
   EXPECT_EQ(float_parameter_bytes(pruned), (784 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10) * 4);
 }
 
+// Hand-made weights, so that which weights and units go is known exactly.
+TEST(Prune, DirectlyOnKnownWeightsMagnitudeZeroesTheSmallestAndStructuredKeepsTheStrongestUnits) {
+  LayerProgram program;
+  program.model_name = "tiny";
+  program.input_shape = {1, 1, 4};
+  Layer hidden;
+  hidden.weight = torch::tensor({0.1f, -4.0f, 0.2f, 3.0f, -0.3f, 2.0f, 1.0f, -0.05f}).view({4, 2});  // [4, 2]
+  hidden.bias = torch::tensor({1.0f, 2.0f, 3.0f, 4.0f});
+  hidden.relu = true;
+  Layer output;
+  output.weight = torch::arange(8, torch::kFloat).view({2, 4});  // [2, 4]
+  output.bias = torch::zeros({2});
+  program.layers = {hidden, output};
+
+  LayerProgram magnitude = program;
+  const auto masks = prune_magnitude(magnitude, 0.5);
+  ASSERT_EQ(masks.size(), 2u);
+  // The 4 smallest |w| of the hidden layer (0.1, 0.2, -0.3, -0.05) are zeroed, the others stay as they were.
+  EXPECT_TRUE(torch::equal(magnitude.layers[0].weight,
+                           torch::tensor({0.0f, -4.0f, 0.0f, 3.0f, 0.0f, 2.0f, 1.0f, 0.0f}).view({4, 2})));
+  EXPECT_TRUE(torch::equal(masks[0], magnitude.layers[0].weight.ne(0).to(torch::kFloat)));
+  EXPECT_TRUE(torch::equal(magnitude.layers[1].weight,
+                           torch::tensor({0.0f, 0.0f, 0.0f, 0.0f, 4.0f, 5.0f, 6.0f, 7.0f}).view({2, 4})));
+  EXPECT_DOUBLE_EQ(weight_sparsity(magnitude), 8.0 / 16.0);
+
+  // Structured: hidden units by L1 norm are 4.1, 3.2, 2.3, 1.05: units 0 and 1 stay (in order), with their
+  // biases and the next layer's matching input columns; the last layer keeps all its outputs.
+  const LayerProgram structured = prune_structured(program, 0.5);
+  EXPECT_TRUE(torch::equal(structured.layers[0].weight, program.layers[0].weight.slice(0, 0, 2)));
+  EXPECT_TRUE(torch::equal(structured.layers[0].bias, torch::tensor({1.0f, 2.0f})));
+  EXPECT_TRUE(
+      torch::equal(structured.layers[1].weight, torch::tensor({0.0f, 1.0f, 4.0f, 5.0f}).view({2, 2})));
+  EXPECT_EQ(structured.model_name, "tiny-pruned");
+  EXPECT_THROW(prune_magnitude(magnitude, 1.0), Error);
+  EXPECT_THROW(prune_structured(program, -0.1), Error);
+}
+
 TEST(Prune, MagnitudeZerosStayZeroThroughFineTuningAndFilesRoundTrip) {
   testing::TempDir dir;
   LayerProgram program = load_source_program(testing::trained_checkpoint("mlp")).program;

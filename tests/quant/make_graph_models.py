@@ -1,7 +1,8 @@
 # Writes TorchScript models made by Debian's python3-torch/torchvision (scripted and traced) and PyTorch's own
 # outputs for them, for ipj's graph importer and int8 tests. BatchNorm statistics come from real Fashion-MNIST
 # images (one pass in train mode, no training), so activations have realistic ranges. Models that ipj must
-# refuse (LSTM, a custom activation) are written too. Usage: make_graph_models.py OUT_DIR
+# refuse (LSTM, a custom activation) are written too, and the small residual net trained briefly (one pass over
+# 2000 images, ~45% accuracy) for the accuracy guard and CLI tests. Usage: make_graph_models.py OUT_DIR
 import gzip
 import sys
 
@@ -130,6 +131,29 @@ def set_batch_norm_statistics(model, inputs):
     model.eval()
 
 
+def labels(split, count):
+    name = "train" if split == "train" else "t10k"
+    with gzip.open(f"{DATA}{name}-labels-idx1-ubyte.gz") as file:
+        return torch.from_numpy(np.frombuffer(file.read(), np.uint8, offset=8)[:count].astype(np.int64))
+
+
+def train_briefly(model, count):
+    """One pass of SGD over the first `count` training images (normalised), batch 32; returns the model in eval
+    mode and its accuracy on the first 1000 test images."""
+    pixels, targets = (images("train", count) - MEAN) / STD, labels("train", count)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    model.train()
+    for start in range(0, count, 32):
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(pixels[start:start + 32]), targets[start:start + 32])
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    with torch.no_grad():
+        predicted = model((images("test", 1000) - MEAN) / STD).argmax(1)
+    return model, (predicted == labels("test", 1000)).float().mean()
+
+
 def main(out_dir):
     torch.manual_seed(5)
     calibration, test = images("train", 512), images("test", 64)
@@ -143,6 +167,8 @@ def main(out_dir):
             tensors[name] = model(prepare(test))
         torch.jit.script(model).save(f"{out_dir}/{name}_scripted.pt")
         torch.jit.trace(model, prepare(test[:2])).save(f"{out_dir}/{name}_traced.pt")
+    trained, tensors["residual_trained_acc"] = train_briefly(SmallResidual(), 2000)
+    torch.jit.script(trained).save(f"{out_dir}/residual_trained.pt")
     torch.jit.script(WithSwish().eval()).save(f"{out_dir}/swish.pt")
     torch.jit.script(WithLstm().eval()).save(f"{out_dir}/lstm.pt")
     torch.jit.script(Holder(tensors)).save(f"{out_dir}/golden.pt")

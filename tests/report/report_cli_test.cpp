@@ -23,7 +23,7 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-const std::string kFixtures = std::string(IPJ_TEST_SOURCE_DIR) + "/report/fixtures/";
+const std::string kFixtures = testing::test_source_dir() + "/report/fixtures/";
 
 testing::ProcessResult ipj(const std::string& arguments) {
   return testing::run_process(testing::ipj_binary() + " " + arguments);

@@ -529,7 +529,7 @@ namespace {
 
 TEST(ServeTorchScript, AUserTorchScriptModelServesPyTorchsOwnOutputs) {
   testing::TempDir work;
-  const auto made = testing::run_process(std::string(IPJ_PYTHON) + " " + IPJ_TEST_SOURCE_DIR +
+  const auto made = testing::run_process(testing::python_path() + " " + testing::test_source_dir() +
                                          "/infer/make_torchscript_golden.py " + work.path());
   ASSERT_EQ(made.exit_code, 0) << made.err;
   std::filesystem::create_directories(work.file("repo/small/3"));

@@ -1,11 +1,15 @@
-// Test helpers: temp folders, synthetic data files, child processes.
+// Test helpers: temp folders, synthetic data files, child processes, the CLI failure contract.
 #include "support/test_support.hpp"
 
+#include <gtest/gtest.h>
+#include <png.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -90,6 +94,19 @@ void write_synthetic_idx_dataset(const std::string& directory, std::int64_t trai
   write_split("t10k", test_count);
 }
 
+void write_png(const std::string& path, int height, int width, int channels,
+               const std::vector<std::uint8_t>& interleaved) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  png_image image;
+  std::memset(&image, 0, sizeof image);
+  image.version = PNG_IMAGE_VERSION;
+  image.width = static_cast<png_uint_32>(width);
+  image.height = static_cast<png_uint_32>(height);
+  image.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+  if (!png_image_write_to_file(&image, path.c_str(), 0, interleaved.data(), 0, nullptr))
+    throw std::runtime_error("cannot write " + path + ": " + image.message);
+}
+
 void write_synthetic_cifar_batch(const std::string& path, std::int64_t count) {
   std::vector<std::uint8_t> bytes;
   for (std::int64_t record = 0; record < count; ++record) {
@@ -119,6 +136,21 @@ ProcessResult run_process(const std::string& command) {
 
 std::string ipj_binary() {
   return IPJ_BINARY;
+}
+
+std::string test_source_dir() {
+  return IPJ_TEST_SOURCE_DIR;
+}
+
+std::string python_path() {
+  return IPJ_PYTHON;
+}
+
+void expect_cli_failure(const ProcessResult& result, int exit_code, const std::string& fragment) {
+  EXPECT_EQ(result.exit_code, exit_code) << result.err;
+  EXPECT_NE(result.err.find(fragment), std::string::npos) << result.err;
+  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+  EXPECT_TRUE(result.out.empty()) << result.out;
 }
 
 }  // namespace ipj::testing

@@ -35,6 +35,11 @@ std::uint64_t write_gzip_bomb(const std::string& path, const std::vector<std::ui
 void write_synthetic_idx_dataset(const std::string& directory, std::int64_t train_count,
                                  std::int64_t test_count, bool gzip, int height = 28, int width = 28);
 
+// An 8-bit PNG (libpng's simplified API) from interleaved pixels [height, width, channels] (1 grey, 3 RGB);
+// creates the parent folders.
+void write_png(const std::string& path, int height, int width, int channels,
+               const std::vector<std::uint8_t>& interleaved);
+
 // One CIFAR-10 batch file with `count` records (labels cycle 0..9).
 void write_synthetic_cifar_batch(const std::string& path, std::int64_t count);
 
@@ -49,5 +54,14 @@ ProcessResult run_process(const std::string& command);
 
 // Path of the built `ipj` executable.
 std::string ipj_binary();
+// The tests' source folder (fixtures, Python scripts) and the Python with Debian's python3-torch. Functions,
+// not macros in every test file: the paths then reach only test_support's own objects, so that ccache reuses
+// the other test objects across clones in different folders.
+std::string test_source_dir();
+std::string python_path();
+
+// The CLI's failure contract (gtest expectations): exit `exit_code`, exactly one line on stderr containing
+// `fragment`, nothing on stdout.
+void expect_cli_failure(const ProcessResult& result, int exit_code, const std::string& fragment);
 
 }  // namespace ipj::testing

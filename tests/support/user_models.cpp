@@ -5,7 +5,7 @@ namespace ipj::testing {
 namespace {
 
 std::string script() {
-  return std::string(IPJ_PYTHON) + " " + IPJ_TEST_SOURCE_DIR + "/models/python/user_models.py";
+  return testing::python_path() + " " + testing::test_source_dir() + "/models/python/user_models.py";
 }
 
 }  // namespace

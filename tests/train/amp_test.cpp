@@ -36,25 +36,25 @@ TEST(Precision, AutocastRegionRunsLinearInBf16AndRestores) {
   torch::nn::Linear linear(8, 4);
   const torch::Tensor x = torch::randn({2, 8});
   {
-    AutocastRegion region("bf16");
+    AutocastRegion region(Precision::bf16);
     EXPECT_TRUE(compat::cpu_autocast_enabled());
     EXPECT_EQ(linear->forward(x).scalar_type(), torch::kBFloat16);
   }
   EXPECT_FALSE(compat::cpu_autocast_enabled());
   EXPECT_EQ(linear->forward(x).scalar_type(), torch::kFloat32);
   {
-    AutocastRegion region("fp32");
+    AutocastRegion region(Precision::fp32);
     EXPECT_EQ(linear->forward(x).scalar_type(), torch::kFloat32);
   }
 }
 
 TEST(Precision, ResolutionExplainsItselfAndRejectsCpuFp16) {
-  EXPECT_EQ(resolve_precision("auto", true).precision, "bf16");
-  EXPECT_NE(resolve_precision("auto", true).reason.find("native"), std::string::npos);
-  EXPECT_EQ(resolve_precision("auto", false).precision, "fp32");
-  EXPECT_NE(resolve_precision("bf16", false).reason.find("emulated"), std::string::npos);
+  EXPECT_EQ(resolve_precision(Precision::automatic, true).precision, Precision::bf16);
+  EXPECT_NE(resolve_precision(Precision::automatic, true).reason.find("native"), std::string::npos);
+  EXPECT_EQ(resolve_precision(Precision::automatic, false).precision, Precision::fp32);
+  EXPECT_NE(resolve_precision(Precision::bf16, false).reason.find("emulated"), std::string::npos);
   try {
-    resolve_precision("fp16", true);
+    resolve_precision(Precision::fp16, true);
     FAIL();
   } catch (const Error& error) {
     EXPECT_EQ(error.category(), ErrorCategory::unsupported);
@@ -129,8 +129,8 @@ TEST(Amp, Bf16TrainingLearnsAndResumesWithScalerState) {
   config.model = "mlp";
   config.epochs = 2;
   config.batch_size = 64;
-  config.precision = "bf16";
-  config.loss_scale = "dynamic";
+  config.precision = Precision::bf16;
+  config.loss_scale = LossScaling::dynamic;
   config.out_dir = dir.file("straight");
   const TrainResult straight = run_training(config, dataset, quiet());
   EXPECT_GT(straight.test_acc, 0.6);

@@ -12,17 +12,17 @@ TEST(CompareRecipes, BaselineIsTheSeedRecipeWithPythonsDefaults) {
     CompareConfig config;
     config.model = model;
     const TrainConfig baseline = baseline_recipe(config);
-    EXPECT_EQ(baseline.precision, "fp32") << model;
+    EXPECT_EQ(baseline.precision, Precision::fp32) << model;
     EXPECT_EQ(baseline.batch_size, 128) << model;
     EXPECT_DOUBLE_EQ(baseline.learning_rate, 0.01) << model;
     EXPECT_DOUBLE_EQ(baseline.momentum, 0.9) << model;
-    EXPECT_EQ(baseline.schedule, "none") << model;
+    EXPECT_EQ(baseline.schedule, ScheduleKind::none) << model;
     EXPECT_EQ(baseline.prefetch_batches, 0) << model;
-    EXPECT_FALSE(baseline.tune_threads) << model;
-    EXPECT_EQ(baseline.allocator, "system") << model;
-    EXPECT_EQ(baseline.optimizer_impl, "torch") << model;
-    EXPECT_EQ(baseline.memory_format, "contiguous") << model;
-    EXPECT_EQ(baseline.compile, "none") << model;
+    EXPECT_EQ(baseline.thread_plan, ThreadPlanChoice::python) << model;
+    EXPECT_EQ(baseline.allocator, AllocatorChoice::system) << model;
+    EXPECT_EQ(baseline.optimizer_impl, OptimizerImpl::torch) << model;
+    EXPECT_EQ(baseline.memory_format, MemoryFormat::contiguous) << model;
+    EXPECT_EQ(baseline.compile, CompileMode::none) << model;
   }
 }
 
@@ -30,18 +30,18 @@ TEST(CompareRecipes, OptimizedRecipeUsesChannelsLastForConvolutionsOnly) {
   CompareConfig config;
   config.model = "cnn";
   const TrainConfig cnn = optimized_recipe(config);
-  EXPECT_EQ(cnn.memory_format, "channels_last");
-  EXPECT_EQ(cnn.precision, "auto");
-  EXPECT_EQ(cnn.allocator, "tuned");
-  EXPECT_EQ(cnn.optimizer_impl, "fused");
-  EXPECT_TRUE(cnn.tune_threads);
-  EXPECT_EQ(cnn.schedule, "cosine");
+  EXPECT_EQ(cnn.memory_format, MemoryFormat::channels_last);
+  EXPECT_EQ(cnn.precision, Precision::automatic);
+  EXPECT_EQ(cnn.allocator, AllocatorChoice::tuned);
+  EXPECT_EQ(cnn.optimizer_impl, OptimizerImpl::fused);
+  EXPECT_EQ(cnn.thread_plan, ThreadPlanChoice::tuned);
+  EXPECT_EQ(cnn.schedule, ScheduleKind::cosine);
   EXPECT_EQ(cnn.epochs, 2);
   EXPECT_EQ(cnn.batch_size, 128);
   EXPECT_DOUBLE_EQ(cnn.target_acc, 0.90);
   config.model = "mlp";
   const TrainConfig mlp = optimized_recipe(config);
-  EXPECT_EQ(mlp.memory_format, "contiguous");
+  EXPECT_EQ(mlp.memory_format, MemoryFormat::contiguous);
   EXPECT_EQ(mlp.batch_size, 256);
   EXPECT_DOUBLE_EQ(mlp.target_acc, 0.88);
   // Explicit flags win over the model's defaults.

@@ -55,9 +55,9 @@ void check_parity(const std::string& model_name) {
   write_tensor(dir.file("input.bin"), x);
   write_json_file(dir.file("manifest.json"), manifest);
 
-  const std::string script = std::string(IPJ_TEST_SOURCE_DIR) + "/train/python/reference_step.py";
+  const std::string script = testing::test_source_dir() + "/train/python/reference_step.py";
   const auto python =
-      testing::run_process(std::string(IPJ_PYTHON) + " " + script + " " + dir.path() + " " + model_name);
+      testing::run_process(testing::python_path() + " " + script + " " + dir.path() + " " + model_name);
   ASSERT_EQ(python.exit_code, 0) << "the PyTorch reference failed (is python3-torch installed?):\n"
                                  << python.err;
 

@@ -66,7 +66,7 @@ TEST(Trainer, CnnWithBatchNormAndAugmentationLearns) {
   config.epochs = 1;
   config.limit = 3000;
   config.augment = true;
-  config.schedule = "cosine";
+  config.schedule = ScheduleKind::cosine;
   data::Dataset dataset = fashion_subset();
   dataset.train.truncate(3000);
   const TrainResult result = run_training(config, dataset, quiet());
@@ -83,7 +83,7 @@ TEST(Trainer, ChannelsLastTrainsTheSameModelAsContiguous) {
   dataset.train.truncate(1024);
   dataset.test.truncate(500);
   const TrainResult contiguous = run_training(config, dataset, quiet());
-  config.memory_format = "channels_last";
+  config.memory_format = MemoryFormat::channels_last;
   const TrainResult channels_last = run_training(config, dataset, quiet());
   EXPECT_EQ(channels_last.report["config"]["memory_format"], "channels_last");
   const auto reference = contiguous.model->named_parameters();
@@ -104,21 +104,20 @@ TEST(Trainer, FusedSgdStepTrainsLikeTorchsOptimizer) {
   TrainConfig config = small_config();
   config.epochs = 1;
   config.weight_decay = 5e-4;
-  config.schedule = "cosine";
+  config.schedule = ScheduleKind::cosine;
   data::Dataset dataset = fashion_subset();
   dataset.train.truncate(1024);
   dataset.test.truncate(500);
-  config.optimizer_impl = "torch";
+  config.optimizer_impl = OptimizerImpl::torch;
   const TrainResult reference = run_training(config, dataset, quiet());
-  config.optimizer_impl = "fused";
+  config.optimizer_impl = OptimizerImpl::fused;
   const TrainResult fused = run_training(config, dataset, quiet());
   EXPECT_EQ(fused.report["config"]["optimizer_impl"], "fused");
   const auto expected = reference.model->named_parameters();
   for (const auto& item : fused.model->named_parameters())
     EXPECT_LT((item.value() - expected[item.key()]).abs().max().item<double>(), 1e-4) << item.key();
   EXPECT_NEAR(fused.epochs[0].loss, reference.epochs[0].loss, 1e-4);
-  config.optimizer_impl = "sgd-ish";
-  EXPECT_THROW(run_training(config, dataset, quiet()), Error);
+  EXPECT_THROW(parse_choice<OptimizerImpl>("sgd-ish", "--optimizer-impl"), Error);
 }
 
 TEST(Trainer, SameSeedSameWeightsDifferentSeedDifferent) {
@@ -142,7 +141,7 @@ TEST(Trainer, ResumeEqualsUninterruptedRun) {
     TrainConfig config = small_config();
     config.model = model;
     config.limit = 1000;
-    config.optimizer = model == "cnn" ? "adamw" : "sgd";
+    config.optimizer = model == "cnn" ? OptimizerKind::adamw : OptimizerKind::sgd;
     config.learning_rate = model == "cnn" ? 1e-3 : 0.01;
     config.out_dir = dir.file("straight");
     const TrainResult straight = run_training(config, dataset, quiet());
@@ -241,6 +240,96 @@ TEST(Trainer, ResultsFileIsWrittenAfterEveryEpoch) {
   run_training(config, dataset, hooks);
   EXPECT_EQ(epochs_seen, 2);
   EXPECT_EQ(read_json_file(dir.file("run/results.json"))["complete"], true);
+}
+
+}  // namespace ipj::train
+
+namespace ipj::train {
+
+TEST(Trainer, ShouldStopHookEndsTheRunAfterThatEpoch) {
+  data::Dataset dataset = data::load_dataset(data::kDefaultDataDirectory, 500, 200);
+  TrainConfig config;
+  config.epochs = 3;
+  TrainHooks hooks;
+  hooks.show_progress = false;
+  std::vector<int> asked;
+  hooks.should_stop = [&](const EpochMetrics& metrics) {
+    asked.push_back(metrics.epoch);
+    return metrics.epoch == 2;
+  };
+  const TrainResult result = run_training(config, dataset, hooks);
+  EXPECT_EQ(asked, (std::vector<int>{1, 2}));
+  ASSERT_EQ(result.epochs.size(), 2u);
+  EXPECT_EQ(result.report["final"]["epochs_completed"], 2);
+  EXPECT_EQ(result.report["complete"], true);
+}
+
+// The seams data-parallel training uses (include/ipj/train/trainer.hpp): a loader change (here drop_last, as
+// a shard would be) drives batches and steps, the step hooks run once per optimizer update, evaluation and
+// meters are replaceable, the after-epoch hook can rewrite the metrics, and a process can write no files.
+TEST(TrainingLoop, HooksAreTheSeamsForDataParallelTraining) {
+  testing::TempDir dir;
+  const data::Dataset dataset = data::load_dataset(data::kDefaultDataDirectory, 500, 200);
+  TrainConfig config;
+  config.epochs = 2;
+  config.batch_size = 64;
+  config.accumulation_steps = 2;
+  config.out_dir = dir.file("run");
+  TrainHooks hooks;
+  hooks.show_progress = false;
+  hooks.adjust_loader = [](data::LoaderOptions& options) { options.drop_last = true; };  // 7 batches of 64
+  std::vector<StepContext> before_backward, before_update;
+  hooks.step.before_backward = [&](const StepContext& context) { before_backward.push_back(context); };
+  hooks.step.before_optimizer_step = [&](const StepContext& context) { before_update.push_back(context); };
+  int evaluations = 0;
+  hooks.evaluate = [&](models::Classifier&, const data::Dataset&, std::int64_t) {
+    ++evaluations;
+    return EvalResult{0.25, 1.5, 200, 0.0};
+  };
+  hooks.after_epoch = [](EpochMetrics& metrics) { metrics.samples *= 2; };  // e.g. summed over two processes
+  hooks.energy_meters = [](const TrainConfig&) { return energy::MeterSet{}; };
+  hooks.write_files = false;
+  const TrainResult result = run_training(config, dataset, hooks);
+
+  // 7 micro-batches in groups of 2: updates after batches 1, 3, 5 and the short last group (6), per epoch.
+  ASSERT_EQ(before_backward.size(), 8u);
+  ASSERT_EQ(before_update.size(), 8u);
+  const std::vector<std::int64_t> update_batches = {1, 3, 5, 6, 1, 3, 5, 6};
+  for (std::size_t index = 0; index < before_update.size(); ++index) {
+    EXPECT_EQ(before_update[index].batch_index, update_batches[index]);
+    EXPECT_TRUE(before_update[index].applies_update);
+    EXPECT_EQ(before_update[index].batch_count, 7);
+    EXPECT_EQ(before_backward[index].batch_index, update_batches[index]);
+  }
+  EXPECT_DOUBLE_EQ(before_update[3].loss_share, 1.0);  // the last group holds one micro-batch
+  EXPECT_DOUBLE_EQ(before_update[0].loss_share, 0.5);
+  EXPECT_EQ(evaluations, 2);
+  ASSERT_EQ(result.epochs.size(), 2u);
+  for (const EpochMetrics& epoch : result.epochs) {
+    EXPECT_EQ(epoch.samples, 2 * 7 * 64);  // drop_last, then doubled by the after-epoch hook
+    EXPECT_DOUBLE_EQ(epoch.test_acc, 0.25);
+    EXPECT_DOUBLE_EQ(epoch.test_loss, 1.5);
+    EXPECT_DOUBLE_EQ(epoch.energy_j, 0.0);  // no meters
+  }
+  EXPECT_EQ(result.report["training_step"], "fused_sgd");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("run")));  // write_files = false
+}
+
+TEST(Trainer, WarmupEpochsRampTheLearningRate) {
+  data::Dataset dataset = data::load_dataset(data::kDefaultDataDirectory, 512, 200);
+  TrainConfig config;
+  config.epochs = 3;
+  config.batch_size = 128;  // 4 steps per epoch
+  config.learning_rate = 0.01;
+  config.warmup_epochs = 2.0;  // 8 warmup steps
+  TrainHooks hooks;
+  hooks.show_progress = false;
+  const TrainResult result = run_training(config, dataset, hooks);
+  ASSERT_EQ(result.epochs.size(), 3u);
+  EXPECT_NEAR(result.epochs[0].learning_rate, 0.01 * 4.0 / 8.0, 1e-12);  // the epoch's last step
+  EXPECT_NEAR(result.epochs[1].learning_rate, 0.01, 1e-12);
+  EXPECT_NEAR(result.epochs[2].learning_rate, 0.01, 1e-12);
+  EXPECT_EQ(result.report["config"]["warmup_epochs"], 2.0);
 }
 
 }  // namespace ipj::train

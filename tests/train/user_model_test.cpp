@@ -83,8 +83,8 @@ TEST(UserModels, EveryArchitectureScriptedAndTracedTrainsAndItsTorchScriptGivesI
     config.out_dir = dir.file("run-" + name);
     if (name.find("_traced") != std::string::npos) {  // the recipe's other features on the traced half
       // MobileNetV2's ReLU6 has no bf16 backward kernel in LibTorch 1.13 (checked below).
-      config.precision = name == "mobilenet_v2_traced" ? "fp32" : "bf16";
-      config.memory_format = "channels_last";
+      config.precision = name == "mobilenet_v2_traced" ? Precision::fp32 : Precision::bf16;
+      config.memory_format = MemoryFormat::channels_last;
       config.accumulation_steps = 2;
     }
     const TrainResult result = run_training(config, dataset, quiet());
@@ -106,7 +106,7 @@ TEST(UserModels, EveryArchitectureScriptedAndTracedTrainsAndItsTorchScriptGivesI
   }
   // A user model reaching an operator without a bf16 kernel: a clear "unsupported" error, not a crash.
   TrainConfig bf16 = user_config(dir.file("mobilenet_v2_scripted.pt"));
-  bf16.precision = "bf16";
+  bf16.precision = Precision::bf16;
   try {
     run_training(bf16, dataset, quiet());
     ADD_FAILURE()

@@ -27,6 +27,10 @@ struct LoaderOptions {
   bool augment = false;      // random crop (zero padding 4 px) + horizontal flip
   int prefetch_batches = 4;  // batches built ahead; 0 = build on the calling thread (no background thread)
   bool drop_last = false;
+  // Data-parallel training: this process reads shard `shard_index` of `shard_count` of the epoch's order
+  // (see shard_order); 1 = the whole set.
+  int shard_index = 0;
+  int shard_count = 1;
 };
 
 struct Batch {
@@ -39,6 +43,13 @@ struct Batch {
 std::vector<std::int64_t> epoch_order(std::int64_t count, std::uint64_t seed, std::uint64_t epoch,
                                       bool shuffle);
 
+// PyTorch's DistributedSampler (drop_last=False): the order is padded with its first samples to a multiple of
+// `shard_count`, and shard i takes positions i, i + shard_count, ... So with a global batch B split into
+// shard_count local batches of B / shard_count, local batch k of every shard together hold exactly global
+// batch k of the unsharded order.
+std::vector<std::int64_t> shard_order(const std::vector<std::int64_t>& order, int shard_index,
+                                      int shard_count);
+
 class BatchLoader {
  public:
   // `images` and `normalization` must outlive the loader.
@@ -50,6 +61,10 @@ class BatchLoader {
   // The next batch, or nullopt at the end of the epoch. Rethrows an error raised while building a batch.
   std::optional<Batch> next();
   std::int64_t batch_count() const { return batch_count_; }
+  // Samples the epoch's batches hold (all of them, or whole batches only with drop_last).
+  std::int64_t sample_count() const {
+    return options_.drop_last ? batch_count_ * options_.batch_size : static_cast<std::int64_t>(order_.size());
+  }
 
  private:
   Batch build_batch(std::int64_t batch_index) const;

@@ -1,8 +1,13 @@
 // Thread settings for the two pools that run LibTorch CPU kernels: ATen's intra-op OpenMP pool (oneDNN, bf16,
 // elementwise) and OpenBLAS's own pthreads (fp32 GEMM). Setting both to all cores oversubscribes the CPU.
+// Applying a plan changes process-wide state: use device::ScopedProcessSettings (process_settings.hpp).
 #pragma once
 
+#include <array>
 #include <string>
+#include <utility>
+
+#include "ipj/core/choice.hpp"
 
 namespace ipj::device {
 
@@ -12,16 +17,31 @@ struct ThreadPlan {
   std::string reason;     // why this plan, for results and logs
 };
 
-// The plan for a precision ("fp32", "bf16", ...) on `cores` cores (0 = all online cores), for a model
-// dominated by convolutions or by GEMMs. Measured on Zen 4 / Debian LibTorch 1.13 (docs/PERFORMANCE.md): fp32
-// GEMM-bound models run fastest with OpenBLAS owning the cores and ATen at one thread; convolutions (oneDNN)
-// and every bf16 kernel run on ATen's OpenMP pool, which then gets the cores while OpenBLAS drops to one
-// thread.
-ThreadPlan plan_threads(const std::string& precision, int cores, bool convolutional = false);
+// --thread-plan: ipj's plan for the work (tuned) or what Python torch does by default (python).
+enum class ThreadPlanChoice { tuned, python };
+
+// Which pool runs the work's dominant kernels.
+enum class ThreadWorkload {
+  fp32_gemm,  // fp32 models dominated by GEMMs (mlp): OpenBLAS
+  onednn,     // convolutions and every bf16/fp16 kernel: oneDNN on ATen's OpenMP pool
+};
+
+// fp32 GEMM-bound unless reduced precision or convolutions put oneDNN in charge.
+ThreadWorkload thread_workload(bool fp32, bool convolutional);
+
+// The plan for `workload` on `cores` cores (0 = all online cores). Measured on Zen 4 / Debian LibTorch 1.13
+// (docs/PERFORMANCE.md): fp32 GEMM-bound models run fastest with OpenBLAS owning the cores and ATen at one
+// thread; convolutions (oneDNN) and every bf16 kernel run on ATen's OpenMP pool, which then gets the cores
+// while OpenBLAS drops to one thread.
+ThreadPlan plan_threads(ThreadWorkload workload, int cores);
 
 // What Debian's Python torch does by default (the seeds' loop): ATen at 1 thread, OpenBLAS on every core.
 ThreadPlan python_default_thread_plan(int cores);
 
+// The plan a choice stands for.
+ThreadPlan plan_for(ThreadPlanChoice choice, ThreadWorkload workload, int cores);
+
+// Sets both pools (process-wide; prefer ScopedProcessSettings, which restores them).
 void apply_thread_plan(const ThreadPlan& plan);
 
 // OpenBLAS's current thread count, or -1 when the loaded BLAS is not OpenBLAS.
@@ -30,3 +50,11 @@ int blas_thread_count();
 int online_cores();
 
 }  // namespace ipj::device
+
+namespace ipj {
+template <>
+struct ChoiceNames<device::ThreadPlanChoice> {
+  static constexpr std::array<std::pair<device::ThreadPlanChoice, const char*>, 2> names{
+      {{device::ThreadPlanChoice::tuned, "tuned"}, {device::ThreadPlanChoice::python, "python"}}};
+};
+}  // namespace ipj

@@ -2,9 +2,11 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include "ipj/core/json_io.hpp"
 #include "ipj/energy/measurement.hpp"
+#include "ipj/energy/meter.hpp"
 
 namespace ipj::energy {
 
@@ -17,6 +19,9 @@ struct Tariff {
 
 // Adds kwh, and co2_g / cost_usd when the tariff has them, to a measurement's JSON.
 Json with_costs(const Measurement& measurement, const Tariff& tariff);
+
+// [{"name", "available", "reason"}, ...]: which meters a report's energy comes from, and why others are not.
+Json to_json(const std::vector<MeterStatus>& meters);
 
 // Accuracy (0..1) per kilojoule; 0 when no energy was measured.
 double accuracy_per_kj(double accuracy, double joules);

@@ -58,6 +58,12 @@ struct MeterSet {
 // Probes RAPL and NVML; adds the CPU estimate when no RAPL CPU domain can be read.
 MeterSet discover_meters(const MeterOptions& options = {});
 
+// The meters of one rank of a data-parallel job with `local_world_size` ranks on this machine, so that the
+// sum over all ranks counts every joule once: node-wide counters (RAPL, NVML: every GPU of the machine) are
+// read by local rank 0 only; where no CPU counter exists, each rank estimates its own process (its CPU time,
+// and 1/local_world_size of the machine's idle share).
+MeterSet discover_meters_for_rank(MeterOptions options, int local_rank, int local_world_size);
+
 // The individual meters (nullptr + reason when unavailable).
 std::unique_ptr<Meter> open_rapl_meter(const std::string& powercap_root, std::string& reason);
 std::unique_ptr<Meter> open_nvml_meter(const std::string& library_path, std::string& reason);

@@ -1,6 +1,7 @@
 // One interface for every model ipj runs for inference: ipj checkpoints (fp32, bf16, frozen TorchScript, int8
-// made on the fly), ipj int8/program/graph files, and any user TorchScript file (int8 through the graph IR). Inputs are [B, ...sample_shape] float;
-// ipj's own models take pixels in [0, 1] and carry their normalisation, TorchScript models get --mean/--std.
+// made on the fly), ipj int8/program/graph files, and any user TorchScript file (int8 through the graph IR).
+// Inputs are [B, ...sample_shape] float; ipj's own models take pixels in [0, 1] and carry their
+// normalisation, TorchScript models get --mean/--std.
 #pragma once
 
 #include <torch/types.h>
@@ -10,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "ipj/data/data_options.hpp"
+
 namespace ipj::infer {
 
 class InferenceModel {
@@ -18,22 +21,26 @@ class InferenceModel {
   // input: [B, ...sample_shape] float32 -> output [B, ...] float32. Thread-safe (no autograd, no state).
   virtual torch::Tensor forward(const torch::Tensor& input) const = 0;
 
-  std::string variant;                     // fp32 | bf16 | jit | int8-dynamic | int8-static | int8-qat
-  std::string format;                      // ipj-checkpoint | ipj-int8 | ipj-program | ipj-graph | torchscript
-  std::string path;                        // the file loaded
+  std::string variant;  // fp32 | bf16 | jit | int8-dynamic | int8-static | int8-qat
+  std::string format;   // ipj-checkpoint | ipj-int8 | ipj-program | ipj-graph | torchscript
+  std::string path;     // the file loaded
   std::vector<std::int64_t> sample_shape;  // e.g. [1, 28, 28]; empty when unknown
   std::int64_t parameter_bytes = 0;        // weights as stored for this variant
   std::string model_name;                  // mlp, cnn, ... or the TorchScript class name
   std::string data_dir;                    // the data set an ipj model was trained on ("" if unknown)
+  data::DataOptions data_options;          // how that data set was read (--resize, --channels, ...)
 };
 using InferenceModelPtr = std::shared_ptr<const InferenceModel>;
 
 struct LoadOptions {
-  std::string variant = "file";           // "file": the model as stored; else one of variant_names()
-  std::vector<std::int64_t> input_shape;  // gives the sample shape (TorchScript; needed for its int8 variants)
-  std::vector<float> mean;                // TorchScript preprocessing: (x - mean) / std per channel
+  std::string variant = "file";  // "file": the model as stored; else one of variant_names()
+  std::vector<std::int64_t>
+      input_shape;          // gives the sample shape (TorchScript; needed for its int8 variants)
+  std::vector<float> mean;  // TorchScript preprocessing: (x - mean) / std per channel
   std::vector<float> std;
   std::string calibration_data;  // int8-static: data folder (default: the model's, else Fashion-MNIST)
+  // int8-static and accuracy: --resize/--channels/... on top of the model's recorded data options.
+  data::DataOptions calibration_data_options;
   std::int64_t calibration_samples = 1000;
   std::string engine = "auto";  // quantized engine for int8 variants
 };
@@ -44,7 +51,10 @@ const std::vector<std::string>& variant_names();
 // Detects the file format and builds the requested variant. Throws ipj::Error: io (missing file),
 // invalid_input (foreign or damaged file, shape mismatch), unsupported (variant impossible for this format),
 // usage (unknown variant).
-InferenceModelPtr load_inference_model(const std::string& path, const LoadOptions& options = {});
+InferenceModelPtr load_inference_model(const std::string& path, const LoadOptions& options);
+// With default LoadOptions (an overload, not a default argument: GCC 12 reports a false "may be used
+// uninitialized" for the vectors of a temporary LoadOptions{} inlined into callers).
+InferenceModelPtr load_inference_model(const std::string& path);
 
 // "1,28,28" -> {1, 28, 28}; throws ipj::Error(usage) naming the flag on bad text.
 std::vector<std::int64_t> parse_shape(const std::string& text, const std::string& flag);

@@ -1,7 +1,7 @@
 // ipj's graph IR: a model as a DAG of layers in topological order (conv2d with groups/stride/padding/dilation
-// and BatchNorm folded, linear, add, clamp activations, max/avg/adaptive-avg pooling, flatten). The TorchScript
-// importer and the zoo builders produce it; int8 conversion, pruning and the ONNX exporter consume it. Limits:
-// one tensor input, one tensor output; nothing data-dependent (no control flow).
+// and BatchNorm folded, linear, add, clamp activations, max/avg/adaptive-avg pooling, flatten). The
+// TorchScript importer and the zoo builders produce it; int8 conversion, pruning and the ONNX exporter
+// consume it. Limits: one tensor input, one tensor output; nothing data-dependent (no control flow).
 #pragma once
 
 #include <torch/types.h>
@@ -16,12 +16,23 @@ namespace ipj::quant {
 
 // Every node kind maps onto one ONNX operator (Conv, Gemm, Add, Relu/Clip, MaxPool, AveragePool,
 // GlobalAveragePool, Flatten); `input` is the graph input.
-enum class NodeKind { input, conv2d, linear, add, clamp, max_pool2d, avg_pool2d, adaptive_avg_pool2d, flatten };
+enum class NodeKind {
+  input,
+  conv2d,
+  linear,
+  add,
+  clamp,
+  max_pool2d,
+  avg_pool2d,
+  adaptive_avg_pool2d,
+  flatten
+};
 std::string node_kind_name(NodeKind kind);
 // Throws ipj::Error(invalid_input) for an unknown name.
 NodeKind parse_node_kind(const std::string& name);
 
-// What happens to a node's output: nothing, relu (clamp to [0, inf)) or clamp to [min, max] (ReLU6 is [0, 6]).
+// What happens to a node's output: nothing, relu (clamp to [0, inf)) or clamp to [min, max] (ReLU6 is [0,
+// 6]).
 enum class ActivationKind { none, relu, clamp };
 struct Activation {
   ActivationKind kind = ActivationKind::none;
@@ -45,9 +56,9 @@ struct GraphNode {
   Pair padding{0, 0};  // symmetric, per side
   Pair dilation{1, 1};
   std::int64_t groups = 1;
-  bool ceil_mode = false;          // max/avg pool
-  bool count_include_pad = true;   // avg pool
-  Pair output_size{1, 1};          // adaptive_avg_pool2d
+  bool ceil_mode = false;         // max/avg pool
+  bool count_include_pad = true;  // avg pool
+  Pair output_size{1, 1};         // adaptive_avg_pool2d
 };
 
 struct Graph {
@@ -100,7 +111,7 @@ void fuse_activations(Graph& graph);
 // flatten -> linear; returns false (normalisation stays explicit) otherwise.
 bool fold_input_normalization(Graph& graph);
 
-std::int64_t graph_parameter_count(const Graph& graph);       // weights + biases
+std::int64_t graph_parameter_count(const Graph& graph);        // weights + biases
 std::int64_t graph_float_parameter_bytes(const Graph& graph);  // as float32
 std::int64_t graph_multiply_accumulates(const Graph& graph);   // per sample, conv2d and linear
 

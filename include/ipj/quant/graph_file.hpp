@@ -1,5 +1,5 @@
-// Float graph IR on disk ("ipj-graph" files: what `ipj prune` writes for imported and residual models) and the
-// graph metadata (everything but tensors) that the int8 graph files share. One LibTorch archive: a JSON
+// Float graph IR on disk ("ipj-graph" files: what `ipj prune` writes for imported and residual models) and
+// the graph metadata (everything but tensors) that the int8 graph files share. One LibTorch archive: a JSON
 // description plus "node<i>.weight" / "node<i>.bias" tensors; written atomically.
 #pragma once
 

@@ -50,6 +50,8 @@ struct PruneOptions {
   double learning_rate = 0.01;
   std::int64_t batch_size = 128;
   std::string data_dir;  // default: the model's data set
+  // --resize/--channels/...: on top of the options the model was trained with.
+  data::DataOptions data_options;
   std::int64_t train_limit = 0;
   std::int64_t test_limit = 0;
   std::uint64_t seed = 0;
@@ -63,6 +65,7 @@ Json run_prune(const PruneOptions& options);
 struct SourceProgram {
   LayerProgram program;
   std::string data_dir;
+  data::DataOptions data_options;  // how the model's data was read (--resize, --channels, ...)
   std::string path;
 };
 SourceProgram load_source_program(const std::string& path);

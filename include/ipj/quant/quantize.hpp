@@ -29,7 +29,10 @@ struct QuantizeOptions {
   std::int64_t batch_size = 128;
   double max_drop_pt = 0.5;  // the seeds' rule: at most 0.5 accuracy points lost
   std::string data_dir;      // empty: the data set the model was trained on
+  // --resize/--channels/...: on top of the options the model was trained with.
+  data::DataOptions data_options;
   std::int64_t test_limit = 0;
+  std::int64_t train_limit = 0;  // qat: train on the first N training samples (0 = all)
   std::uint64_t seed = 0;
   bool show_progress = true;
 };

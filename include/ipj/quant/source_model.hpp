@@ -9,6 +9,7 @@
 
 #include <torch/types.h>
 
+#include "ipj/data/data_options.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/quant/graph.hpp"
 #include "ipj/quant/layer_program.hpp"
@@ -29,7 +30,9 @@ struct SourceModel {
   std::optional<Graph> graph;           // everything else
   ModelFileFormat format = ModelFileFormat::checkpoint;
   std::string data_dir;  // the data set the model was trained on ("" when unknown)
-  std::string path;      // the file loaded (checkpoint.pt for a run folder)
+  data::DataOptions
+      data_options;  // how that data was read (--resize, --channels, ...); defaults when unknown
+  std::string path;  // the file loaded (checkpoint.pt for a run folder)
   // TorchScript only: the importer's self-check, import_difference on these pixels ([B, C, H, W] in [0, 1]).
   std::function<double(const torch::Tensor&)> import_check;
 };
@@ -40,7 +43,8 @@ SourceModel load_source_model(const std::string& path, const ImportOptions& impo
 
 // Throws ipj::Error(invalid_input) naming `data_dir` when the images are not of the model's input shape
 // ([C, H, W], or a flat size C*H*W).
-void check_data_shape(const std::vector<std::int64_t>& shape, const data::ImageSet& images, const std::string& data_dir);
+void check_data_shape(const std::vector<std::int64_t>& shape, const data::ImageSet& images,
+                      const std::string& data_dir);
 
 // Fails with ipj::Error(unsupported) when the TorchScript import differs from the module by more than 1e-3
 // (relative) on `pixels`; a no-op for ipj's own files. Returns the difference (0 for ipj files).

@@ -5,10 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "ipj/core/json_io.hpp"
 #include "ipj/data/dataset.hpp"
+#include "ipj/train/python_baseline.hpp"
 #include "ipj/train/train_config.hpp"
 #include "ipj/train/trainer.hpp"
 
@@ -17,6 +20,8 @@ namespace ipj::train {
 struct CompareConfig {
   models::ModelSource model = "mlp";  // a zoo name or a user's TorchScript file
   std::string data_dir = data::kDefaultDataDirectory;
+  // --resize/--channels/...: recorded in both runs' configs.
+  data::DataOptions data_options;
   double target_acc =
       0.0;  // 0 = the model's default (mlp 0.88, cnn 0.90, resnet18 0.90; files: as their kind)
   int baseline_max_epochs = 0;  // 0 = the model's default; the seed recipe's LR is constant, so only a cap
@@ -26,7 +31,17 @@ struct CompareConfig {
   std::int64_t test_limit = 0;
   int threads = 0;
   std::string out_dir;  // baseline/ and optimized/ run folders + compare.json; empty = write nothing
+  // Set: the seed recipe also runs in Python (one epoch) for the implementation effect; unset: it is null.
+  std::optional<PythonBaseline> python_baseline;
+  // --optimized-recipe: a recipe object (train/recipe.hpp) replacing the hand-tuned optimized recipe's
+  // settings; compare's own settings (model, seed, limits, target, and --threads / --epochs when given) win.
+  Json optimized_recipe_override;       // null = the hand-tuned recipe
+  std::string optimized_recipe_source;  // where the override came from (a file name), for the report
 };
+
+// The seeds the optimized recipes were tuned on (docs/PERFORMANCE.md): a figure scored on them is not
+// held out, and compare.json says so.
+const std::vector<std::uint64_t>& tuning_seeds();
 
 // The two recipes for a model (exposed so that docs, tests and benchmarks use exactly what compare runs).
 TrainConfig baseline_recipe(const CompareConfig& config);
@@ -36,6 +51,7 @@ double default_target_accuracy(const models::ModelSource& model);
 struct CompareResult {
   TrainResult baseline;
   TrainResult optimized;
+  Json python;  // the Python seed loop's output, or null
   Json report;  // the compare.json object (contract in docs/CLI.md)
 };
 

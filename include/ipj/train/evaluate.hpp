@@ -7,6 +7,7 @@
 
 #include "ipj/data/dataset.hpp"
 #include "ipj/models/classifier.hpp"
+#include "ipj/train/training_choices.hpp"
 
 namespace ipj::train {
 
@@ -18,10 +19,10 @@ struct EvalResult {
 };
 
 // Restores the module's train/eval mode afterwards.
-// `precision`: the forward passes run in an AutocastRegion of that precision (fp32 = none).
+// `precision` (resolved): the forward passes run in an AutocastRegion of that precision (fp32 = none).
 EvalResult evaluate(models::Classifier& model, const data::ImageSet& images,
                     const data::Normalization& normalization, std::int64_t batch_size,
-                    const std::string& precision = "fp32", const std::string& device = "cpu");
+                    Precision precision = Precision::fp32, const DeviceSpec& device = {});
 
 // Accuracy of any forward function that takes raw pixels: images [B, C, H, W] in [0, 1] -> logits [B,
 // classes]. For inference models (int8, TorchScript, pruned) that carry their own preprocessing. `limit` > 0

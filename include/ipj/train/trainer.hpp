@@ -1,5 +1,7 @@
-// The training loop behind `ipj train`: data, model, optimizer, schedule, per-epoch evaluation, atomic
-// checkpoints and results, bit-for-bit resume. CPU fp32 in this module; precisions come with the AMP work.
+// `ipj train` as a library call: a setup (process settings, seed, model, optimizer, resume, memory format),
+// a training step chosen once, the epoch loop of training_loop.hpp, per-epoch evaluation, atomic checkpoints
+// and results, bit-for-bit resume. TrainHooks are the seams for callers (the CLI, --compile jit, a tuner,
+// data-parallel training): they change what the loop does without another loop.
 #pragma once
 
 #include <cstdint>
@@ -8,10 +10,13 @@
 #include <vector>
 
 #include "ipj/core/json_io.hpp"
+#include "ipj/data/batch_loader.hpp"
 #include "ipj/data/dataset.hpp"
+#include "ipj/energy/meter.hpp"
 #include "ipj/models/classifier.hpp"
 #include "ipj/train/evaluate.hpp"
 #include "ipj/train/train_config.hpp"
+#include "ipj/train/training_loop.hpp"
 
 namespace ipj::train {
 
@@ -51,12 +56,43 @@ struct TrainResult {
 struct TrainHooks {
   bool show_progress = true;                              // progress bar / lines on stderr
   std::function<void(const EpochMetrics&)> on_epoch_end;  // after evaluation and checkpoint
-  Json environment;                                       // `ipj devices` report to embed in results
-  // --compile jit: evaluates with a compiled copy of the model (frozen TorchScript, built by the infer module
-  // from the model and its normalisation). Required when config.compile == "jit".
-  std::function<EvalResult(models::Classifier&, const data::Dataset&, std::int64_t batch_size)>
-      compiled_evaluate;
+  // After on_epoch_end: true ends the run after this epoch (`ipj tune` stops trials that cannot win); the
+  // results then hold the epochs run so far, as for a run that reached --target-acc.
+  std::function<bool(const EpochMetrics&)> should_stop;
+  Json environment;  // `ipj devices` report to embed in results
+
+  // Seams; each is optional and the default is what `ipj train` does on its own.
+  // After the setup (model built, resumed, laid out) and before the first step (e.g. one process's weights
+  // broadcast to all processes training together, and their gradient all-reduce attached).
+  std::function<void(models::Classifier&)> after_setup;
+  // Each epoch's loader options, after training_loader_options (e.g. a shard of the data for this process).
+  // Batches and steps per epoch come from the loader.
+  std::function<void(data::LoaderOptions&)> adjust_loader;
+  // Around backward() on micro-batches whose gradients are applied (training_loop.hpp). Not with
+  // --compile graphs, which records the whole step.
+  StepHooks step;
+  // After the epoch's evaluation, before it is reported, checkpointed and passed to on_epoch_end: may change
+  // the metrics (e.g. sum samples, losses and correct counts over processes).
+  std::function<void(EpochMetrics&)> after_epoch;
+  // Replaces the test-set evaluation. --compile jit needs it: a compiled copy of the model (frozen
+  // TorchScript, built by the infer module from the model and its normalisation).
+  std::function<EvalResult(models::Classifier&, const data::Dataset&, std::int64_t batch_size)> evaluate;
+  // false: this process writes no checkpoint, model.pt or results.json (e.g. all but one of several
+  // processes training together); config.out_dir is still where --resume reads from.
+  bool write_files = true;
+  // The energy meters of the run (default_energy_meters: none with --no-energy).
+  std::function<energy::MeterSet(const TrainConfig&)> energy_meters;
+  // After the final report is built, before results.json is written: may change the totals and the report
+  // (e.g. the energy summed over processes). Called on every process, write_files or not.
+  std::function<void(TrainResult&)> finish_report;
 };
+
+// What `ipj train` measures with: the meters found here (RAPL, NVML, else the CPU estimate with
+// config.cpu_tdp_w), or none when config.measure_energy is false.
+energy::MeterSet default_energy_meters(const TrainConfig& config);
+
+// The loader options of epoch `epoch` (0-based): batch size, seed, shuffling, augmentation, prefetch.
+data::LoaderOptions training_loader_options(const TrainConfig& config, int epoch);
 
 // Runs training on an already loaded data set. Writes <out>/checkpoint.pt and <out>/results.json after every
 // epoch when config.out_dir is set; with config.resume continues from <out>/checkpoint.pt.

@@ -1,0 +1,183 @@
+// Setting up a training run, and choosing its training step.
+#include "training_setup.hpp"
+
+#include <filesystem>
+#include <limits>
+
+#include "cuda_graph_step.hpp"
+#include "ipj/core/error.hpp"
+#include "ipj/core/log.hpp"
+#include "ipj/models/registry.hpp"
+#include "ipj/train/checkpoint.hpp"
+#include "ipj/train/model_setup.hpp"
+
+namespace ipj::train {
+namespace {
+
+bool uses_loss_scaling(const TrainConfig& config, Precision precision) {
+  return config.loss_scale == LossScaling::dynamic ||
+         (config.loss_scale == LossScaling::automatic && precision == Precision::fp16);
+}
+
+device::ThreadPlan thread_plan_for(const TrainConfig& config, Precision precision) {
+  const device::ThreadWorkload workload =
+      device::thread_workload(precision == Precision::fp32, models::is_convolutional(config.model));
+  return device::plan_for(config.thread_plan, workload, config.threads);
+}
+
+// The combinations of config and hooks that cannot run, before anything is built.
+void check_combination(const TrainConfig& config, const TrainHooks& hooks, bool loss_scaling) {
+  if (config.compile == CompileMode::jit && !hooks.evaluate)
+    fail(ErrorCategory::internal, "--compile jit needs TrainHooks::evaluate (the compiled evaluation)");
+  if (config.compile == CompileMode::jit && config.device.cuda)
+    fail(ErrorCategory::unsupported, "--compile jit evaluates on the CPU; use it with --device cpu");
+  if (config.compile == CompileMode::graphs && loss_scaling)
+    fail(ErrorCategory::unsupported,
+         "--compile graphs records the step without loss scaling; use --precision bf16 or fp32, or "
+         "--compile none for fp16 with --loss-scale dynamic");
+  if (config.compile == CompileMode::graphs &&
+      (hooks.step.before_backward || hooks.step.before_optimizer_step))
+    fail(ErrorCategory::unsupported,
+         "--compile graphs records the whole training step, so nothing can run between its backward and "
+         "update; use --compile none");
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainConfig& config,
+                                                        models::Classifier& model) {
+  if (config.optimizer == OptimizerKind::adamw) {
+    return std::make_unique<torch::optim::AdamW>(
+        model.parameters(),
+        torch::optim::AdamWOptions(config.learning_rate).weight_decay(config.weight_decay));
+  }
+  return std::make_unique<torch::optim::SGD>(model.parameters(),
+                                             torch::optim::SGDOptions(config.learning_rate)
+                                                 .momentum(config.momentum)
+                                                 .weight_decay(config.weight_decay));
+}
+
+models::ClassifierPtr seeded_model(const TrainConfig& config, const models::InputShape& shape,
+                                   std::int64_t classes, const torch::Device& device) {
+  torch::manual_seed(config.seed);
+  models::ClassifierPtr model = models::build_classifier(config.model, shape, classes);
+  model->to(device);
+  return model;
+}
+
+#ifdef IPJ_WITH_CUDA
+// --compile graphs: the whole step recorded on the first full batch and replayed; short batches dropped.
+class CudaGraphStep : public TrainingStep {
+ public:
+  CudaGraphStep(const TrainingSetup& setup, CapturableSgd& optimizer)
+      : setup_(setup), optimizer_(optimizer) {}
+
+  StepLoss run(const data::Batch& batch, const StepContext& context) override {
+    if (batch.labels.size(0) != setup_.config.batch_size) return {};  // a graph replays one shape only
+    if (context.learning_rate != learning_rate_) {
+      optimizer_.set_learning_rate(context.learning_rate);  // a kernel on the rate tensor the graph reads
+      learning_rate_ = context.learning_rate;
+    }
+    const TrainingSetup::DeviceBatch on_device = setup_.to_device(batch);
+    if (!graph_)
+      graph_ = std::make_unique<CudaGraphTrainingStep>(*setup_.model, optimizer_, setup_.precision.precision,
+                                                       on_device.images, on_device.labels);
+    graph_->run(on_device.images, on_device.labels);
+    return {graph_->loss(), graph_->logits()};
+  }
+  const char* name() const override { return "cuda_graph"; }
+
+ private:
+  const TrainingSetup& setup_;
+  CapturableSgd& optimizer_;
+  std::unique_ptr<CudaGraphTrainingStep> graph_;
+  double learning_rate_ = std::numeric_limits<double>::quiet_NaN();
+};
+#endif
+
+}  // namespace
+
+TrainingSetup::TrainingSetup(const TrainConfig& config, const data::Dataset& dataset, const TrainHooks& hooks)
+    : config(config),
+      precision(resolve_precision_here(config.precision, config.device)),
+      device(device_name(config.device)),
+      loss_scaling(uses_loss_scaling(config, precision.precision)),
+      process_settings(thread_plan_for(config, precision.precision), config.allocator),
+      shape(image_shape(dataset)),
+      model_info(describe_model_source(config.model, dataset)) {
+  check_combination(config, hooks, loss_scaling);
+  model = seeded_model(config, shape, dataset.num_classes, device);
+  optimizer = make_optimizer(config, *model);
+  if (config.resume) resume();
+  // After a resume, so that the loaded weights get the layout too.
+  if (config.memory_format == MemoryFormat::channels_last) use_channels_last();
+}
+
+std::string TrainingSetup::checkpoint_path() const {
+  return config.out_dir.empty() ? "" : (std::filesystem::path(config.out_dir) / kCheckpointFileName).string();
+}
+
+void TrainingSetup::resume() {
+  const std::string path = checkpoint_path();
+  if (!std::filesystem::exists(path))
+    fail(ErrorCategory::usage, "--resume: no checkpoint at '" + path + "'; train without --resume first");
+  const CheckpointState state = resume_checkpoint(path, config.model, *model, *optimizer, device);
+  if (loss_scaling && state.loss_scale > 0.0) scaler.set_state(state.loss_scale, state.scaler_growth_tracker);
+  check_resumable(config_from_json(state.config), config);
+  start_epoch = state.completed_epochs;
+  for (const auto& epoch_json : state.epoch_metrics)
+    restored_epochs.push_back(epoch_metrics_from_json(epoch_json));
+  if (start_epoch >= config.epochs)
+    spdlog::info("checkpoint already has {} epoch(s), nothing to do (raise --epochs to continue)",
+                 start_epoch);
+}
+
+// --memory-format channels_last: 4-D weights re-laid out in place (set_data keeps the optimizer's references
+// and state keys). Copied into NHWC-strided storage rather than .contiguous(ChannelsLast): for one input
+// channel ([32, 1, 3, 3]) that returns the NCHW tensor unchanged (both layouts count as contiguous), oneDNN
+// then picks NCHW for the first convolution and what follows it (BatchNorm, ReLU, a max-pool 10x slower in
+// NCHW here) stays NCHW.
+void TrainingSetup::use_channels_last() {
+  torch::NoGradGuard no_grad;
+  for (auto& parameter : model->parameters()) {
+    if (parameter.dim() != 4) continue;
+    torch::Tensor nhwc =
+        torch::empty(parameter.sizes(), parameter.options().memory_format(torch::MemoryFormat::ChannelsLast));
+    nhwc.copy_(parameter);
+    parameter.set_data(nhwc);
+  }
+}
+
+TrainingSetup::DeviceBatch TrainingSetup::to_device(const data::Batch& batch) const {
+  torch::Tensor images = batch.images.to(device, /*non_blocking=*/true);  // [B, C, H, W]
+  if (config.memory_format == MemoryFormat::channels_last)
+    images = images.contiguous(torch::MemoryFormat::ChannelsLast);
+  return {images, batch.labels.to(device, /*non_blocking=*/true)};  // labels: [B]
+}
+
+StepLoss TrainingSetup::classification_loss(const data::Batch& batch) const {
+  const DeviceBatch on_device = to_device(batch);
+  torch::Tensor logits;  // [B, classes]
+  {
+    AutocastRegion autocast(precision.precision, device.is_cuda());
+    logits = model->forward(on_device.images);
+  }
+  return {torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), on_device.labels), logits};
+}
+
+std::unique_ptr<TrainingStep> choose_training_step(TrainingSetup& setup, LossHook loss,
+                                                   const StepHooks& hooks,
+                                                   std::unique_ptr<CapturableSgd>& fused_sgd) {
+  const TrainConfig& config = setup.config;
+  const bool sgd = config.optimizer == OptimizerKind::sgd;
+  if (config.compile == CompileMode::graphs ||
+      (sgd && config.optimizer_impl == OptimizerImpl::fused && !setup.loss_scaling))
+    fused_sgd = std::make_unique<CapturableSgd>(static_cast<torch::optim::SGD&>(*setup.optimizer));
+#ifdef IPJ_WITH_CUDA
+  if (config.compile == CompileMode::graphs) return std::make_unique<CudaGraphStep>(setup, *fused_sgd);
+#endif
+  if (setup.loss_scaling)
+    return make_loss_scaling_step(*setup.optimizer, setup.scaler, std::move(loss), hooks);
+  if (fused_sgd) return make_fused_sgd_step(*fused_sgd, std::move(loss), hooks);
+  return make_torch_optimizer_step(*setup.optimizer, std::move(loss), hooks);
+}
+
+}  // namespace ipj::train
