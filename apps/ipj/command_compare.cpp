@@ -91,7 +91,8 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
       train::TrainHooks hooks;
       hooks.show_progress = !flags.quiet;
       hooks.environment = device::device_report();
-      // Used only by a side whose recipe says --compile jit (a recipe file's may: ipj tune searches it).
+      // Used only by a side whose recipe says --compile jit (run_compare drops it for the others; a recipe
+      // file may ask for it: ipj tune searches it).
       hooks.evaluate = [](models::Classifier& network, const data::Dataset& data, std::int64_t batch) {
         return infer::evaluate_compiled(network, config.model.zoo_name, data, batch);
       };

@@ -82,16 +82,13 @@ std::vector<QuantParams> quantization_aware_training_graph(Graph& graph, const d
     const QuantParams params = affine_params(low[index], high[index]);
     return torch::fake_quantize_per_tensor_affine(output, params.scale, params.zero_point, 0, 255);
   };
-  std::vector<torch::Tensor> parameters = make_trainable(graph);
-  torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(learning_rate).momentum(0.9));
-  for_each_pixel_batch(
-      images, epochs, batch_size, seed, "qat epoch", show_progress, [&](const data::Batch& batch) {
-        const torch::Tensor loss =
-            torch::nn::functional::cross_entropy(run_graph(graph, batch.images, hooks), batch.labels);
-        optimizer.zero_grad();
-        loss.backward();
-        optimizer.step();
-      });
+  const std::vector<torch::Tensor> parameters = make_trainable(graph);
+  const PixelTraining settings{epochs, learning_rate, batch_size, seed, "qat epoch", show_progress};
+  // The loss hook: the graph's forward pass with fake-quantised weights and activations.
+  train_on_pixels(images, settings, parameters, [&](const data::Batch& batch, const train::StepContext&) {
+    const torch::Tensor logits = run_graph(graph, batch.images, hooks);  // [B, classes]
+    return train::StepLoss{torch::nn::functional::cross_entropy(logits, batch.labels), logits};
+  });
   freeze(graph);
   std::vector<QuantParams> params(graph.nodes.size());
   for (std::size_t index = 0; index < graph.nodes.size(); ++index)

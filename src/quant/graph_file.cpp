@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "archive_io.hpp"
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
@@ -115,14 +116,7 @@ void save_graph(const std::string& path, const Graph& graph, const Json& extra) 
     archive.write("node" + std::to_string(index) + ".weight", node.weight.detach().contiguous());
     archive.write("node" + std::to_string(index) + ".bias", node.bias.detach().contiguous());
   }
-  replace_file_atomically(path, [&](const std::string& temporary) {
-    try {
-      archive.save_to(temporary);
-    } catch (const c10::Error& error) {
-      fail(ErrorCategory::io, "cannot write '" + path + "': " + error.what_without_backtrace());
-    }
-    seal_zip_archive(temporary);
-  });
+  save_sealed_archive(archive, path);
 }
 
 bool is_graph_file(const std::string& path) {

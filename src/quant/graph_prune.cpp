@@ -147,21 +147,19 @@ double weight_sparsity(const Graph& graph) {
 void fine_tune(Graph& graph, const data::ImageSet& images, int epochs, double learning_rate,
                std::int64_t batch_size, std::uint64_t seed, bool show_progress,
                const std::vector<torch::Tensor>& masks) {
-  std::vector<torch::Tensor> parameters = make_trainable(graph);
-  torch::optim::SGD optimizer(parameters, torch::optim::SGDOptions(learning_rate).momentum(0.9));
-  for_each_pixel_batch(
-      images, epochs, batch_size, seed, "fine-tune", show_progress, [&](const data::Batch& batch) {
-        const torch::Tensor loss =
-            torch::nn::functional::cross_entropy(run_graph(graph, batch.images), batch.labels);
-        optimizer.zero_grad();
-        loss.backward();
-        optimizer.step();
-        if (!masks.empty()) {
-          torch::NoGradGuard no_grad;
-          for (std::size_t index = 0; index < graph.nodes.size(); ++index)
-            if (masks[index].defined()) graph.nodes[index].weight.mul_(masks[index]);
-        }
-      });
+  const std::vector<torch::Tensor> parameters = make_trainable(graph);
+  const PixelTraining settings{epochs, learning_rate, batch_size, seed, "fine-tune", show_progress};
+  auto loss = [&](const data::Batch& batch, const train::StepContext&) {
+    const torch::Tensor logits = run_graph(graph, batch.images);  // [B, classes]
+    return train::StepLoss{torch::nn::functional::cross_entropy(logits, batch.labels), logits};
+  };
+  auto keep_pruned_weights_at_zero = [&] {
+    torch::NoGradGuard no_grad;
+    for (std::size_t index = 0; index < graph.nodes.size(); ++index)
+      if (masks[index].defined()) graph.nodes[index].weight.mul_(masks[index]);
+  };
+  train_on_pixels(images, settings, parameters, loss,
+                  masks.empty() ? std::function<void()>() : keep_pruned_weights_at_zero);
   freeze(graph);
 }
 

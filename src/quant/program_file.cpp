@@ -3,6 +3,7 @@
 
 #include <torch/serialize.h>
 
+#include "archive_io.hpp"
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
@@ -56,14 +57,7 @@ void save_program(const std::string& path, const LayerProgram& program, const Js
     }
   }
   archive.write("meta_json", c10::IValue(meta.dump()));
-  replace_file_atomically(path, [&](const std::string& temporary) {
-    try {
-      archive.save_to(temporary);
-    } catch (const c10::Error& error) {
-      fail(ErrorCategory::io, "cannot write '" + path + "': " + error.what_without_backtrace());
-    }
-    seal_zip_archive(temporary);
-  });
+  save_sealed_archive(archive, path);
 }
 
 bool is_program_file(const std::string& path) {

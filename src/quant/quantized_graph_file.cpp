@@ -3,6 +3,7 @@
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
+#include "archive_io.hpp"
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
@@ -32,14 +33,7 @@ void QuantizedGraph::save(const std::string& path, const Json& extra) const {
     if (node.weight.defined()) archive.write(prefix + "weight", node.weight);
     if (node.bias.defined()) archive.write(prefix + "bias", node.bias);
   }
-  replace_file_atomically(path, [&](const std::string& temporary) {
-    try {
-      archive.save_to(temporary);
-    } catch (const c10::Error& error) {
-      fail(ErrorCategory::io, "cannot write '" + path + "': " + error.what_without_backtrace());
-    }
-    seal_zip_archive(temporary);
-  });
+  save_sealed_archive(archive, path);
 }
 
 bool QuantizedGraph::is_int8_graph_file(const std::string& path) {

@@ -7,6 +7,7 @@
 
 #include <fstream>
 
+#include "archive_io.hpp"
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
@@ -221,14 +222,7 @@ void QuantizedProgram::save(const std::string& path, const Json& extra) const {
     if (layer.weight.defined()) archive.write(prefix + "weight", layer.weight);
     if (layer.bias.defined()) archive.write(prefix + "bias", layer.bias);
   }
-  replace_file_atomically(path, [&](const std::string& temporary) {
-    try {
-      archive.save_to(temporary);
-    } catch (const c10::Error& error) {
-      fail(ErrorCategory::io, "cannot write '" + path + "': " + error.what_without_backtrace());
-    }
-    seal_zip_archive(temporary);
-  });
+  save_sealed_archive(archive, path);
 }
 
 bool QuantizedProgram::is_int8_file(const std::string& path) {

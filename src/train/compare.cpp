@@ -137,8 +137,15 @@ CompareResult run_compare(const CompareConfig& config, const data::Dataset& data
   // Python first: a failing interpreter or script stops the comparison before the long runs.
   result.python = config.python_baseline ? run_python_seed_loop(*config.python_baseline, baseline, dataset)
                                          : Json(nullptr);
-  result.baseline = run_training(baseline, dataset, hooks);
-  result.optimized = run_training(optimized, dataset, hooks);
+  // hooks.evaluate replaces a run's evaluation: only a side whose recipe compiles it (--compile jit, e.g.
+  // from a recipe file) uses it; the other evaluates eagerly.
+  auto hooks_for = [&hooks](const TrainConfig& recipe) {
+    TrainHooks side_hooks = hooks;
+    if (recipe.compile != CompileMode::jit) side_hooks.evaluate = nullptr;
+    return side_hooks;
+  };
+  result.baseline = run_training(baseline, dataset, hooks_for(baseline));
+  result.optimized = run_training(optimized, dataset, hooks_for(optimized));
 
   Json report;
   report["schema_version"] = kResultsSchemaVersion;

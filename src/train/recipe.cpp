@@ -70,6 +70,9 @@ void check_recipe(const Json& recipe, const std::string& source) {
       (void)config_from_json(Json{{key, value}});
     } catch (const nlohmann::json::exception&) {
       fail_recipe(source, "\"" + key + "\" must be a " + defaults[key].type_name() + ", got " + value.dump());
+    } catch (const Error& error) {  // a choice outside its names (e.g. "precision": "fp8")
+      if (error.category() != ErrorCategory::usage) throw;
+      fail_recipe(source, error.what());
     }
   }
   try {

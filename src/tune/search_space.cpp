@@ -55,6 +55,9 @@ void check_settings(const Json& recipe, const std::string& source, const std::st
     } catch (const nlohmann::json::exception&) {
       fail_space(source, where + ": \"" + key + "\" must be a " + defaults[key].type_name() + ", got " +
                              value.dump());
+    } catch (const Error& error) {  // a choice outside its names (e.g. "precision": "fp8")
+      if (error.category() != ErrorCategory::usage) throw;
+      fail_space(source, where + ": " + error.what());
     }
   }
   try {

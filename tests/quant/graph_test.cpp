@@ -171,7 +171,6 @@ INSTANTIATE_TEST_SUITE_P(PythonModels, Int8Graph,
                                            Int8Case{"resnet18", 0.75, 0.3},
                                            Int8Case{"mobilenet_v2", 0.3, 0.9}),
                          [](const auto& info) { return info.param.model; });
-});
 
 // ipj's own ResNet-18 (CIFAR-style stem, BatchNorm statistics from one train-mode pass over real images):
 // extracted by parameter names, static int8 agrees with the float graph, which equals the module.

@@ -27,14 +27,14 @@ TEST(LrSchedule, ConstantStepCosine) {
 namespace ipj::train {
 
 TEST(LrSchedule, LinearWarmupRampsToTheScheduledRate) {
-  ScheduleSpec spec{"cosine", 0.1, 2, 10, 0, 0.1, 5.0};  // warmup over the first 5 of 20 steps
+  ScheduleSpec spec{ScheduleKind::cosine, 0.1, 2, 10, 0, 0.1, 5.0};  // warmup over the first 5 of 20 steps
   const double cosine_at_step_2 = 0.1 * 0.5 * (1 + std::cos(M_PI * 2.0 / 20.0));
   EXPECT_NEAR(learning_rate_at(spec, 0, 0), 0.1 * 1.0 / 5.0, 1e-12);  // never 0
   EXPECT_NEAR(learning_rate_at(spec, 0, 2), cosine_at_step_2 * 3.0 / 5.0, 1e-12);
   EXPECT_NEAR(learning_rate_at(spec, 0, 4), 0.1 * 0.5 * (1 + std::cos(M_PI * 4.0 / 20.0)),
               1e-12);  // full from step 5
   EXPECT_NEAR(learning_rate_at(spec, 1, 0), 0.05, 1e-12);
-  spec.kind = "none";
+  spec.kind = ScheduleKind::none;
   spec.warmup_steps = 12.5;  // spans the epoch boundary
   EXPECT_NEAR(learning_rate_at(spec, 1, 1), 0.1 * 12.0 / 12.5, 1e-12);
   EXPECT_DOUBLE_EQ(learning_rate_at(spec, 1, 5), 0.1);

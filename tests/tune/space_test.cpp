@@ -120,7 +120,8 @@ TEST(TuneSpace, BadSpaceFilesGiveClearErrors) {
   expect_space_error(with_dimensions({{"batch", {64, "big"}}}), "mixes numbers");
   expect_space_error(with_dimensions({{"batch", {0, 64}}}), "--batch must be at least 1");
   expect_space_error(with_dimensions({{"prefetch", {"x"}}}), "\"prefetch\" must be a number");
-  expect_space_error(with_dimensions({{"precision", {"fp32", "fp8"}}}), "--precision must be");
+  expect_space_error(with_dimensions({{"precision", {"fp32", "fp8"}}}),
+                     "precision must be fp32, bf16, fp16 or auto, got 'fp8'");
   expect_space_error(with_dimensions({{"precision", {"fp32", "fp16"}}}), "fp16");
   expect_space_error(with_dimensions({{"power_limit", {1.0, 0.7}}}), "--allow-power-limit");
   expect_space_error(with_dimensions({{"lr_scale", {-1}}}), "positive numbers");
