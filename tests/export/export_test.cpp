@@ -26,7 +26,9 @@ constexpr float kMean = 0.2860f, kStd = 0.3530f;  // the normalisation the Pytho
 
 const OnnxRuntimeNode& runtime() {
   static const OnnxRuntimeNode found = [] {
-    setenv("IPJ_ONNXRUNTIME_NODE", IPJ_ONNXRUNTIME_NODE_DIR, 1);
+    const std::string node_modules =
+        testing::test_source_dir() + "/../node_modules";  // scripts/install-onnxruntime.sh
+    setenv("IPJ_ONNXRUNTIME_NODE", node_modules.c_str(), 1);
     std::string reason;
     const std::optional<OnnxRuntimeNode> runtime = find_onnxruntime_node(reason);
     if (!runtime)
@@ -46,7 +48,7 @@ const std::string& python_models() {
   static const std::string dir = [] {
     const std::string out = scratch().file("python");
     std::filesystem::create_directories(out);
-    const auto result = testing::run_process(std::string(IPJ_PYTHON) + " " + IPJ_TEST_SOURCE_DIR +
+    const auto result = testing::run_process(testing::python_path() + " " + testing::test_source_dir() +
                                              "/quant/make_graph_models.py " + out);
     if (result.exit_code != 0) throw std::runtime_error("model script failed: " + result.err);
     return out;
@@ -282,7 +284,7 @@ TEST(OnnxExportErrors, CheckerFailuresSurface) {
 
 TEST(ExportCli, JsonReportAndHelp) {
   const std::string out = scratch().file("cli.onnx");
-  const auto result = testing::run_process(std::string(IPJ_BINARY) + " export --model " +
+  const auto result = testing::run_process(testing::ipj_binary() + " export --model " +
                                            testing::trained_checkpoint("mlp") + " --out " + out + " --json");
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const Json report = Json::parse(result.out);  // exactly one JSON object
@@ -291,16 +293,16 @@ TEST(ExportCli, JsonReportAndHelp) {
   EXPECT_EQ(report["opset"], kDefaultOpset);
   EXPECT_EQ(report["verify"]["status"], "not_requested");
   EXPECT_TRUE(std::filesystem::exists(out));
-  const auto help = testing::run_process(std::string(IPJ_BINARY) + " export --help");
+  const auto help = testing::run_process(testing::ipj_binary() + " export --help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.out.find("Example: ipj export"), std::string::npos);
   const auto bad =
-      testing::run_process(std::string(IPJ_BINARY) + " export --model " + testing::trained_checkpoint("mlp") +
+      testing::run_process(testing::ipj_binary() + " export --model " + testing::trained_checkpoint("mlp") +
                            " --out " + out + " --format tflite");
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
-  const auto unavailable = testing::run_process(
-      "IPJ_ONNXRUNTIME_NODE=/nonexistent " + std::string(IPJ_BINARY) + " export --model " +
-      testing::trained_checkpoint("mlp") + " --out " + out + " --verify --json");
+  const auto unavailable =
+      testing::run_process("IPJ_ONNXRUNTIME_NODE=/nonexistent " + testing::ipj_binary() + " export --model " +
+                           testing::trained_checkpoint("mlp") + " --out " + out + " --verify --json");
   ASSERT_EQ(unavailable.exit_code, 0) << unavailable.err;
   EXPECT_EQ(Json::parse(unavailable.out)["verify"]["status"], "unavailable");
 }
