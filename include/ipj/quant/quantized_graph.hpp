@@ -47,8 +47,9 @@ class QuantizedGraph {
   torch::Tensor forward(const torch::Tensor& input) const;
 
   void save(const std::string& path, const Json& extra) const;
-  // Throws ipj::Error(invalid_input) when `path` is not an ipj int8 graph file or is damaged.
-  static QuantizedGraph load(const std::string& path);
+  // Throws ipj::Error(invalid_input) when `path` is not an ipj int8 graph file or is damaged. `engine`:
+  // "auto" runs on the engine stored in the file, else on this one (select_quantized_engine's names).
+  static QuantizedGraph load(const std::string& path, const std::string& engine = "auto");
   static bool is_int8_graph_file(const std::string& path);
 
   QuantMode mode() const { return mode_; }
