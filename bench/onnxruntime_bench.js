@@ -3,7 +3,9 @@
 // Usage: node bench/onnxruntime_bench.js MODEL.onnx 1,64,256 [seconds=2]   (package dir: $IPJ_ONNXRUNTIME_NODE or
 // ./node_modules/onnxruntime-node, installed by scripts/install-onnxruntime.sh)
 const path = require('path');
-const ort = require(process.env.IPJ_ONNXRUNTIME_NODE || path.resolve('node_modules/onnxruntime-node'));
+// $IPJ_ONNXRUNTIME_NODE: the package folder or a node_modules folder holding it (as ipj export reads it).
+const packageDir = (folder) => (path.basename(folder) === 'node_modules' ? path.join(folder, 'onnxruntime-node') : folder);
+const ort = require(packageDir(path.resolve(process.env.IPJ_ONNXRUNTIME_NODE || 'node_modules')));
 const [, , modelPath, batchList, secondsText] = process.argv;
 (async () => {
   const session = await ort.InferenceSession.create(modelPath);
