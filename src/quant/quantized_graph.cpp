@@ -26,6 +26,10 @@ bool fused_relu(const Activation& activation) {
 
 }  // namespace
 
+bool keeps_float_logits(const Graph& graph, std::size_t index) {
+  return index + 1 == graph.nodes.size() && graph.nodes[index].kind == NodeKind::linear;
+}
+
 struct QuantizedGraph::Packed {
   std::vector<LinearPacked> linear;  // per node index
   std::vector<ConvPacked> conv;
@@ -78,7 +82,7 @@ void QuantizedGraph::pack() {
   packed->activation_after.assign(count, false);
   packed->last_reader = graph_last_readers(graph_);
   packed->params = params_;
-  if (is_static(mode_) && graph_.nodes.back().kind == NodeKind::linear) {
+  if (is_static(mode_) && keeps_float_logits(graph_, count - 1)) {
     packed->float_logits_node = count - 1;
     packed->float_logits_weight =
         weight_int8_.back().to(torch::kFloat) * weight_scale_.back().to(torch::kFloat).unsqueeze(1);
