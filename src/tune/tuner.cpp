@@ -343,7 +343,9 @@ class Search {
       largest_epoch = std::max(largest_epoch, epoch_cost(epoch));
       say("  epoch " + std::to_string(epoch.epoch) + ": test acc " + format("%.4f", epoch.test_acc) + "  " +
           format("%.1f", epoch.energy_j) + " J  " + format("%.2f", epoch.wall_s) + " s");
-      decision = judge(current, trial_cost, largest_epoch);
+      // After its last epoch a run ends anyway: it missed, nothing stopped it.
+      const bool last_epoch = epoch.epoch >= candidate.recipe.value("epochs", 0);
+      decision = last_epoch ? StopDecision{} : judge(current, trial_cost, largest_epoch);
       return decision.stop;
     };
     const TrialOutcome outcome =
@@ -401,7 +403,8 @@ class Search {
     const StopCheck should_stop = [&](const EpochPoint& epoch) {
       run_cost += epoch_cost(epoch);
       largest_epoch = std::max(largest_epoch, epoch_cost(epoch));
-      if (next_epoch_passes_budget(run_cost, largest_epoch, reserve))
+      const bool last_epoch = epoch.epoch >= recipe.value("epochs", 0);  // the run ends there anyway
+      if (!last_epoch && next_epoch_passes_budget(run_cost, largest_epoch, reserve))
         decision = {true, "budget", "another epoch would pass the budget"};
       return decision.stop;
     };
@@ -425,9 +428,9 @@ class Search {
     for (size_t index = 0; index < candidates.size(); ++index) {
       const TrialSummary& candidate = *candidates[index];
       if (find_record(confirm_records_, candidate.trial, confirm_seed()) != nullptr) continue;
-      const double heldout_need =
-          heldout_runs_left(best->trial) *
-          std::max(full_run_estimate(best->trial), full_run_estimate(candidate.trial));
+      // As the search's reserve counted them: the held-out runs at the search seed's best (should another
+      // finalist win and cost more, run_heldout cuts runs rather than pass the budget).
+      const double heldout_need = heldout_runs_left(best->trial) * full_run_estimate(best->trial);
       if (spent() + full_run_estimate(candidate.trial) + heldout_need > options_.budget.limit) {
         ++confirmations_cut_;
         say("confirmation run of trial " + std::to_string(candidate.trial) +

@@ -270,20 +270,22 @@ TEST(TuneSearch, BudgetCoversTheSearchAndReservesTheHeldOutRuns) {
   testing::TempDir dir;
   SyntheticRunner runner;
   TuneOptions options = options_in(dir, 4);
-  options.budget = {BudgetUnit::seconds, 30.0};
+  options.budget = {BudgetUnit::seconds, 60.0};
   const Json report = run_tune(options, space, runner);
   const Json& budget = report["budget"];
   EXPECT_EQ(report["search"]["stopped_because"], "budget");
   EXPECT_EQ(budget["unit"], "s");
-  EXPECT_EQ(report["heldout_seeds"].size(), 3u);
-  EXPECT_EQ(report["confirmations"].size(), 3u);
+  // Reserved at full epoch length, a run still to come either ran or was cut (reported), never dropped.
+  EXPECT_EQ(report["heldout_seeds"].size(), 3u) << report["heldout_summary"].dump();
+  EXPECT_EQ(report["confirmations"].size() + report["search"]["confirmations_cut"].get<size_t>(), 3u);
+  EXPECT_GE(report["confirmations"].size(), 1u);
   EXPECT_NEAR(
       budget["total"].get<double>(),
       budget["search"].get<double>() + budget["confirm"].get<double>() + budget["heldout"].get<double>(),
       1e-9);
-  // Overshoot is at most the last epoch of one trial (2.4 s at most here, with set-up): trials stop at epoch
-  // ends, and the reserve is exact for this seed-independent objective.
-  EXPECT_LE(budget["total"].get<double>(), 30.0 + 2.4);
+  // Epoch costs differ between recipes here: a new trial's first epoch may pass the estimate from earlier
+  // trials (2.4 s at most, with set-up), the documented tolerance.
+  EXPECT_LE(budget["total"].get<double>(), 60.0 + 2.4) << budget.dump();
   double trial_seconds = 0.0;
   for (const auto& trial : report["trials"])
     trial_seconds += trial["wall_s"].get<double>();
