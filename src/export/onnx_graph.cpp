@@ -1,13 +1,14 @@
 // Graph IR -> ONNX nodes (see onnx_export.hpp). Each graph node becomes its operator, then its activation
-// (Relu or Clip); in static int8 every node output is followed by QuantizeLinear/DequantizeLinear with that
-// node's quint8 parameters, and int8 weights are DequantizeLinear'd (per output channel, axis 0)
-// initializers.
+// (Relu or Clip); in static int8 every node output but float logits (keeps_float_logits) is followed by
+// QuantizeLinear/DequantizeLinear with that node's quint8 parameters, and int8 weights are DequantizeLinear'd
+// (per output channel, axis 0) initializers.
 #include <torch/torch.h>
 
 #include <onnx/onnx_pb.h>
 
 #include "ipj/core/error.hpp"
 #include "ipj/export/onnx_export.hpp"
+#include "ipj/quant/quantized_graph.hpp"
 #include "onnx_builder.hpp"
 
 namespace ipj::exporter {
@@ -180,7 +181,7 @@ class OnnxConverter {
     const GraphNode& node = graph_.nodes[index];
     std::string x = index == 0 ? preprocess() : operation(index);
     x = activation(node, x);
-    if (is_static()) x = quantize_dequantize(index, x);
+    if (is_static() && !quant::keeps_float_logits(graph_, index)) x = quantize_dequantize(index, x);
     return x;
   }
 

@@ -20,6 +20,7 @@
 #include "ipj/quant/quantize.hpp"
 #include "ipj/quant/source_model.hpp"
 #include "ipj/train/checkpoint.hpp"
+#include "ipj/train/model_setup.hpp"
 #include "ipj/train/precision.hpp"
 
 namespace ipj::infer {
@@ -262,9 +263,15 @@ std::shared_ptr<InferenceModel> torchscript_int8(const torch::jit::Module& modul
   return graph_variant(std::move(graph), variant, "", data::DataOptions(), options);
 }
 
-InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& options) {
+// A file that `ipj train` wrote (OUT/model.pt) brings its input shape and normalisation; flags win.
+InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& given) {
   torch::jit::Module module;
-  load_file_checked(path, "TorchScript file", [&] { module = torch::jit::load(path); });
+  torch::jit::ExtraFilesMap extra_files{{train::kTorchScriptInfoName, ""}};
+  load_file_checked(path, "TorchScript file",
+                    [&] { module = torch::jit::load(path, c10::nullopt, extra_files); });
+  LoadOptions options = given;
+  train::fill_inputs_from_trained_info(extra_files[train::kTorchScriptInfoName], path, options.input_shape,
+                                       options.mean, options.std);
   if (!module.find_method("forward"))
     fail(ErrorCategory::invalid_input,
          "'" + path + "' has no forward method (save a scripted or traced module)");

@@ -15,6 +15,7 @@
 #include "ipj/quant/graph_file.hpp"
 #include "ipj/quant/program_file.hpp"
 #include "ipj/train/checkpoint.hpp"
+#include "ipj/train/model_setup.hpp"
 
 namespace ipj::quant {
 namespace {
@@ -35,9 +36,15 @@ SourceModel from_checkpoint(const std::string& path) {
   return source;
 }
 
-SourceModel from_torchscript(const std::string& path, const ImportOptions& import) {
+// A file that `ipj train` wrote (OUT/model.pt) brings its input shape and normalisation; flags win.
+SourceModel from_torchscript(const std::string& path, const ImportOptions& given) {
   auto module = std::make_shared<torch::jit::Module>();
-  load_file_checked(path, "TorchScript file", [&] { *module = torch::jit::load(path); });
+  torch::jit::ExtraFilesMap extra_files{{train::kTorchScriptInfoName, ""}};
+  load_file_checked(path, "TorchScript file",
+                    [&] { *module = torch::jit::load(path, c10::nullopt, extra_files); });
+  ImportOptions import = given;
+  train::fill_inputs_from_trained_info(extra_files[train::kTorchScriptInfoName], path, import.input_shape,
+                                       import.mean, import.std);
   SourceModel source;
   source.graph = import_torchscript(*module, path, import);
   source.path = path;

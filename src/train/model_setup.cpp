@@ -13,6 +13,25 @@
 
 namespace ipj::train {
 
+void fill_inputs_from_trained_info(const std::string& info_text, const std::string& path,
+                                   std::vector<std::int64_t>& input_shape, std::vector<float>& mean,
+                                   std::vector<float>& std) {
+  if (info_text.empty()) return;
+  try {
+    const Json info = Json::parse(info_text);
+    if (input_shape.empty() && info.contains("model_input_shape"))
+      input_shape = info.at("model_input_shape").get<std::vector<std::int64_t>>();
+    if (mean.empty() && std.empty() && info.contains("mean") && info.contains("std")) {
+      mean = info.at("mean").get<std::vector<float>>();
+      std = info.at("std").get<std::vector<float>>();
+    }
+  } catch (const Json::exception& error) {
+    fail(ErrorCategory::invalid_input, "'" + path + "': its " + std::string(kTorchScriptInfoName) +
+                                           " (written by ipj train) is damaged: " + error.what() +
+                                           "; give --input-shape, --mean and --std, or retrain");
+  }
+}
+
 models::InputShape image_shape(const data::Dataset& dataset) {
   return {dataset.train.channels, dataset.train.height, dataset.train.width};
 }

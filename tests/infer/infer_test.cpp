@@ -76,6 +76,38 @@ TEST(InferTorchScript, MeanAndStdPreprocessTheInput) {
   EXPECT_LT((output - golden().normalized_expected).abs().max().item<double>(), 1e-5);
 }
 
+// OUT/model.pt of `ipj train` carries model_info as its ipj.json extra file: loading it without
+// --input-shape,
+// --mean and --std uses the recorded ones; explicit values still win; a damaged one is a clear error.
+TEST(InferTorchScript, TrainedFileBringsItsInputShapeAndNormalisation) {
+  testing::TempDir dir;
+  torch::jit::Module module = torch::jit::load(golden().dir.file("scripted.pt"));
+  const std::string trained = dir.file("model.pt"), damaged = dir.file("damaged.pt");
+  const json info = {{"name", "SmallNet"},
+                     {"input_shape", {1, 28, 28}},
+                     {"model_input_shape", {1, 28, 28}},
+                     {"num_classes", 10},
+                     {"mean", {0.25}},
+                     {"std", {0.5}}};
+  module.save(trained, {{"ipj.json", info.dump()}});
+  module.save(damaged, {{"ipj.json", "{\"mean\": [0.25], \"std\": \"wide\"}"}});
+
+  const InferenceModelPtr recorded = load_inference_model(trained, LoadOptions());
+  EXPECT_EQ(recorded->sample_shape, (std::vector<std::int64_t>{1, 28, 28}));
+  EXPECT_LT((recorded->forward(golden().input) - golden().normalized_expected).abs().max().item<double>(),
+            1e-5);
+  LoadOptions explicit_flags;
+  explicit_flags.mean = {0.0f};
+  explicit_flags.std = {1.0f};
+  const torch::Tensor flagged = load_inference_model(trained, explicit_flags)->forward(golden().input);
+  EXPECT_LT((flagged - golden().expected).abs().max().item<double>(), 1e-5);
+  LoadOptions int8;
+  int8.variant = "int8-dynamic";  // the graph import needs the input shape: taken from the file
+  const torch::Tensor quantized = load_inference_model(trained, int8)->forward(golden().input);
+  EXPECT_TRUE(quantized.argmax(1).equal(golden().normalized_expected.argmax(1)));
+  EXPECT_EQ(category_of([&] { load_inference_model(damaged, LoadOptions()); }), ErrorCategory::invalid_input);
+}
+
 TEST(InferVariants, JitBf16AndInt8AgreeWithFp32OnACheckpoint) {
   const std::string checkpoint = testing::trained_checkpoint("cnn");
   LoadOptions options;

@@ -172,6 +172,23 @@ INSTANTIATE_TEST_SUITE_P(PythonModels, Int8Graph,
                                            Int8Case{"mobilenet_v2", 0.3, 0.9}),
                          [](const auto& info) { return info.param.model; });
 
+// The classifier's output stays float in static int8: 8-bit logits (at most 256 values on one grid) flipped
+// close calls (0.41 pt of MobileNetV2's drop on Fashion-MNIST, docs/INFERENCE.md).
+TEST(Int8GraphLogits, FinalLinearLayerWritesFloatLogits) {
+  const Graph graph = import_model("cnn_bn", "scripted");
+  const auto params =
+      calibrate_graph(graph, testing::fashion_subset().train, 256, 128, ObserverKind::minmax, 100.0);
+  const QuantizedGraph int8 = QuantizedGraph::convert(graph, QuantMode::static_ptq, params, "auto");
+  torch::NoGradGuard no_grad;
+  const torch::Tensor pixels = test_pixels(64);
+  const torch::Tensor logits = int8.forward(pixels);  // [64, 10]
+  const double logit_step = params.back().scale;      // the grid 8-bit logits would lie on
+  const torch::Tensor steps = logits / logit_step;
+  EXPECT_GT((steps - steps.round()).abs().max().item<double>(), 0.1);
+  EXPECT_GT(std::get<0>(at::_unique(logits.flatten())).numel(), 256);
+  EXPECT_LE(relative_error(logits, run_graph(graph, pixels)), 0.05);
+}
+
 // ipj's own ResNet-18 (CIFAR-style stem, BatchNorm statistics from one train-mode pass over real images):
 // extracted by parameter names, static int8 agrees with the float graph, which equals the module.
 TEST(ZooResNet, StaticInt8OfIpjsResNet18StaysCloseToFp32) {

@@ -38,6 +38,11 @@ std::vector<QuantParams> quantization_aware_training_graph(Graph& graph, const d
                                                            std::int64_t batch_size, std::uint64_t seed,
                                                            bool show_progress);
 
+// Static int8 runs this node in float: the graph's last node when it is a linear layer (the logits, computed
+// from the dequantized input and the dequantized int8 weights; 8-bit logits flipped close calls). Exporters
+// must do the same.
+bool keeps_float_logits(const Graph& graph, std::size_t index);
+
 class QuantizedGraph {
  public:
   // static_ptq / qat need one QuantParams per node (calibrate_graph); dynamic ignores them.

@@ -5,7 +5,9 @@
 
 #include <torch/types.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ipj/core/json_io.hpp"
 #include "ipj/data/dataset.hpp"
@@ -20,6 +22,14 @@ namespace ipj::train {
 inline constexpr const char* kTrainedTorchScriptFileName = "model.pt";
 // Its extra file (torch.jit.load(PATH, _extra_files={"ipj.json": ""})): the model_info JSON.
 inline constexpr const char* kTorchScriptInfoName = "ipj.json";
+
+// What a TorchScript file that `ipj train` wrote says about its inputs (its ipj.json extra file, `info_text`;
+// "" for any other file): fills only what the caller left empty (explicit flags win) with the model_info's
+// "model_input_shape" and, when both are empty, "mean" and "std". Throws ipj::Error(invalid_input) naming
+// `path` when the text is not such a JSON object.
+void fill_inputs_from_trained_info(const std::string& info_text, const std::string& path,
+                                   std::vector<std::int64_t>& input_shape, std::vector<float>& mean,
+                                   std::vector<float>& std);
 
 // The images a data set holds, as the models' input shape.
 models::InputShape image_shape(const data::Dataset& dataset);
