@@ -121,12 +121,6 @@ std::vector<std::string> given_config_keys(const CLI::App& command) {
   return keys;
 }
 
-std::string format_number(const char* pattern, double value) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, pattern, value);
-  return buffer;
-}
-
 std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> parts;
   std::stringstream stream(text);
