@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "ipj/infer/inference_model.hpp"
+#include "ipj/train/recipe.hpp"
 
 namespace ipj::cli {
 
@@ -119,6 +120,15 @@ std::vector<std::string> given_config_keys(const CLI::App& command) {
     keys.push_back(key);
   }
   return keys;
+}
+
+void check_model_against_recipe(const CLI::App& command, const Json& recipe, const std::string& recipe_path,
+                                models::ModelSource& model) {
+  const bool shape_given = command.count("--model") == 0 || command.count("--input-shape") > 0;
+  const train::RecipeModelCheck check =
+      train::check_recipe_model(recipe, model, shape_given, "'" + recipe_path + "'");
+  model = check.model;
+  if (!check.warning.empty()) std::cerr << "ipj: warning: " << check.warning << "\n";
 }
 
 std::vector<std::string> split_commas(const std::string& text) {

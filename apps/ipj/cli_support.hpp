@@ -72,6 +72,12 @@ void print_json(const Json& value);
 // --recipe file's values.
 std::vector<std::string> given_config_keys(const CLI::App& command);
 
+// After a recipe file was applied (`model`: from --model, or the recipe's own): warns on stderr when it is
+// not the model the recipe was tuned for (another model or input shape, or the file changed since), and gives
+// the same file given without --input-shape the recipe's input shape (train::check_recipe_model).
+void check_model_against_recipe(const CLI::App& command, const Json& recipe, const std::string& recipe_path,
+                                models::ModelSource& model);
+
 CLI::App* register_devices_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_models_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_train_command(CLI::App& app, CommandRunner& runner);

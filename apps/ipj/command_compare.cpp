@@ -79,6 +79,7 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
         const Json& recipe = config.optimized_recipe_override;
         if (command->count("--model") == 0 && recipe.contains("model"))
           config.model = train::apply_recipe(train::TrainConfig{}, recipe).model;
+        check_model_against_recipe(*command, recipe, recipe_path, config.model);
         if (command->count("--target-acc") == 0 && recipe.value("target_acc", 0.0) > 0.0)
           config.target_acc = recipe["target_acc"];
       }

@@ -151,9 +151,11 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
       if (no_save && (config.resume || !config.out_dir.empty()))
         throw ipj::Error(ipj::ErrorCategory::usage, "--no-save cannot be combined with --out or --resume");
       config.model = parse_model_flags(model, input_shape);
-      if (!recipe_path.empty())
-        config =
-            train::apply_recipe(config, train::read_recipe_file(recipe_path), given_config_keys(*command));
+      if (!recipe_path.empty()) {
+        const Json recipe = train::read_recipe_file(recipe_path);
+        config = train::apply_recipe(config, recipe, given_config_keys(*command));
+        check_model_against_recipe(*command, recipe, recipe_path, config.model);
+      }
       if (!no_save && config.out_dir.empty())
         config.out_dir = default_run_folder(models::short_name(config.model));
       config.data_options = data_options(data_flags);

@@ -11,7 +11,7 @@
 #include "ipj/device/device_report.hpp"
 #include "ipj/energy/power_limit.hpp"
 #include "ipj/infer/compiled_evaluation.hpp"
-#include "ipj/models/catalog.hpp"
+#include "ipj/models/registry.hpp"
 #include "ipj/train/compare.hpp"
 #include "ipj/train/precision.hpp"
 #include "ipj/tune/training_runner.hpp"
@@ -22,6 +22,7 @@ namespace {
 
 struct TuneFlags {
   std::string model = "mlp";
+  std::string input_shape;  // TorchScript --model: C,H,W or N (empty: the data's images)
   std::string data_dir = data::kDefaultDataDirectory;
   double target_acc = 0.0;
   double budget_s = 0.0;
@@ -41,12 +42,6 @@ struct TuneFlags {
   double cpu_tdp_w = 0.0;
   int energy_interval_ms = 100;
 };
-
-bool is_builtin(const std::string& model) {
-  for (const auto& entry : models::model_catalog())
-    if (entry.name == model) return true;
-  return false;
-}
 
 bool jit_evaluation_available(const std::string& model) {
   try {
@@ -78,6 +73,7 @@ void adopt_saved_settings(const CLI::App& command, TuneFlags& flags, Json& saved
     field = value;
   };
   adopt("--model", "model", flags.model);
+  if (saved.contains("input_shape")) adopt("--input-shape", "input_shape", flags.input_shape);
   adopt("--data", "data", flags.data_dir);
   adopt("--limit", "limit", flags.limit);
   adopt("--test-limit", "test_limit", flags.test_limit);
@@ -94,6 +90,14 @@ void adopt_saved_settings(const CLI::App& command, TuneFlags& flags, Json& saved
   if (command.count("--heldout") == 0) flags.heldout = saved.value("heldout", 3);
   if (command.count("--confirm") == 0) flags.confirm = saved.value("confirm", 3);
   saved_space = saved.at("space");
+  if (saved.contains("model_file")) {  // a TorchScript file: the trials so far trained these bytes
+    const models::FileFingerprint now = models::fingerprint_file(flags.model);
+    if (saved["model_file"].value("xxh3_64", "") != now.xxh3_64 ||
+        saved["model_file"].value("bytes", std::int64_t{-1}) != now.bytes)
+      fail(ErrorCategory::usage, "--resume: model file " + flags.model +
+                                     " changed since this run started (its size or XXH3 hash differs from " +
+                                     path + "); start a new --out folder");
+  }
 }
 
 tune::SearchSpace resolve_space(const TuneFlags& flags, const tune::SpaceContext& context,
@@ -130,11 +134,13 @@ std::unique_ptr<energy::PowerLimitControl> open_power_limit(const TuneFlags& fla
   return std::make_unique<energy::PowerLimitControl>("", flags.device, restore_file);
 }
 
-Json settings_json(const TuneFlags& flags, const tune::Budget& budget, const tune::SearchSpace& space) {
-  return Json{
+Json settings_json(const TuneFlags& flags, const models::ModelSource& model, const tune::Budget& budget,
+                   const tune::SearchSpace& space) {
+  Json settings{
       {"schema_version", kResultsSchemaVersion},
       {"kind", "tune-settings"},
       {"model", flags.model},
+      {"input_shape", flags.input_shape},
       {"data", flags.data_dir},
       {"limit", flags.limit},
       {"test_limit", flags.test_limit},
@@ -148,6 +154,11 @@ Json settings_json(const TuneFlags& flags, const tune::Budget& budget, const tun
       {"heldout", flags.heldout},
       {"confirm", flags.confirm},
       {"space", tune::to_json(space)}};
+  if (model.is_file()) {  // --resume refuses a file that changed; recipe.json's provenance keeps it too
+    const models::FileFingerprint fingerprint = models::fingerprint_file(model.file);
+    settings["model_file"] = {{"bytes", fingerprint.bytes}, {"xxh3_64", fingerprint.xxh3_64}};
+  }
+  return settings;
 }
 
 int run_tune_command(const CLI::App& command, TuneFlags& flags, const CommonOutputFlags& output) {
@@ -158,7 +169,7 @@ int run_tune_command(const CLI::App& command, TuneFlags& flags, const CommonOutp
     adopt_saved_settings(command, flags, saved_space);
   }
   train::TrainConfig run_settings;  // what every trial shares; each applies its recipe on top
-  run_settings.model = flags.model;
+  run_settings.model = parse_model_flags(flags.model, flags.input_shape);
   run_settings.data_dir = flags.data_dir;
   run_settings.limit = flags.limit;
   run_settings.test_limit = flags.test_limit;
@@ -168,8 +179,9 @@ int run_tune_command(const CLI::App& command, TuneFlags& flags, const CommonOutp
   train::validate(run_settings);  // the model, limits, device and energy flags, as ipj train checks them
   if (run_settings.device.cuda)
     train::resolve_precision_here(train::Precision::fp32, run_settings.device);  // fails early without CUDA
-  const tune::SpaceContext context = tune::make_space_context(
-      flags.model, flags.device, flags.allow_power_limit, jit_evaluation_available(flags.model));
+  const tune::SpaceContext context =
+      tune::make_space_context(run_settings.model, flags.device, flags.allow_power_limit,
+                               !run_settings.model.is_file() && jit_evaluation_available(flags.model));
   const tune::SearchSpace space = resolve_space(flags, context, saved_space);
   if (flags.print_space) {
     std::cout << tune::to_json(space).dump(2) << std::endl;
@@ -177,10 +189,10 @@ int run_tune_command(const CLI::App& command, TuneFlags& flags, const CommonOutp
   }
   tune::check_out_folder(flags.out_dir, flags.resume);
   if (flags.target_acc <= 0.0) {
-    if (!is_builtin(flags.model))
+    if (run_settings.model.is_file())
       fail(ErrorCategory::usage,
-           "--target-acc is required for model '" + flags.model + "' (e.g. --target-acc 0.9)");
-    flags.target_acc = train::default_target_accuracy(flags.model);
+           "--target-acc is required for a TorchScript --model (" + flags.model + "): e.g. --target-acc 0.9");
+    flags.target_acc = train::default_target_accuracy(run_settings.model);
   }
   if (flags.target_acc > 1.0) fail(ErrorCategory::usage, "--target-acc must be a fraction in (0, 1]");
   tune::Budget budget;
@@ -195,6 +207,10 @@ int run_tune_command(const CLI::App& command, TuneFlags& flags, const CommonOutp
               << format_duration(
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count())
               << ", not counted in the budget)\n";
+  if (run_settings.model.is_file())  // a file that does not fit the data fails here once, not in every trial
+    (void)models::build_classifier(run_settings.model,
+                                   {dataset.train.channels, dataset.train.height, dataset.train.width},
+                                   dataset.num_classes);
   train::TrainHooks hooks;
   hooks.environment = device::device_report();
   const std::string model = flags.model;
@@ -213,7 +229,7 @@ int run_tune_command(const CLI::App& command, TuneFlags& flags, const CommonOutp
   options.confirm_top = flags.confirm;
   options.resume = flags.resume;
   options.show_progress = !output.quiet;
-  options.settings = settings_json(flags, budget, space);
+  options.settings = settings_json(flags, run_settings.model, budget, space);
   if (power_limit)
     options.apply_power_limit = [&power_limit](double fraction) {
       return power_limit->set_fraction(fraction);
@@ -238,7 +254,11 @@ CLI::App* register_tune_command(CLI::App& app, CommandRunner& runner) {
   static CommonOutputFlags output;
   static TuneFlags flags;
   add_output_flags(*command, output);
-  command->add_option("--model", flags.model, "mlp | cnn | resnet18 | resnet50")->capture_default_str();
+  command
+      ->add_option("--model", flags.model,
+                   "mlp | cnn | resnet18 | resnet50, or a TorchScript file (then --target-acc is required)")
+      ->capture_default_str();
+  command->add_option("--input-shape", flags.input_shape, kInputShapeHelp);
   command->add_option("--data", flags.data_dir, "Data folder (IDX .gz/plain or CIFAR-10 binary)")
       ->capture_default_str();
   command->add_option("--target-acc", flags.target_acc,

@@ -3,6 +3,7 @@
 #include "ipj/train/recipe.hpp"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "ipj/core/error.hpp"
 
@@ -108,6 +109,67 @@ TrainConfig apply_recipe(const TrainConfig& base, const Json& recipe, const std:
   TrainConfig config = config_from_json(merged);
   config.resume = base.resume;  // not part of the JSON form
   return config;
+}
+
+namespace {
+
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code error;
+  const bool equivalent = std::filesystem::equivalent(a, b, error);
+  return error ? a == b : equivalent;
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string text;
+  for (const std::int64_t size : shape)
+    text += (text.empty() ? "" : ",") + std::to_string(size);
+  return text.empty() ? "the data's images" : text;
+}
+
+// The recipe's record of the file it was tuned on, compared with the file now ("" when unchanged or unknown).
+std::string file_change(const Json& recipe, const std::string& file) {
+  const Json& provenance = recipe.value("provenance", Json::object());
+  if (!provenance.is_object() || !provenance.contains("tuned_with") || !provenance["tuned_with"].is_object())
+    return "";
+  const Json& recorded = provenance["tuned_with"].value("model_file", Json(nullptr));
+  if (!recorded.is_object() || !recorded.contains("xxh3_64")) return "";
+  try {
+    const models::FileFingerprint now = models::fingerprint_file(file);
+    if (recorded.value("xxh3_64", "") == now.xxh3_64 &&
+        recorded.value("bytes", std::int64_t{-1}) == now.bytes)
+      return "";
+  } catch (const Error&) {
+    return "";  // unreadable: training reports it with its own error
+  }
+  return "the model file " + file + " changed since the recipe was tuned on it (size or XXH3 hash differs)";
+}
+
+}  // namespace
+
+RecipeModelCheck check_recipe_model(const Json& recipe, const models::ModelSource& model,
+                                    bool input_shape_given, const std::string& source) {
+  RecipeModelCheck check{model, ""};
+  if (!recipe.contains("model")) return check;
+  const models::ModelSource tuned_for = apply_recipe(TrainConfig{}, recipe).model;
+  const bool same_model =
+      tuned_for.is_file() == model.is_file() &&
+      (model.is_file() ? same_file(tuned_for.file, model.file) : tuned_for.zoo_name == model.zoo_name);
+  if (!same_model) {
+    check.warning = "recipe " + source + " was tuned for model " + tuned_for.label() + "; training " +
+                    model.label() + " with its settings (--model overrides the recipe's model)";
+    return check;
+  }
+  if (!model.is_file()) return check;
+  if (!input_shape_given) {
+    check.model.input_shape = tuned_for.input_shape;
+  } else if (!tuned_for.input_shape.empty() && tuned_for.input_shape != model.input_shape) {
+    check.warning = "recipe " + source + " was tuned with --input-shape " +
+                    shape_text(tuned_for.input_shape) + "; training with " + shape_text(model.input_shape) +
+                    " (--input-shape overrides it)";
+    return check;
+  }
+  check.warning = file_change(recipe, model.file);
+  return check;
 }
 
 }  // namespace ipj::train

@@ -30,11 +30,27 @@ std::string join(const std::vector<std::string>& names) {
   return text;
 }
 
-// Recipe keys a space may vary or fix: all but the model (--model) and the target (--target-acc).
+// The recipe keys that say which run this is, not how it trains: the model (--model, --input-shape), the
+// device
+// (--device) and the target (--target-acc). They come from the flags, are the same in every trial and are
+// written into recipe.json as they are; a space can neither vary nor fix them.
+bool is_identity_key(const std::string& key) {
+  return key == "model" || key == "model_source" || key == "input_shape" || key == "device" ||
+         key == "target_acc";
+}
+
+[[noreturn]] void fail_identity_key(const std::string& source, const std::string& where,
+                                    const std::string& key) {
+  fail_space(source, where + " \"" + key +
+                         "\" is part of the run's identity, set by --model, --input-shape, --device and "
+                         "--target-acc; a space cannot search or fix it (drop the key)");
+}
+
+// Recipe keys a space may vary or fix: all but the identity keys.
 std::vector<std::string> tunable_keys() {
   std::vector<std::string> keys;
   for (const auto& key : train::recipe_keys())
-    if (key != "model" && key != "target_acc" && key != "device") keys.push_back(key);
+    if (!is_identity_key(key)) keys.push_back(key);
   return keys;
 }
 
@@ -124,11 +140,13 @@ int index_of(const Dimension& dimension, const Json& value) {
   return -1;
 }
 
-// The start recipe's settings; precision "auto" resolved as the trainer would here.
+// The start recipe's settings without the identity keys; precision "auto" resolved as the trainer would here.
 Json start_recipe_settings(const SpaceContext& context) {
   Json fixed = train::make_recipe(context.start);
-  for (const char* key : {"schema_version", "kind", "model", "device", "target_acc"})
-    fixed.erase(key);
+  fixed.erase("schema_version");
+  fixed.erase("kind");
+  for (const auto& key : train::recipe_keys())
+    if (is_identity_key(key)) fixed.erase(key);
   if (fixed["precision"] == "auto")
     fixed["precision"] = (context.bf16_native || context.cuda) ? "bf16" : "fp32";
   return fixed;
@@ -142,6 +160,7 @@ std::string plain(const Json& value) {
 Dimension parse_dimension(const std::string& key, const Json& values, const SpaceContext& context,
                           const std::string& source) {
   const std::string where = "dimensions." + key;
+  if (is_identity_key(key)) fail_identity_key(source, "dimension", key);
   if (!is_listed(dimension_keys(), key))
     fail_space(source, "unknown dimension \"" + key + "\" (dimensions: " + join(dimension_keys()) + ")");
   if (!values.is_array() || values.empty() || values.size() > 64)
@@ -235,7 +254,12 @@ SearchSpace default_space(const SpaceContext& context) {
   SearchSpace space;
   const Json fixed_defaults = start_recipe_settings(context);
   space.dimensions = default_dimensions(context);
-  space.identity = {{"model", context.model}, {"device", train::device_name(context.start.device)}};
+  // The model as the start recipe names it (a zoo name, or a file with its source and input shape) and the
+  // device; the target is the tuner's (TuneOptions::target_acc).
+  const Json start_recipe = train::make_recipe(context.start);
+  space.identity = Json::object();
+  for (const char* key : {"model", "model_source", "input_shape", "device"})
+    space.identity[key] = start_recipe[key];
   space.fixed = fixed_defaults;
   for (const auto& dimension : space.dimensions)
     space.fixed.erase(dimension.key);
@@ -272,6 +296,7 @@ SearchSpace parse_space(const Json& json, const SpaceContext& context, const std
   if (json.contains("fixed")) {
     if (!json["fixed"].is_object()) fail_space(source, "\"fixed\" must be an object of recipe settings");
     for (const auto& [key, value] : json["fixed"].items()) {
+      if (is_identity_key(key)) fail_identity_key(source, "fixed setting", key);
       if (!is_listed(tunable_keys(), key))
         fail_space(source, "unknown fixed setting \"" + key + "\" (settings: " + join(tunable_keys()) + ")");
       space.fixed[key] = value;

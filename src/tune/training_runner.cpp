@@ -24,6 +24,9 @@ TrialOutcome TrainingTrialRunner::run(const TrialRequest& request, const StopChe
 
   TrialOutcome outcome;
   train::TrainHooks hooks = hooks_;
+  // The compiled evaluation replaces the trainer's own only for a recipe that asks for it (--compile jit);
+  // the others, and every model it cannot compile (a user's file), evaluate eagerly.
+  if (config.compile != train::CompileMode::jit) hooks.evaluate = nullptr;
   hooks.on_epoch_end = [&](const train::EpochMetrics& metrics) {
     outcome.epochs.push_back({metrics.epoch, metrics.test_acc, metrics.energy_j, metrics.wall_s});
     outcome.energy_source = metrics.energy_source;

@@ -128,6 +128,12 @@ TEST(TuneSpace, BadSpaceFilesGiveClearErrors) {
   expect_space_error({{"schema_version", 1}, {"dimensions", {{"batch", {64}}}}, {"fixed", {{"batch", 32}}}},
                      "both fixed and a dimension");
   expect_space_error({{"schema_version", 1}, {"fixed", {{"seed", 3}}}}, "unknown fixed setting \"seed\"");
+  // The run's identity (--model, --input-shape, --device, --target-acc) is neither searched nor fixed.
+  for (const char* key : {"model", "model_source", "input_shape", "device", "target_acc"}) {
+    expect_space_error(with_dimensions({{key, {1, 2}}}), std::string("dimension \"") + key + "\" is part");
+    expect_space_error({{"schema_version", 1}, {"fixed", {{key, "x"}}}},
+                       std::string("fixed setting \"") + key + "\" is part of the run's identity");
+  }
   expect_space_error({{"schema_version", 1}, {"search", {{"eta", 1}}}},
                      "search.eta must be an integer in 2..10");
   expect_space_error({{"schema_version", 1}, {"start", {{"batch", 100}}}},
@@ -231,6 +237,47 @@ TEST(TuneRecipe, BadRecipesGiveClearErrors) {
   recipe["kind"] = "train";
   expect_error(recipe, "expected \"recipe\"");
   expect_error(Json::array(), "must be a JSON object");
+}
+
+TEST(TuneRecipe, ARecipeUsedWithAnotherModelSaysSo) {
+  testing::TempDir dir;
+  write_file_atomically(dir.file("net.pt"), "bytes of a model");
+  train::TrainConfig tuned;
+  tuned.model = models::ModelSource::torchscript(dir.file("net.pt"), {784});
+  Json recipe =
+      train::make_recipe(tuned, {{"tuned_with", {{"model_file", {{"bytes", 16}, {"xxh3_64", "?"}}}}}});
+  recipe["provenance"]["tuned_with"]["model_file"]["xxh3_64"] =
+      models::fingerprint_file(dir.file("net.pt")).xxh3_64;
+
+  // The same file (spelt differently) without --input-shape: the recipe's input shape, no warning.
+  const auto same = train::check_recipe_model(
+      recipe, models::ModelSource::torchscript(dir.path() + "/./net.pt"), false, "'r.json'");
+  EXPECT_EQ(same.warning, "");
+  EXPECT_EQ(same.model.input_shape, (std::vector<std::int64_t>{784}));
+  // Another input shape, another model, a zoo model: the flags win, with a warning.
+  const auto shape = train::check_recipe_model(
+      recipe, models::ModelSource::torchscript(dir.file("net.pt"), {1, 28, 28}), true, "'r.json'");
+  EXPECT_NE(shape.warning.find("tuned with --input-shape 784; training with 1,28,28"), std::string::npos)
+      << shape.warning;
+  EXPECT_EQ(shape.model.input_shape, (std::vector<std::int64_t>{1, 28, 28}));
+  const auto other = train::check_recipe_model(recipe, models::ModelSource("cnn"), false, "'r.json'");
+  EXPECT_NE(
+      other.warning.find("recipe 'r.json' was tuned for model " + dir.file("net.pt") + "; training cnn"),
+      std::string::npos)
+      << other.warning;
+  // The file's bytes changed since tuning.
+  write_file_atomically(dir.file("net.pt"), "other bytes, same length?");
+  const auto changed = train::check_recipe_model(recipe, models::ModelSource::torchscript(dir.file("net.pt")),
+                                                 false, "'r.json'");
+  EXPECT_NE(changed.warning.find("changed since the recipe was tuned"), std::string::npos) << changed.warning;
+  // Zoo recipes: the same name is silent; a recipe without a model matches anything.
+  const Json zoo = train::make_recipe(train::TrainConfig{});
+  EXPECT_EQ(train::check_recipe_model(zoo, models::ModelSource("mlp"), false, "'r.json'").warning, "");
+  EXPECT_NE(train::check_recipe_model(zoo, models::ModelSource("cnn"), false, "'r.json'").warning, "");
+  EXPECT_EQ(train::check_recipe_model(Json{{"schema_version", 1}, {"batch", 64}}, models::ModelSource("cnn"),
+                                      false, "'r.json'")
+                .warning,
+            "");
 }
 
 }  // namespace ipj::tune

@@ -1,6 +1,7 @@
 // `ipj tune` as a user runs it, on a tiny subset of Fashion-MNIST: the JSON contract, recipe.json accepted by
 // `ipj train --recipe` and `ipj compare --optimized-recipe`, resume after SIGKILL mid-trial (no finished
-// trial re-run, a torn line ignored), and clear errors for bad spaces, budgets and folders.
+// trial re-run, a torn line ignored), a user's TorchScript file on synthetic data (its identity in
+// recipe.json), and clear errors for bad spaces, budgets and folders.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -14,7 +15,9 @@
 
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/json_io.hpp"
+#include "ipj/energy/meter.hpp"
 #include "support/test_support.hpp"
+#include "support/user_models.hpp"
 
 namespace ipj {
 namespace {
@@ -38,6 +41,21 @@ std::vector<Json> json_lines(const std::string& path) {
 
 const char* kTinySubset = "--model mlp --limit 2000 --test-limit 500 --target-acc 0.72";
 
+// The energy source a run reports on this machine: the weakest of the meters' in-total channels, as the
+// energy monitor combines them (RAPL/NVML counters where they exist, else the CPU-time estimate).
+std::string machine_energy_source() {
+  const energy::MeterSet meters = energy::discover_meters();
+  bool any = false;
+  energy::EnergySource source = energy::EnergySource::estimated;
+  for (const auto& meter : meters.meters)
+    for (const auto& channel : meter->channels())
+      if (channel.in_total) {
+        source = any ? energy::weakest(source, channel.source) : channel.source;
+        any = true;
+      }
+  return energy::source_name(source);
+}
+
 }  // namespace
 
 TEST(TuneCli, JsonContractAndTheRecipeWorksInTrainAndCompare) {
@@ -60,7 +78,7 @@ TEST(TuneCli, JsonContractAndTheRecipeWorksInTrainAndCompare) {
   ASSERT_TRUE(best["reached_target"].get<bool>()) << result.out;
   EXPECT_GT(best["energy_to_target_j"].get<double>(), 0.0);
   EXPECT_GE(best["test_acc"].get<double>(), 0.72);
-  EXPECT_EQ(best["energy_source"], "estimated");
+  EXPECT_EQ(best["energy_source"], machine_energy_source());
   ASSERT_EQ(report["heldout_seeds"].size(), 3u);
   for (size_t run = 0; run < 3; ++run)
     EXPECT_EQ(report["heldout_seeds"][run]["seed"], run + 1);  // never the search's seed 0
@@ -168,6 +186,91 @@ TEST(TuneCli, ResumeAfterSigkillMidTrialRerunsNoFinishedTrial) {
   const std::string log_after = read_file(out + "/trials.jsonl");
   EXPECT_EQ(log_after.rfind(log_before, 0), 0u);  // the old lines unchanged, the torn one gone
   EXPECT_EQ(json_lines(out + "/trials.jsonl").size(), 6u + report["confirmations"].size() + 1u);
+}
+
+TEST(TuneCli, TunesAUsersTorchScriptFileWhoseRecipeNamesItsModel) {
+  testing::TempDir dir;
+  const auto made = testing::make_user_models(dir.path(), {"flat_mlp_scripted", "mlp_scripted"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  testing::write_synthetic_idx_dataset(dir.file("data"), 600, 200, /*gzip=*/false);
+  const std::string model = dir.file("flat_mlp_scripted.pt");  // forward takes [B, 784]
+  const std::string run = " --model " + model + " --input-shape 784 --data " + dir.file("data");
+  write_file_atomically(dir.file("space.json"), R"({"schema_version": 1, "dimensions": {"lr_scale": [1, 2],
+      "batch": [32, 64]}, "fixed": {"epochs": 2, "prefetch": 0}})");
+
+  // The model's identity is the run's: a space can neither search nor fix it.
+  for (const char* space : {R"({"schema_version": 1, "dimensions": {"input_shape": [[784], [1, 28, 28]]}})",
+                            R"({"schema_version": 1, "fixed": {"model_source": "zoo"}})",
+                            R"({"schema_version": 1, "fixed": {"model": "cnn"}})"}) {
+    write_file_atomically(dir.file("identity.json"), space);
+    expect_failure(ipj("tune" + run + " --target-acc 0.8 --space " + dir.file("identity.json") + " --out " +
+                       dir.file("refused")),
+                   3, "part of the run's identity");
+  }
+  expect_failure(ipj("tune" + run + " --out " + dir.file("refused")), 2, "--target-acc is required");
+  // A file that does not fit the data fails once, before the search (not as a failed trial after another).
+  expect_failure(ipj("tune --model " + model + " --input-shape 3,32,32 --data " + dir.file("data") +
+                     " --target-acc 0.8 --quiet --out " + dir.file("misfit")),
+                 2, "--input-shape 3,32,32 does not match the data set's images");
+
+  const std::string out = dir.file("tune");
+  const auto result =
+      ipj("tune" + run + " --target-acc 0.8 --space " + dir.file("space.json") +
+          " --max-trials 2 --confirm 1 --heldout 1 --budget-s 60 --json --quiet --out " + out);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const Json report = Json::parse(result.out);
+  ASSERT_TRUE(report["best"]["reached_target"].get<bool>()) << result.out;
+  EXPECT_EQ(report["trials"].size(), 2u);
+  for (const auto& trial : report["trials"])
+    EXPECT_NE(trial["status"], "failed") << trial.dump();
+  const Json settings = read_json_file(out + "/tune_settings.json");
+  EXPECT_EQ(settings["input_shape"], "784");
+  EXPECT_EQ(settings["model_file"]["xxh3_64"].get<std::string>().size(), 16u);
+
+  // recipe.json names the file (absolute path), its source and input shape; the target is the run's.
+  const Json recipe = read_json_file(out + "/recipe.json");
+  EXPECT_EQ(recipe["model"], std::filesystem::absolute(model).lexically_normal().string());
+  EXPECT_EQ(recipe["model_source"], "torchscript");
+  EXPECT_EQ(recipe["input_shape"], Json::array({784}));
+  EXPECT_DOUBLE_EQ(recipe["target_acc"].get<double>(), 0.8);
+  EXPECT_EQ(recipe["epochs"], 2);                                         // fixed by the space
+  EXPECT_TRUE(recipe["batch"] == 32 || recipe["batch"] == 64) << recipe;  // searched
+
+  // The recipe alone trains that file, from any folder.
+  const std::string data = " --data " + dir.file("data") + " --epochs 1 --no-save --json --quiet";
+  const auto alone = testing::run_process("cd / && " + testing::ipj_binary() + " train --recipe " + out +
+                                          "/recipe.json" + data);
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  EXPECT_EQ(alone.err, "");
+  const Json trained = Json::parse(alone.out);
+  EXPECT_EQ(trained["config"]["model_source"], "torchscript");
+  EXPECT_EQ(trained["config"]["input_shape"], Json::array({784}));
+  EXPECT_EQ(trained["config"]["batch"], recipe["batch"]);
+  // --model naming the same file without --input-shape takes the recipe's input shape, silently.
+  const auto same = ipj("train --recipe " + out + "/recipe.json --model " + model + data);
+  ASSERT_EQ(same.exit_code, 0) << same.err;
+  EXPECT_EQ(same.err, "");
+  EXPECT_EQ(Json::parse(same.out)["config"]["input_shape"], Json::array({784}));
+  // Another model: the flag wins, with a warning naming the recipe's model.
+  const auto other = ipj("train --recipe " + out + "/recipe.json --model mlp" + data);
+  ASSERT_EQ(other.exit_code, 0) << other.err;
+  EXPECT_NE(other.err.find("warning: recipe '" + out + "/recipe.json' was tuned for model " +
+                           recipe["model"].get<std::string>()),
+            std::string::npos)
+      << other.err;
+  EXPECT_EQ(Json::parse(other.out)["config"]["model_source"], "zoo");
+  // compare --optimized-recipe trains the recipe's file on both sides.
+  const auto compare = ipj("compare --optimized-recipe " + out + "/recipe.json --data " + dir.file("data") +
+                           " --max-epochs 1 --epochs 1 --json --quiet --out " + dir.file("compare"));
+  ASSERT_EQ(compare.exit_code, 0) << compare.err;
+  EXPECT_EQ(Json::parse(compare.out)["baseline"]["recipe"]["input_shape"], Json::array({784}));
+  // The file replaced by other weights: training goes on, with a warning that it changed since tuning.
+  std::filesystem::copy_file(dir.file("mlp_scripted.pt"), model,
+                             std::filesystem::copy_options::overwrite_existing);
+  const auto changed = ipj("train --recipe " + out + "/recipe.json" + data);
+  ASSERT_EQ(changed.exit_code, 0) << changed.err;
+  EXPECT_NE(changed.err.find("changed since the recipe was tuned"), std::string::npos) << changed.err;
+  expect_failure(ipj("tune --out " + out + " --resume"), 2, "changed since this run started");
 }
 
 TEST(TuneCli, BadSpacesBudgetsAndFoldersGiveClearErrors) {

@@ -35,4 +35,20 @@ Json read_recipe_file(const std::string& path);
 TrainConfig apply_recipe(const TrainConfig& base, const Json& recipe,
                          const std::vector<std::string>& keep = {});
 
+// A recipe used with a model given as a flag (`ipj train --recipe R --model M`, compare's
+// --optimized-recipe): the flag wins (apply_recipe keeps it), and this says how it relates to the model the
+// recipe names.
+struct RecipeModelCheck {
+  models::ModelSource model;  // what to train: `model`, plus the recipe's input shape for the same file
+                              // given without --input-shape
+  std::string warning;        // non-empty: the recipe was made for another model, another input shape, or
+                              // the file changed since (provenance.tuned_with.model_file); "" otherwise
+};
+// `model`: from --model/--input-shape; `input_shape_given`: whether --input-shape was given; `source` names
+// the recipe in the warning. The same model: the same zoo name, or the same file
+// (std::filesystem::equivalent, else the same path). A recipe that names no model matches any. Reads the file
+// only to fingerprint it.
+RecipeModelCheck check_recipe_model(const Json& recipe, const models::ModelSource& model,
+                                    bool input_shape_given, const std::string& source);
+
 }  // namespace ipj::train

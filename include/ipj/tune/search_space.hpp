@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ipj/core/json_io.hpp"
+#include "ipj/models/model_source.hpp"
 #include "ipj/train/train_config.hpp"
 
 namespace ipj::tune {
@@ -16,7 +17,7 @@ inline constexpr int kSpaceSchemaVersion = 1;
 
 // What the defaults and the checks depend on: the model and the machine that trains it.
 struct SpaceContext {
-  std::string model = "mlp";
+  std::string model = "mlp";    // the zoo name or the file as given (defaults for mlp and cnn)
   bool convolutional = false;   // 4-D weights: channels_last is worth searching
   bool jit_evaluation = false;  // --compile jit can evaluate this model
   bool bf16_native = false;     // the CPU runs bf16 natively (AVX512_BF16 / AMX)
@@ -39,7 +40,9 @@ struct SearchSettings {
 
 struct SearchSpace {
   std::vector<Dimension> dimensions;
-  Json identity;                     // model and device of every recipe (from the context, not the file)
+  // The run's identity, in every recipe as is: model, model_source, input_shape (the start recipe's model:
+  // a zoo name, or a file by its absolute path) and device. From the context, never from a space file.
+  Json identity;
   Json fixed;                        // other recipe keys held constant
   std::int64_t reference_batch = 0;  // "lr" is the rate at this batch; trials scale it linearly
   SearchSettings settings;
@@ -56,11 +59,12 @@ struct Candidate {
   Json values;                        // dimension key -> chosen value (for tables and logs)
 };
 
-// The context for `model` trained on `device` here: its catalog entry, this CPU's native precisions and
-// cores, and ipj compare's hand-tuned recipe as the start (a generic one for models compare does not know).
+// The context for `model` (a zoo name, or a TorchScript file with its input shape) trained on `device` here:
+// whether it is convolutional (a file is loaded to see), this CPU's native precisions and cores, and ipj
+// compare's hand-tuned recipe as the start (for a file: compare's mlp-like or cnn-like recipe).
 // `jit_evaluation`: whether --compile jit can evaluate the model (the infer module knows; the CLI asks it).
-SpaceContext make_space_context(const std::string& model, const std::string& device, bool allow_power_limit,
-                                bool jit_evaluation);
+SpaceContext make_space_context(const models::ModelSource& model, const std::string& device,
+                                bool allow_power_limit, bool jit_evaluation);
 
 // The defaults for a model on this machine (docs/TUNE.md lists them).
 SearchSpace default_space(const SpaceContext& context);

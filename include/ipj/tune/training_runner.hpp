@@ -13,7 +13,8 @@ class TrainingTrialRunner : public TrialRunner {
  public:
   // `run_settings`: what every trial shares (model, data folder, limits, device, energy options); each
   // trial applies its recipe on top (train::apply_recipe) and its seed and target. `hooks`: the environment
-  // and the compiled evaluation (--compile jit) as `ipj train` sets them; progress bars are turned off.
+  // and the compiled evaluation (--compile jit) as `ipj train` sets them (a trial uses the evaluation only
+  // when its recipe says --compile jit); progress bars are turned off.
   TrainingTrialRunner(train::TrainConfig run_settings, const data::Dataset& dataset, train::TrainHooks hooks);
 
   // Failures of the run itself (divergence, a setting this build cannot run) come back as outcome.error;
