@@ -474,8 +474,9 @@ TEST(ServeProcess, SigtermDrainsInFlightRequestsAndExitsZero) {
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the request now waits in the batcher
   ASSERT_EQ(kill(pid, SIGTERM), 0);
-  // Draining: the listener is closed (a new connection is refused) or, on a connection accepted just before,
-  // readiness answers 503; never 200 again. Polled for up to 2 s: the signal thread needs a moment.
+  // Draining: readiness answers 503, or no connection is served at all (the listener is closed: refused; or a
+  // connection the kernel queued is closed unanswered: a failed write or read); never 200 again. Polled for
+  // up to 2 s: the signal thread needs a moment.
   httplib::Result ready = client.Get("/v2/health/ready");
   for (int attempt = 0; attempt < 40 && ready && ready->status == 200; ++attempt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -484,7 +485,9 @@ TEST(ServeProcess, SigtermDrainsInFlightRequestsAndExitsZero) {
   if (ready)
     EXPECT_EQ(ready->status, 503) << "still ready 2 s after SIGTERM: " << ready->body;
   else
-    EXPECT_EQ(ready.error(), httplib::Error::Connection) << httplib::to_string(ready.error());
+    EXPECT_TRUE(ready.error() == httplib::Error::Connection || ready.error() == httplib::Error::Write ||
+                ready.error() == httplib::Error::Read)
+        << "not a refused or closed connection: " << httplib::to_string(ready.error());
   request.join();
   EXPECT_EQ(in_flight_status.load(), 200);
   std::string rc;
