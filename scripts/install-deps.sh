@@ -20,6 +20,9 @@ packages=(
   libonnx-dev libprotobuf-dev protobuf-compiler python3-onnx libgloo-dev
   # tests and benchmarks: GoogleTest, Google Benchmark, PyTorch reference (golden files, side-by-side loops)
   libgtest-dev libgmock-dev libbenchmark-dev python3-torch python3-numpy python3-torchvision
+  # ONNX Runtime for export parity tests and bench/onnx.sh: Node.js runs the npm package onnxruntime-node
+  # (scripts/install-onnxruntime.sh installs it into node_modules/); npm is added below where Node.js lacks it
+  nodejs
   # report rendering checks (headless Chromium) and Prometheus rule checks (promtool)
   chromium prometheus
   # serving benchmark peers: the seeds' FastAPI server and wrk
@@ -30,6 +33,11 @@ missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
 done
+# Debian's npm conflicts with Node.js builds that ship npm inside (NodeSource): only where no npm exists.
+if ! command -v npm >/dev/null; then
+  packages+=(npm)
+  missing+=(npm)
+fi
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
   exit 0

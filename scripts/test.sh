@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+bash scripts/install-onnxruntime.sh
 bash scripts/format.sh --check
 bash scripts/build.sh
 cd build

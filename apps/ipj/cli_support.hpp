@@ -89,6 +89,7 @@ CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_load_command(CLI::App& app, CommandRunner& runner);
+CLI::App* register_export_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_launch_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_report_command(CLI::App& app, CommandRunner& runner);
 CLI::App* register_gate_command(CLI::App& app, CommandRunner& runner);

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   ipj::cli::register_quantize_command(app, runner);
   ipj::cli::register_prune_command(app, runner);
   ipj::cli::register_distill_command(app, runner);
+  ipj::cli::register_export_command(app, runner);
   ipj::cli::register_bench_command(app, runner);
   ipj::cli::register_serve_command(app, runner);
   ipj::cli::register_load_command(app, runner);

@@ -82,7 +82,7 @@ std::shared_ptr<InferenceModel> graph_variant(quant::Graph graph, const std::str
 }
 
 std::shared_ptr<InferenceModel> int8_graph_model(const std::string& path, const LoadOptions& options) {
-  auto result = std::make_shared<Int8GraphModel>(quant::QuantizedGraph::load(path));
+  auto result = std::make_shared<Int8GraphModel>(quant::QuantizedGraph::load(path, options.engine));
   const quant::QuantizedGraph& loaded = result->graph();
   const std::string stored = "int8-" + quant::quant_mode_name(loaded.mode());
   if (options.variant != "file" && options.variant != stored)

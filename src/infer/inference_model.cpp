@@ -204,7 +204,7 @@ InferenceModelPtr from_program(const std::string& path, const LoadOptions& optio
 }
 
 InferenceModelPtr from_int8(const std::string& path, const LoadOptions& options) {
-  auto program = quant::QuantizedProgram::load(path);
+  auto program = quant::QuantizedProgram::load(path, options.engine);
   const std::string stored = "int8-" + quant::quant_mode_name(program.mode());
   if (options.variant != "file" && options.variant != stored)
     fail(ErrorCategory::unsupported, "'" + path + "' is an int8 model (" + stored +

@@ -45,7 +45,7 @@ bool QuantizedGraph::is_int8_graph_file(const std::string& path) {
   }
 }
 
-QuantizedGraph QuantizedGraph::load(const std::string& path) try {
+QuantizedGraph QuantizedGraph::load(const std::string& path, const std::string& engine) try {
   OpenedArchive opened =
       open_ipj_archive(path, "ipj_int8_graph_format", kInt8GraphFormatVersion, "int8 graph file");
   torch::serialize::InputArchive& archive = opened.archive;
@@ -54,7 +54,8 @@ QuantizedGraph QuantizedGraph::load(const std::string& path) try {
   try {
     result.graph_ = graph_from_metadata(meta, path);
     result.mode_ = parse_quant_mode(meta.at("mode").get<std::string>());
-    result.engine_ = select_quantized_engine(meta.at("engine").get<std::string>());
+    result.engine_ =
+        select_quantized_engine(engine == "auto" ? meta.at("engine").get<std::string>() : engine);
     result.extra_ = meta.value("extra", Json::object());
     for (const Json& entry : meta.at("output_params"))
       result.params_.push_back({entry.at(0).get<double>(), entry.at(1).get<std::int64_t>()});

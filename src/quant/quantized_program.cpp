@@ -234,14 +234,22 @@ bool QuantizedProgram::is_int8_file(const std::string& path) {
   }
 }
 
-QuantizedProgram QuantizedProgram::load(const std::string& path) try {
+std::string exact_quantized_engine() {
+  const std::string preferred = select_quantized_engine("auto");
+  if (!kernel_saturates(preferred)) return preferred;
+  const std::vector<std::string> available = available_quantized_engines();
+  return std::find(available.begin(), available.end(), "qnnpack") != available.end() ? "qnnpack" : "";
+}
+
+QuantizedProgram QuantizedProgram::load(const std::string& path, const std::string& engine) try {
   OpenedArchive opened = open_ipj_archive(path, "ipj_int8_format", kInt8FormatVersion, "int8 model");
   torch::serialize::InputArchive& archive = opened.archive;
   const Json& meta = opened.meta;
   QuantizedProgram result;
   try {
     result.mode_ = parse_quant_mode(meta.at("mode").get<std::string>());
-    result.engine_ = select_quantized_engine(meta.at("engine").get<std::string>());
+    result.engine_ =
+        select_quantized_engine(engine == "auto" ? meta.at("engine").get<std::string>() : engine);
     result.extra_ = meta.value("extra", Json::object());
     LayerProgram& program = result.program_;
     program.model_name = meta.at("model_name").get<std::string>();

@@ -169,6 +169,8 @@ def main(out_dir):
         torch.jit.trace(model, prepare(test[:2])).save(f"{out_dir}/{name}_traced.pt")
     trained, tensors["residual_trained_acc"] = train_briefly(SmallResidual(), 2000)
     torch.jit.script(trained).save(f"{out_dir}/residual_trained.pt")
+    one_linear = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 10)).eval()  # raw pixels in
+    torch.jit.script(one_linear).save(f"{out_dir}/one_linear.pt")
     torch.jit.script(WithSwish().eval()).save(f"{out_dir}/swish.pt")
     torch.jit.script(WithLstm().eval()).save(f"{out_dir}/lstm.pt")
     torch.jit.script(Holder(tensors)).save(f"{out_dir}/golden.pt")

@@ -42,7 +42,7 @@ struct LoadOptions {
   // int8-static and accuracy: --resize/--channels/... on top of the model's recorded data options.
   data::DataOptions calibration_data_options;
   std::int64_t calibration_samples = 1000;
-  std::string engine = "auto";  // quantized engine for int8 variants
+  std::string engine = "auto";  // quantized engine for int8 variants and int8 files ("auto": the file's)
 };
 
 // The variant names load_inference_model accepts besides "file".

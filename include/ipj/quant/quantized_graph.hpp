@@ -47,8 +47,9 @@ class QuantizedGraph {
   torch::Tensor forward(const torch::Tensor& input) const;
 
   void save(const std::string& path, const Json& extra) const;
-  // Throws ipj::Error(invalid_input) when `path` is not an ipj int8 graph file or is damaged.
-  static QuantizedGraph load(const std::string& path);
+  // Throws ipj::Error(invalid_input) when `path` is not an ipj int8 graph file or is damaged. `engine`:
+  // "auto" runs on the engine stored in the file, else on this one (select_quantized_engine's names).
+  static QuantizedGraph load(const std::string& path, const std::string& engine = "auto");
   static bool is_int8_graph_file(const std::string& path);
 
   QuantMode mode() const { return mode_; }
@@ -56,6 +57,10 @@ class QuantizedGraph {
   const Graph& graph() const { return graph_; }  // float weights only where they stay float
   const Json& extra() const { return extra_; }
   std::int64_t parameter_bytes() const;  // int8 weights + float scales, biases and float weights
+  // Per node (what the ONNX exporter writes): int8 weights, their scales, the output quint8 parameters.
+  const std::vector<torch::Tensor>& weight_int8() const { return weight_int8_; }
+  const std::vector<torch::Tensor>& weight_scale() const { return weight_scale_; }
+  const std::vector<QuantParams>& params() const { return params_; }
 
  private:
   struct Packed;

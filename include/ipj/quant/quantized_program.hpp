@@ -26,6 +26,9 @@ QuantMode parse_quant_mode(const std::string& name);
 // QNNPACK). Throws ipj::Error(unsupported) naming the engines this build has. Returns the engine chosen.
 std::string select_quantized_engine(const std::string& requested);
 std::vector<std::string> available_quantized_engines();
+// An engine whose int8 kernels compute exactly on this CPU (no int16 saturation of u8 x s8 sums, so 8-bit
+// weights run as stored): the default when it is exact here, else QNNPACK when this build has it, else "".
+std::string exact_quantized_engine();
 
 class QuantizedProgram {
  public:
@@ -38,8 +41,9 @@ class QuantizedProgram {
 
   // Writes the int8 file atomically; `extra` (accuracies, calibration settings) is stored with it.
   void save(const std::string& path, const Json& extra) const;
-  // Throws ipj::Error(invalid_input) when `path` is not an ipj int8 file.
-  static QuantizedProgram load(const std::string& path);
+  // Throws ipj::Error(invalid_input) when `path` is not an ipj int8 file. `engine`: "auto" runs on the
+  // engine stored in the file, else on this one (select_quantized_engine's names).
+  static QuantizedProgram load(const std::string& path, const std::string& engine = "auto");
   // True when `path` is an archive with ipj's int8 marker (cheap check before load).
   static bool is_int8_file(const std::string& path);
 
@@ -49,6 +53,10 @@ class QuantizedProgram {
   const Json& extra() const { return extra_; }
   // int8 weights + float scales and biases (+ float weights that stay fp32 in dynamic mode).
   std::int64_t parameter_bytes() const;
+  // Per layer (what the ONNX exporter writes): int8 weights, their scales, the output quint8 parameters.
+  const std::vector<torch::Tensor>& weight_int8() const { return weight_int8_; }
+  const std::vector<torch::Tensor>& weight_scale() const { return weight_scale_; }
+  const std::vector<QuantParams>& output_params() const { return output_params_; }
 
  private:
   struct Packed;  // prepacked kernels per layer (LibTorch custom classes)

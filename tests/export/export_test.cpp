@@ -1,0 +1,334 @@
+// `ipj export` on a runtime ipj did not write: ONNX files of ipj's zoo models (mlp, cnn trained on a
+// Fashion-MNIST subset; resnet18/50 checkpoints after a few steps), int8 files (static and dynamic, program
+// and graph) and user TorchScript models made at test time by python3-torch/torchvision run on ONNX Runtime
+// (npm onnxruntime-node, installed by scripts/install-onnxruntime.sh: the CTest fixture) and match ipj's own
+// outputs at batch 1 and 7; int8 exports keep their accuracy in ONNX Runtime; TorchScript exports match;
+// unsupported operators, checker failures and bad flags surface as ipj::Error.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include "inference_fixture.hpp"
+#include "ipj/core/atomic_file.hpp"
+#include "ipj/core/error.hpp"
+#include "ipj/data/batch_loader.hpp"
+#include "ipj/export/model_export.hpp"
+#include "ipj/export/onnx_runtime.hpp"
+#include "ipj/quant/quantize.hpp"
+#include "ipj/train/checkpoint.hpp"
+#include "ipj/train/trainer.hpp"
+
+namespace ipj::exporter {
+namespace {
+
+constexpr float kMean = 0.2860f, kStd = 0.3530f;  // the normalisation the Python models expect
+
+const OnnxRuntimeNode& runtime() {
+  static const OnnxRuntimeNode found = [] {
+    const std::string node_modules =
+        testing::test_source_dir() + "/../node_modules";  // scripts/install-onnxruntime.sh
+    setenv("IPJ_ONNXRUNTIME_NODE", node_modules.c_str(), 1);
+    std::string reason;
+    const std::optional<OnnxRuntimeNode> runtime = find_onnxruntime_node(reason);
+    if (!runtime)
+      throw std::runtime_error("ONNX Runtime missing (run scripts/install-onnxruntime.sh): " + reason);
+    return *runtime;
+  }();
+  return found;
+}
+
+testing::TempDir& scratch() {
+  static testing::TempDir dir;
+  return dir;
+}
+
+// TorchScript models of tests/quant/make_graph_models.py (cnn_bn takes raw pixels, the others normalised).
+const std::string& python_models() {
+  static const std::string dir = [] {
+    const std::string out = scratch().file("python");
+    std::filesystem::create_directories(out);
+    const auto result = testing::run_process(testing::python_path() + " " + testing::test_source_dir() +
+                                             "/quant/make_graph_models.py " + out);
+    if (result.exit_code != 0) throw std::runtime_error("model script failed: " + result.err);
+    return out;
+  }();
+  return dir;
+}
+
+quant::ImportOptions import_for(const std::string& python_model) {
+  quant::ImportOptions import;
+  import.input_shape = {1, 28, 28};
+  if (python_model != "cnn_bn") {
+    import.mean = {kMean};
+    import.std = {kStd};
+  }
+  return import;
+}
+
+// A resnet checkpoint after two SGD steps on 128 images (real weights and BatchNorm statistics, seconds).
+std::string zoo_checkpoint(const std::string& model) {
+  static std::map<std::string, std::string> made;
+  if (auto found = made.find(model); found != made.end()) return found->second;
+  static const data::Dataset small = data::load_dataset(data::kDefaultDataDirectory, 128, 64);
+  train::TrainConfig config;
+  config.model = model;
+  config.epochs = 1;
+  config.batch_size = 64;
+  config.seed = 3;
+  config.measure_energy = false;
+  config.out_dir = scratch().file(model);
+  train::TrainHooks hooks;
+  hooks.show_progress = false;
+  train::run_training(config, small, hooks);
+  return made[model] = scratch().file(model + "/" + train::kCheckpointFileName);
+}
+
+Json export_verified(const std::string& model_path, const std::string& name,
+                     const quant::ImportOptions& import = {}) {
+  runtime();
+  ExportOptions options;
+  options.model_path = model_path;
+  options.out_path = scratch().file(name + ".onnx");
+  options.import = import;
+  options.verify = true;
+  return run_export(options);
+}
+
+void expect_parity(const Json& report) {
+  ASSERT_EQ(report.at("verify").at("status"), "passed") << report.dump(2);
+  ASSERT_EQ(report["verify"]["batches"].size(), 2u);
+  for (const Json& batch : report["verify"]["batches"]) {
+    EXPECT_TRUE(batch.at("passed").get<bool>()) << batch.dump();
+    std::printf("[parity] %s %s batch %lld: max |diff| %.3g, relative %.3g (tolerance %.3g)\n",
+                report["model_name"].get<std::string>().c_str(), report["variant"].get<std::string>().c_str(),
+                static_cast<long long>(batch["batch"].get<std::int64_t>()),
+                batch["max_abs_diff"].get<double>(), batch["max_rel_diff"].get<double>(),
+                batch["tolerance"].get<double>());
+  }
+  EXPECT_EQ(report["input"]["name"], kInputName);
+  EXPECT_EQ(report["output"]["name"], kOutputName);
+  check_onnx_model(read_file(report["out"].get<std::string>()), "written file");
+}
+
+class ZooModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ZooModel, Fp32OnnxMatchesIpjOnOnnxRuntime) {
+  const std::string model = GetParam();
+  const std::string path =
+      model == "mlp" || model == "cnn" ? testing::trained_checkpoint(model) : zoo_checkpoint(model);
+  const Json report = export_verified(path, "zoo_" + model);
+  expect_parity(report);
+  EXPECT_EQ(report["source_format"], "ipj-checkpoint");
+  EXPECT_EQ(report["output"]["shape"], Json::parse(R"(["N", 10])"));
+  if (model == "resnet18") {
+    EXPECT_GT(report["onnx"]["operators"]["Conv"].get<int>(), 15);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, ZooModel, ::testing::Values("mlp", "cnn", "resnet18", "resnet50"));
+
+class UserModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(UserModel, TorchScriptFileRoundTripsThroughOnnxRuntime) {
+  const std::string model = GetParam();
+  const Json report =
+      export_verified(python_models() + "/" + model + "_scripted.pt", "user_" + model, import_for(model));
+  expect_parity(report);
+  EXPECT_EQ(report["source_format"], "torchscript");
+  EXPECT_LT(report["import_difference"].get<double>(), 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Python, UserModel,
+                         ::testing::Values("cnn_bn", "residual", "resnet18", "mobilenet_v2"));
+
+// Writes an int8 model with `ipj quantize`'s library call; `model` is a checkpoint or a TorchScript file.
+std::string quantized(const std::string& model_path, quant::QuantMode mode, const std::string& name,
+                      const quant::ImportOptions& import = {}) {
+  quant::QuantizeOptions options;
+  options.model_path = model_path;
+  options.out_path = scratch().file(name + "-int8.pt");
+  options.import = import;
+  options.mode = mode;
+  options.calib_samples = 256;
+  options.max_drop_pt = 100.0;  // accuracy is checked below, in ONNX Runtime
+  options.test_limit = 500;
+  options.show_progress = false;
+  const quant::QuantizeResult result = quant::run_quantize(options);
+  if (!result.written) throw std::runtime_error("quantize did not write " + options.out_path);
+  return options.out_path;
+}
+
+// Accuracy of a model file on the first `count` test images: in ONNX Runtime (onnx_path) or in ipj.
+double onnx_accuracy(const std::string& onnx_path, std::int64_t count) {
+  torch::Tensor pixels, labels;
+  data::for_each_pixel_batch_in_order(testing::fashion_subset().test, count, count,
+                                      [&](const torch::Tensor& batch, const torch::Tensor& batch_labels) {
+                                        pixels = batch;
+                                        labels = batch_labels;
+                                      });
+  const torch::Tensor logits = run_onnxruntime(runtime(), onnx_path, pixels).output;  // [count, 10]
+  return logits.argmax(1).eq(labels).to(torch::kFloat).mean().item<double>();
+}
+
+TEST(Int8Export, StaticCnnIsQdqAndKeepsAccuracyInOnnxRuntime) {
+  const std::string checkpoint = testing::trained_checkpoint("cnn");
+  const Json fp32 = export_verified(checkpoint, "cnn_fp32");
+  const Json int8 =
+      export_verified(quantized(checkpoint, quant::QuantMode::static_ptq, "cnn_static"), "cnn_static");
+  expect_parity(int8);
+  EXPECT_EQ(int8["variant"], "int8-static");
+  EXPECT_GT(int8["onnx"]["operators"]["QuantizeLinear"].get<int>(), 3);
+  EXPECT_GT(int8["onnx"]["operators"]["DequantizeLinear"].get<int>(), 5);
+  const double fp32_accuracy = onnx_accuracy(fp32["out"], 1000);
+  const double int8_accuracy = onnx_accuracy(int8["out"], 1000);
+  std::printf("[accuracy] cnn on ONNX Runtime, 1000 test images: fp32 %.4f, int8 static %.4f\n",
+              fp32_accuracy, int8_accuracy);
+  EXPECT_GT(fp32_accuracy, 0.6);
+  EXPECT_LE(fp32_accuracy - int8_accuracy, 0.005);
+}
+
+TEST(Int8Export, DynamicMlpUsesDynamicQuantizeLinear) {
+  const std::string checkpoint = testing::trained_checkpoint("mlp");
+  const Json int8 =
+      export_verified(quantized(checkpoint, quant::QuantMode::dynamic, "mlp_dynamic"), "mlp_dynamic");
+  expect_parity(int8);
+  EXPECT_EQ(int8["variant"], "int8-dynamic");
+  EXPECT_EQ(int8["onnx"]["operators"]["DynamicQuantizeLinear"].get<int>(), 3);
+  const Json fp32 = export_verified(checkpoint, "mlp_fp32");
+  EXPECT_LE(onnx_accuracy(fp32["out"], 1000) - onnx_accuracy(int8["out"], 1000), 0.005);
+}
+
+TEST(Int8Export, StaticResidualGraphFileMatchesOnnxRuntime) {
+  const std::string source = python_models() + "/residual_scripted.pt";
+  const Json report = export_verified(
+      quantized(source, quant::QuantMode::static_ptq, "residual", import_for("residual")), "residual_static");
+  expect_parity(report);
+  EXPECT_EQ(report["source_format"], "ipj-int8-graph");
+  for (const Json& batch : report["verify"]["batches"])
+    std::printf("[steps] residual, batch %lld: %.2f output steps\n",
+                static_cast<long long>(batch["batch"].get<std::int64_t>()),
+                batch["max_diff_steps"].get<double>());
+}
+
+// One quantized layer: ipj's int8 and ONNX Runtime's agree within one step of the output grid, as the issue
+// asks; deeper nets drift a few steps because roundings flip layer after layer (bound and measurements in
+// parity_tolerance, src/export/model_export.cpp).
+TEST(Int8Export, OneStaticLayerMatchesWithinOneOutputStep) {
+  quant::ImportOptions raw_pixels;
+  raw_pixels.input_shape = {1, 28, 28};
+  const Json report = export_verified(
+      quantized(python_models() + "/one_linear.pt", quant::QuantMode::static_ptq, "one_linear", raw_pixels),
+      "one_linear_static");
+  expect_parity(report);
+  for (const Json& batch : report["verify"]["batches"]) {
+    std::printf("[steps] one linear layer, batch %lld: %.2f output steps\n",
+                static_cast<long long>(batch["batch"].get<std::int64_t>()),
+                batch["max_diff_steps"].get<double>());
+    EXPECT_GT(batch.at("output_step").get<double>(), 0.0);
+    EXPECT_LE(batch.at("max_diff_steps").get<double>(), 1.0 + 1e-6) << batch.dump();
+  }
+}
+
+TEST(TorchScriptExport, FrozenModulesMatchIpj) {
+  ExportOptions options;
+  options.format = ExportFormat::torchscript;
+  options.model_path = zoo_checkpoint("resnet18");
+  options.out_path = scratch().file("resnet18_frozen.pt");
+  const Json zoo = run_export(options);
+  ASSERT_EQ(zoo["self_check"].size(), 2u);
+  EXPECT_TRUE(zoo["self_check"][1]["passed"].get<bool>());
+  // The written module takes raw pixels and equals ipj's checkpoint inference.
+  torch::jit::Module loaded = torch::jit::load(options.out_path);
+  const torch::Tensor pixels = random_pixels({1, 28, 28}, 3, 11);
+  EXPECT_EQ(loaded.forward({pixels}).toTensor().sizes(), torch::IntArrayRef({3, 10}));
+
+  options.model_path = python_models() + "/mobilenet_v2_scripted.pt";
+  options.import = import_for("mobilenet_v2");
+  options.out_path = scratch().file("mobilenet_frozen.pt");
+  const Json user = run_export(options);
+  EXPECT_TRUE(user["self_check"][0]["passed"].get<bool>());
+  EXPECT_LT(user["self_check"][0]["max_abs_diff"].get<double>(), 1e-4);
+
+  // TorchScript to TorchScript needs no import: an operator ONNX export refuses (sigmoid) freezes fine.
+  options.model_path = python_models() + "/swish.pt";
+  options.import = {};
+  options.import.input_shape = {1, 28, 28};
+  options.out_path = scratch().file("swish_frozen.pt");
+  const Json swish = run_export(options);
+  EXPECT_TRUE(swish["self_check"][1]["passed"].get<bool>());
+  EXPECT_EQ(swish["output"]["shape"], Json::parse(R"(["N", 10])"));
+
+  options.model_path = quantized(testing::trained_checkpoint("mlp"), quant::QuantMode::dynamic, "mlp_for_ts");
+  options.import = {};
+  try {
+    run_export(options);
+    FAIL() << "int8 to TorchScript must be refused";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::unsupported);
+    EXPECT_NE(std::string(error.what()).find("--format onnx"), std::string::npos);
+  }
+}
+
+TEST(OnnxExportErrors, UnsupportedOperatorIsNamed) {
+  ExportOptions options;
+  options.model_path = python_models() + "/swish.pt";
+  options.import.input_shape = {1, 28, 28};
+  options.out_path = scratch().file("swish.onnx");
+  try {
+    run_export(options);
+    FAIL() << "a sigmoid must be refused";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::unsupported);
+    EXPECT_NE(std::string(error.what()).find("sigmoid"), std::string::npos) << error.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(options.out_path));
+}
+
+TEST(OnnxExportErrors, CheckerFailuresSurface) {
+  // A real export, then one Conv loses its weight input: libonnx's checks must reject it.
+  const std::string path = testing::trained_checkpoint("cnn");
+  ExportableModel model = load_exportable_model(path, {});
+  onnx::ModelProto proto;
+  ASSERT_TRUE(proto.ParseFromString(graph_to_onnx(model.graph, nullptr, kDefaultOpset)));
+  for (onnx::NodeProto& node : *proto.mutable_graph()->mutable_node())
+    if (node.op_type() == "Conv") node.set_input(1, "no_such_tensor");
+  try {
+    check_onnx_model(proto.SerializeAsString(), "damaged");
+    FAIL() << "the checker must reject a Conv reading an undefined tensor";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::unsupported);
+    EXPECT_NE(std::string(error.what()).find("libonnx"), std::string::npos) << error.what();
+  }
+  EXPECT_THROW(graph_to_onnx(model.graph, nullptr, 12), Error);
+  EXPECT_THROW(graph_to_onnx(model.graph, nullptr, 18), Error);
+  EXPECT_NO_THROW(graph_to_onnx(model.graph, nullptr, 13));
+}
+
+TEST(ExportCli, JsonReportAndHelp) {
+  const std::string out = scratch().file("cli.onnx");
+  const auto result = testing::run_process(testing::ipj_binary() + " export --model " +
+                                           testing::trained_checkpoint("mlp") + " --out " + out + " --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const Json report = Json::parse(result.out);  // exactly one JSON object
+  EXPECT_EQ(report["schema_version"], kExportSchemaVersion);
+  EXPECT_EQ(report["format"], "onnx");
+  EXPECT_EQ(report["opset"], kDefaultOpset);
+  EXPECT_EQ(report["verify"]["status"], "not_requested");
+  EXPECT_TRUE(std::filesystem::exists(out));
+  const auto help = testing::run_process(testing::ipj_binary() + " export --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("Example: ipj export"), std::string::npos);
+  const auto bad =
+      testing::run_process(testing::ipj_binary() + " export --model " + testing::trained_checkpoint("mlp") +
+                           " --out " + out + " --format tflite");
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  const auto unavailable =
+      testing::run_process("IPJ_ONNXRUNTIME_NODE=/nonexistent " + testing::ipj_binary() + " export --model " +
+                           testing::trained_checkpoint("mlp") + " --out " + out + " --verify --json");
+  ASSERT_EQ(unavailable.exit_code, 0) << unavailable.err;
+  EXPECT_EQ(Json::parse(unavailable.out)["verify"]["status"], "unavailable");
+}
+
+}  // namespace
+}  // namespace ipj::exporter
