@@ -11,6 +11,7 @@
 #include "ipj/device/device_report.hpp"
 #include "ipj/energy/power_limit.hpp"
 #include "ipj/infer/compiled_evaluation.hpp"
+#include "ipj/models/catalog.hpp"
 #include "ipj/models/registry.hpp"
 #include "ipj/train/compare.hpp"
 #include "ipj/train/precision.hpp"
@@ -52,6 +53,40 @@ bool jit_evaluation_available(const std::string& model) {
   }
 }
 
+bool is_zoo_name(const std::string& model) {
+  for (const auto& entry : models::model_catalog())
+    if (entry.name == model) return true;
+  return false;
+}
+
+// A path as tune_settings.json records it: absolute, so that --resume works from any folder.
+std::string absolute_path(const std::string& path) {
+  std::error_code error;
+  std::filesystem::path absolute = std::filesystem::absolute(path, error).lexically_normal();
+  if (error) return path;
+  if (!absolute.has_filename() && absolute.has_parent_path()) absolute = absolute.parent_path();  // "data/"
+  return absolute.string();
+}
+
+// --model as recorded: a zoo name as it is, an existing file by its absolute path (anything else is left
+// for parse_model_source to refuse with its own message).
+std::string model_as_recorded(const std::string& model) {
+  return is_zoo_name(model) || !std::filesystem::exists(model) ? model : absolute_path(model);
+}
+
+// --resume: a saved --model file or --data folder must be found from here. Runs recorded before ipj
+// saved absolute paths may hold relative ones, which only work from the folder where the run started.
+void require_reachable(const std::string& flag, const std::string& saved_path, const std::string& path,
+                       bool model) {
+  if ((model && is_zoo_name(saved_path)) || std::filesystem::path(saved_path).is_absolute() ||
+      std::filesystem::exists(saved_path))
+    return;
+  fail(ErrorCategory::usage, "--resume: " + path + " records " + flag + " as the relative path '" +
+                                 saved_path + "', which does not exist from this folder (" +
+                                 std::filesystem::current_path().string() +
+                                 "): run `ipj tune --resume` from the folder where the run started");
+}
+
 // --resume: the saved settings define the run; a flag given again must agree with them (the budget, the
 // trial cap and the held-out runs may change).
 void adopt_saved_settings(const CLI::App& command, TuneFlags& flags, Json& saved_space) {
@@ -72,9 +107,21 @@ void adopt_saved_settings(const CLI::App& command, TuneFlags& flags, Json& saved
                                      " in this run; drop the flag or start a new --out folder");
     field = value;
   };
-  adopt("--model", "model", flags.model);
+  // --model and --data given again name the same file or folder when their absolute paths agree.
+  auto adopt_path = [&](const char* flag, const char* key, std::string& field, bool model) {
+    const std::string value = saved.at(key).get<std::string>();
+    auto same_place = [&](const std::string& text) {
+      return model && is_zoo_name(text) ? text : absolute_path(text);
+    };
+    if (command.count(flag) > 0 && same_place(field) != same_place(value))
+      fail(ErrorCategory::usage, std::string("--resume: ") + flag + " was " + saved[key].dump() +
+                                     " in this run; drop the flag or start a new --out folder");
+    require_reachable(flag, value, path, model);
+    field = value;
+  };
+  adopt_path("--model", "model", flags.model, true);
   if (saved.contains("input_shape")) adopt("--input-shape", "input_shape", flags.input_shape);
-  adopt("--data", "data", flags.data_dir);
+  adopt_path("--data", "data", flags.data_dir, false);
   adopt("--limit", "limit", flags.limit);
   adopt("--test-limit", "test_limit", flags.test_limit);
   adopt("--device", "device", flags.device);
@@ -167,6 +214,9 @@ int run_tune_command(const CLI::App& command, TuneFlags& flags, const CommonOutp
     if (flags.out_dir.empty())
       fail(ErrorCategory::usage, "--resume needs --out DIR (the tune run to continue)");
     adopt_saved_settings(command, flags, saved_space);
+  } else {  // recorded as absolute paths: --resume and the recipe work from any folder
+    flags.model = model_as_recorded(flags.model);
+    flags.data_dir = absolute_path(flags.data_dir);
   }
   train::TrainConfig run_settings;  // what every trial shares; each applies its recipe on top
   run_settings.model = parse_model_flags(flags.model, flags.input_shape);

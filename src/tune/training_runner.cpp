@@ -41,6 +41,7 @@ TrialOutcome TrainingTrialRunner::run(const TrialRequest& request, const StopChe
   } catch (const Error& error) {
     if (error.category() == ErrorCategory::internal || error.category() == ErrorCategory::io) throw;
     outcome.error = error.what();
+    outcome.error_category = error.category();
   } catch (const std::exception& error) {  // LibTorch (c10::Error): keep the first line
     const std::string message = error.what();
     outcome.error = "LibTorch: " + message.substr(0, message.find('\n'));

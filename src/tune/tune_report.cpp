@@ -1,5 +1,8 @@
-// The Pareto front of the trials and the human-readable report of `ipj tune`.
+// The Pareto front of the trials, the spread of the held-out runs and the human-readable report of
+// `ipj tune`.
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "ipj/core/number_format.hpp"
 #include "ipj/core/text_table.hpp"
@@ -42,6 +45,23 @@ std::string spread_text(const Json& spread, const char* pattern) {
 }
 
 }  // namespace
+
+Json spread_of(std::vector<double> values) {
+  if (values.empty()) return nullptr;
+  std::sort(values.begin(), values.end());
+  const size_t middle = values.size() / 2;
+  const double median = values.size() % 2 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
+  double sum = 0.0;
+  for (double value : values)
+    sum += value;
+  const double mean = sum / static_cast<double>(values.size());
+  double squares = 0.0;
+  for (double value : values)
+    squares += (value - mean) * (value - mean);
+  const double stddev = values.size() > 1 ? std::sqrt(squares / static_cast<double>(values.size() - 1)) : 0.0;
+  return Json{{"mean", mean},          {"stddev", stddev},     {"median", median},
+              {"min", values.front()}, {"max", values.back()}, {"count", values.size()}};
+}
 
 std::vector<Json> pareto_front(const std::vector<Json>& records) {
   std::vector<Json> candidates;
@@ -131,14 +151,22 @@ std::string render_tune_report(const Json& report) {
             spread_text(summary["energy_to_target_j"], "%.1f J") + ", time " +
             spread_text(summary["time_to_target_s"], "%.2f s") + ", test acc " +
             spread_text(summary["test_acc"], "%.4f") + "\n";
+    if (summary.value("cut_for_budget", 0) > 0 || summary.value("stopped_for_budget", 0) > 0)
+      text += "held-out runs cut to stay within the budget: " + summary["cut_for_budget"].dump() +
+              " not run, " + summary["stopped_for_budget"].dump() +
+              " stopped part-way (raise the budget for " + summary["requested"].dump() + ")\n";
   }
   const Json& budget = report["budget"];
   const std::string unit = budget["unit"];
-  text += "budget: " + number(budget["limit"], "%.0f ") + unit + "; spent " +
-          number(budget["search"], "%.1f ") + unit + " on the search + " +
-          number(budget["confirm"], "%.1f ") + unit + " on confirmation runs + " +
-          number(budget["heldout"], "%.1f ") + unit +
-          " on held-out runs = " + number(budget["total"], "%.1f ") + unit + " (trial runs only)\n";
+  text +=
+      "budget: " + number(budget["limit"], "%.0f ") + unit + "; spent " + number(budget["search"], "%.1f ") +
+      unit + " on the search + " + number(budget["confirm"], "%.1f ") + unit + " on confirmation runs + " +
+      number(budget["heldout"], "%.1f ") + unit + " on held-out runs = " + number(budget["total"], "%.1f ") +
+      unit + " (trial runs only)" +
+      (report["search"].value("confirmations_cut", 0) > 0
+           ? "; " + report["search"]["confirmations_cut"].dump() + " confirmation run(s) cut for the budget"
+           : "") +
+      "\n";
   text += "files: " + report["files"]["trials"].get<std::string>() + ", " +
           report["files"]["results"].get<std::string>();
   if (!best.is_null())

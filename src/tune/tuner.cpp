@@ -20,6 +20,9 @@ namespace ipj::tune {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+constexpr size_t kFailuresWhileNoneSucceeded = 3;
+constexpr size_t kConsecutiveFailures = 6;
 namespace fs = std::filesystem;
 
 std::string unit_symbol(BudgetUnit unit) {
@@ -34,14 +37,6 @@ Json or_null(bool present, double value) {
   return present ? Json(value) : Json(nullptr);
 }
 
-std::vector<EpochPoint> epochs_from_json(const Json& list) {
-  std::vector<EpochPoint> epochs;
-  for (const auto& item : list)
-    epochs.push_back({item.value("epoch", 0), item.value("test_acc", 0.0), item.value("energy_j", 0.0),
-                      item.value("wall_s", 0.0)});
-  return epochs;
-}
-
 TrialSummary summary_of(const Json& record, double target_acc) {
   TrialSummary summary;
   summary.trial = record.value("trial", 0);
@@ -51,25 +46,6 @@ TrialSummary summary_of(const Json& record, double target_acc) {
   summary.epochs = epochs_from_json(record.value("epochs", Json::array()));
   settle_target(summary, target_acc);
   return summary;
-}
-
-// Mean, sample standard deviation (0 for one value), median, minimum and maximum of the numbers (null when
-// there are none).
-Json spread_of(std::vector<double> values) {
-  if (values.empty()) return nullptr;
-  std::sort(values.begin(), values.end());
-  const size_t middle = values.size() / 2;
-  const double median = values.size() % 2 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
-  double sum = 0.0;
-  for (double value : values)
-    sum += value;
-  const double mean = sum / static_cast<double>(values.size());
-  double squares = 0.0;
-  for (double value : values)
-    squares += (value - mean) * (value - mean);
-  const double stddev = values.size() > 1 ? std::sqrt(squares / static_cast<double>(values.size() - 1)) : 0.0;
-  return Json{{"mean", mean},          {"stddev", stddev},     {"median", median},
-              {"min", values.front()}, {"max", values.back()}, {"count", values.size()}};
 }
 
 class Search {
@@ -96,6 +72,7 @@ class Search {
         break;
       }
       run_search_trial(index, *point);
+      give_up_after_repeated_failures();
     }
     run_confirmations();
     run_heldout();
@@ -148,10 +125,7 @@ class Search {
           " confirmation/held-out run(s) from " + path(kTrialLogName) + " are kept, none re-run");
   }
 
-  double cost(const Json& record) const {
-    return options_.budget.unit == BudgetUnit::seconds ? record.value("wall_s", 0.0)
-                                                       : record.value("energy_j", 0.0);
-  }
+  double cost(const Json& record) const { return run_cost(record, options_.budget.unit); }
   double spent() const { return spent_search_ + spent_confirm_ + spent_heldout_; }
   std::uint64_t confirm_seed() const { return options_.seed + kConfirmSeedOffset; }
 
@@ -204,26 +178,65 @@ class Search {
     return best;
   }
 
-  // The confirmation and held-out runs still to come, estimated from the search runs: each candidate's own
-  // cost for its confirmation (the incumbent's for candidates still to come), the incumbent's for held-out.
+  double epoch_cost(const EpochPoint& epoch) const { return tune::epoch_cost(epoch, options_.budget.unit); }
+
+  // One more run of a search trial's recipe, at its full epoch length (run_cost.hpp).
+  double full_run_estimate(int trial) const {
+    return tune::full_run_estimate(search_records_.at(static_cast<size_t>(trial)), options_.budget.unit);
+  }
+
+  // The largest set-up plus first epoch of the search runs so far: what a new trial costs at least before
+  // the tuner can stop it (0 before the first trial).
+  double first_epoch_estimate() const {
+    double largest = 0.0;
+    for (const auto& record : search_records_) {
+      const RunCostParts parts = cost_parts(record, options_.budget.unit);
+      largest = std::max(largest, parts.setup + parts.first_epoch);
+    }
+    return largest;
+  }
+
+  double largest_setup() const {
+    double largest = 0.0;
+    for (const auto& record : search_records_)
+      largest = std::max(largest, cost_parts(record, options_.budget.unit).setup);
+    return largest;
+  }
+
+  int heldout_runs_left(int trial) const {
+    int left = 0;
+    for (int run = 1; run <= options_.heldout_runs; ++run)
+      left +=
+          find_record(heldout_records_, trial, options_.seed + static_cast<std::uint64_t>(run)) == nullptr;
+    return left;
+  }
+
+  // The confirmation and held-out runs still to come, each estimated at its recipe's full epoch limit
+  // (full_run_estimate): each candidate's own for its confirmation (the incumbent's for candidates still to
+  // come), the incumbent's for the held-out runs.
   double heldout_reserve() const {
     const TrialSummary* best = incumbent();
     if (best == nullptr) return 0.0;
-    const double best_cost = cost(search_records_.at(static_cast<size_t>(best->trial)));
-    double reserve = 0.0;
-    for (int run = 1; run <= options_.heldout_runs; ++run)
-      if (find_record(heldout_records_, best->trial, options_.seed + static_cast<std::uint64_t>(run)) ==
-          nullptr)
-        reserve += best_cost;
+    const double best_cost = full_run_estimate(best->trial);
+    double reserve = heldout_runs_left(best->trial) * best_cost;
     const std::vector<const TrialSummary*> candidates = confirm_candidates();
     reserve += std::max(0, options_.confirm_top - static_cast<int>(candidates.size())) * best_cost;
     for (const TrialSummary* candidate : candidates)
       if (find_record(confirm_records_, candidate->trial, confirm_seed()) == nullptr)
-        reserve += cost(search_records_.at(static_cast<size_t>(candidate->trial)));
+        reserve += full_run_estimate(candidate->trial);
     return reserve;
   }
 
-  bool budget_left_for_trial() const { return spent() + heldout_reserve() < options_.budget.limit; }
+  // A new trial starts only when its first epoch (estimated from the trials so far) and the reserve fit.
+  bool budget_left_for_trial() const {
+    return spent() + heldout_reserve() + first_epoch_estimate() < options_.budget.limit;
+  }
+
+  // After an epoch of a run that has cost `run_cost` so far (its largest epoch `largest_epoch`): whether
+  // one more epoch like its largest, with `reserve` kept for what follows, would pass the budget.
+  bool next_epoch_passes_budget(double run_cost, double largest_epoch, double reserve) const {
+    return spent() + largest_setup() + run_cost + largest_epoch + reserve > options_.budget.limit;
+  }
 
   std::string budget_text() const {
     const double left = std::max(0.0, options_.budget.limit - spent());
@@ -232,11 +245,12 @@ class Search {
   }
 
   // The per-epoch decision for a search trial: budget, then the incumbent bound, then successive halving.
-  StopDecision judge(const TrialSummary& current, double trial_cost) const {
+  StopDecision judge(const TrialSummary& current, double trial_cost, double largest_epoch) const {
     const EpochPoint& last = current.epochs.back();
     if (last.test_acc >= options_.target_acc) return {};  // the trainer stops there by itself
-    if (spent() + trial_cost + heldout_reserve() >= options_.budget.limit)
-      return {true, "budget", "the budget is spent (held-out runs reserved)"};
+    if (next_epoch_passes_budget(trial_cost, largest_epoch, heldout_reserve()))
+      return {true, "budget",
+              "another epoch would pass the budget (confirmation and held-out runs reserved)"};
     if (const TrialSummary* best = incumbent()) {
       double joules = 0.0;
       for (const auto& epoch : current.epochs)
@@ -289,7 +303,9 @@ class Search {
                 {"time_to_target_s", or_null(summary.reached, summary.time_to_target_s)},
                 {"energy_j", outcome.energy_j},
                 {"wall_s", outcome.wall_s},
-                {"energy_source", outcome.energy_source}};
+                {"energy_source", outcome.energy_source},
+                {"error_category",
+                 outcome.error.empty() ? Json(nullptr) : Json(category_name(outcome.error_category))}};
   }
 
   Candidate candidate_for(const Point& point) const {
@@ -318,18 +334,22 @@ class Search {
     TrialSummary current;
     current.trial = index;
     current.point = point;
-    double trial_cost = 0.0;
+    double trial_cost = 0.0, largest_epoch = 0.0;
     StopDecision decision;
     const StopCheck should_stop = [&](const EpochPoint& epoch) {
       current.epochs.push_back(epoch);
-      trial_cost += options_.budget.unit == BudgetUnit::seconds ? epoch.wall_s : epoch.energy_j;
+      trial_cost += epoch_cost(epoch);
+      largest_epoch = std::max(largest_epoch, epoch_cost(epoch));
       say("  epoch " + std::to_string(epoch.epoch) + ": test acc " + format("%.4f", epoch.test_acc) + "  " +
           format("%.1f", epoch.energy_j) + " J  " + format("%.2f", epoch.wall_s) + " s");
-      decision = judge(current, trial_cost);
+      // After its last epoch a run ends anyway: it missed, nothing stopped it.
+      const bool last_epoch = epoch.epoch >= candidate.recipe.value("epochs", 0);
+      decision = last_epoch ? StopDecision{} : judge(current, trial_cost, largest_epoch);
       return decision.stop;
     };
     const TrialOutcome outcome =
         runner_.run({index, candidate.recipe, options_.seed, options_.target_acc}, should_stop);
+    if (!outcome.error.empty()) last_failure_category_ = outcome.error_category;
     const Json record =
         record_for("search", index, options_.seed, candidate, point, power_limit_w, outcome, decision);
     append_trial_record(path(kTrialLogName), record);
@@ -347,18 +367,49 @@ class Search {
     say(result);
   }
 
-  // One run of a search trial's recipe on another seed, to its end (no early stopping), logged under `phase`.
+  // The same error in trial after trial is the set-up's (data, device, build), not the recipes': the search
+  // stops with the last error's category instead of spending the budget on it. Limits: the first
+  // kFailuresWhileNoneSucceeded trials (all so far), or kConsecutiveFailures in a row later.
+  void give_up_after_repeated_failures() const {
+    bool any_succeeded = false;
+    for (const auto& record : search_records_)
+      any_succeeded = any_succeeded || record["status"] != "failed";
+    const size_t limit = any_succeeded ? kConsecutiveFailures : kFailuresWhileNoneSucceeded;
+    if (search_records_.size() < limit) return;
+    for (size_t back = 1; back <= limit; ++back)
+      if (search_records_[search_records_.size() - back]["status"] != "failed") return;
+    const Json& last = search_records_.back();
+    fail(last_failure_category_,
+         "ipj tune: the last " + std::to_string(limit) + " trials failed" +
+             (any_succeeded ? " in a row" : " (every trial so far)") +
+             "; the search stops instead of spending " + "the budget on the same error. Trial " +
+             last["trial"].dump() + ": " + last["reason"].get<std::string>() +
+             ". Fix the cause, then continue with `ipj tune --out " + options_.out_dir +
+             " --resume` (the failed trials stay in " + path(kTrialLogName) + ")");
+  }
+
+  // One run of a search trial's recipe on another seed, to its end, logged under `phase`; stopped only when
+  // another epoch would pass the budget with `reserve` kept for the runs after it (status `budget`).
   void run_again(const char* phase, const std::string& label, const TrialSummary& trial, std::uint64_t seed,
-                 std::vector<Json>& records, double& spent) {
+                 double reserve, std::vector<Json>& records, double& spent) {
     if (find_record(records, trial.trial, seed) != nullptr) return;  // done before a resume
     say(label + " of trial " + std::to_string(trial.trial) + " on seed " + std::to_string(seed));
     const Candidate candidate = candidate_for(trial.point);
     const double power_limit_w = set_power_limit(candidate);
     const Json& recipe = search_records_.at(static_cast<size_t>(trial.trial))["recipe"];
-    const TrialOutcome outcome = runner_.run({trial.trial, recipe, seed, options_.target_acc},
-                                             [](const EpochPoint&) { return false; });
+    double run_cost = 0.0, largest_epoch = 0.0;
+    StopDecision decision;
+    const StopCheck should_stop = [&](const EpochPoint& epoch) {
+      run_cost += epoch_cost(epoch);
+      largest_epoch = std::max(largest_epoch, epoch_cost(epoch));
+      const bool last_epoch = epoch.epoch >= recipe.value("epochs", 0);  // the run ends there anyway
+      if (!last_epoch && next_epoch_passes_budget(run_cost, largest_epoch, reserve))
+        decision = {true, "budget", "another epoch would pass the budget"};
+      return decision.stop;
+    };
+    const TrialOutcome outcome = runner_.run({trial.trial, recipe, seed, options_.target_acc}, should_stop);
     const Json record =
-        record_for(phase, trial.trial, seed, candidate, trial.point, power_limit_w, outcome, {});
+        record_for(phase, trial.trial, seed, candidate, trial.point, power_limit_w, outcome, decision);
     append_trial_record(path(kTrialLogName), record);
     records.push_back(record);
     spent += cost(record);
@@ -368,21 +419,48 @@ class Search {
              : ""));
   }
 
+  // The finalists' runs on the confirmation seed, best first; a finalist is confirmed only while its run and
+  // the held-out runs after it fit in the budget (estimated at full length), else it is cut.
   void run_confirmations() {
     const std::vector<const TrialSummary*> candidates = confirm_candidates();
-    for (size_t index = 0; index < candidates.size(); ++index)
+    const TrialSummary* best = incumbent();
+    for (size_t index = 0; index < candidates.size(); ++index) {
+      const TrialSummary& candidate = *candidates[index];
+      if (find_record(confirm_records_, candidate.trial, confirm_seed()) != nullptr) continue;
+      // As the search's reserve counted them: the held-out runs at the search seed's best (should another
+      // finalist win and cost more, run_heldout cuts runs rather than pass the budget).
+      const double heldout_need = heldout_runs_left(best->trial) * full_run_estimate(best->trial);
+      if (spent() + full_run_estimate(candidate.trial) + heldout_need > options_.budget.limit) {
+        ++confirmations_cut_;
+        say("confirmation run of trial " + std::to_string(candidate.trial) +
+            " skipped: it and the held-out runs would not fit in the " + budget_text());
+        continue;
+      }
       run_again("confirm",
                 "confirmation run " + std::to_string(index + 1) + "/" + std::to_string(candidates.size()),
-                *candidates[index], confirm_seed(), confirm_records_, spent_confirm_);
+                candidate, confirm_seed(), heldout_need, confirm_records_, spent_confirm_);
+    }
   }
 
+  // The winner on the held-out seeds; a run whose full-length estimate would pass the budget is cut (it
+  // and the ones after it: fewer held-out seeds, reported as heldout_summary.cut_for_budget).
   void run_heldout() {
     const TrialSummary* best = winner();
     if (best == nullptr) return;
-    for (int run = 1; run <= options_.heldout_runs; ++run)
+    for (int run = 1; run <= options_.heldout_runs; ++run) {
+      const std::uint64_t seed = options_.seed + static_cast<std::uint64_t>(run);
+      if (find_record(heldout_records_, best->trial, seed) != nullptr) continue;
+      if (spent() + full_run_estimate(best->trial) > options_.budget.limit) {
+        heldout_cut_ = heldout_runs_left(best->trial);
+        say(std::to_string(heldout_cut_) + " held-out run(s) cut: a run of the winner (up to " +
+            format("%.1f", full_run_estimate(best->trial)) + " " + unit_symbol(options_.budget.unit) +
+            ") would pass the " + budget_text());
+        return;
+      }
       run_again("heldout",
                 "held-out run " + std::to_string(run) + "/" + std::to_string(options_.heldout_runs), *best,
-                options_.seed + static_cast<std::uint64_t>(run), heldout_records_, spent_heldout_);
+                seed, 0.0, heldout_records_, spent_heldout_);
+    }
   }
 
   Json confirmations_json() const {
@@ -431,7 +509,7 @@ class Search {
     const Json best = best_json();
     Json heldout = Json::array();
     std::vector<double> joules, seconds, accuracy;
-    int missed = 0;
+    int missed = 0, stopped_for_budget = 0;
     for (const auto& record : heldout_records_) {
       if (best.is_null() || record["trial"] != best["trial"]) continue;
       heldout.push_back({{"seed", record["seed"]},
@@ -443,6 +521,10 @@ class Search {
                          {"energy_j", record["energy_j"]},
                          {"wall_s", record["wall_s"]},
                          {"energy_source", record["energy_source"]}});
+      if (record["status"] == "budget") {  // stopped so as not to pass the budget: no accuracy verdict
+        ++stopped_for_budget;
+        continue;
+      }
       accuracy.push_back(record["test_acc"].get<double>());
       if (!record["reached_target"].get<bool>()) {
         ++missed;
@@ -469,11 +551,15 @@ class Search {
     report["best"] = best;
     report["confirmations"] = confirmations_json();
     report["heldout_seeds"] = heldout;
-    report["heldout_summary"] = {{"runs", heldout.size()},
-                                 {"missed_target", missed},
-                                 {"energy_to_target_j", spread_of(joules)},
-                                 {"time_to_target_s", spread_of(seconds)},
-                                 {"test_acc", spread_of(accuracy)}};
+    report["heldout_summary"] = {
+        {"runs", heldout.size()},
+        {"requested", best.is_null() || !best["reached_target"].get<bool>() ? 0 : options_.heldout_runs},
+        {"cut_for_budget", heldout_cut_},
+        {"stopped_for_budget", stopped_for_budget},
+        {"missed_target", missed},
+        {"energy_to_target_j", spread_of(joules)},
+        {"time_to_target_s", spread_of(seconds)},
+        {"test_acc", spread_of(accuracy)}};
     report["budget"] = {{"unit", unit_symbol(options_.budget.unit)},
                         {"limit", options_.budget.limit},
                         {"search", spent_search_},
@@ -482,10 +568,10 @@ class Search {
                         {"total", spent()},
                         {"counts",
                          "trial runs only (training + evaluation + model set-up); the confirmation and "
-                         "held-out runs are inside "
-                         "the budget: the search stops early enough to leave them their estimated cost, but "
-                         "they always run to "
-                         "the end"},
+                         "held-out runs are inside the budget: the search keeps their cost at full epoch "
+                         "length in reserve, and a run that would not fit is cut (confirmations_cut, "
+                         "heldout_summary.cut_for_budget); the total passes the limit only by how much one "
+                         "epoch or set-up ran longer than the largest before it"},
                         {"session_wall_s", session_wall_s_}};
     report["search"] = {{"seed", options_.seed},
                         {"sessions", session_},
@@ -493,6 +579,7 @@ class Search {
                         {"reached", reached},
                         {"stopped_early", pruned},
                         {"failed", failed},
+                        {"confirmations_cut", confirmations_cut_},
                         {"stopped_because", stopped_because_},
                         {"space_size", space_size(space_)},
                         {"heldout_seeds", heldout.size()}};
@@ -532,6 +619,9 @@ class Search {
   double session_wall_s_ = 0.0;
   int session_ = 1;
   std::string stopped_because_;
+  ErrorCategory last_failure_category_ = ErrorCategory::runtime;
+  int confirmations_cut_ = 0;
+  int heldout_cut_ = 0;
 };
 
 }  // namespace

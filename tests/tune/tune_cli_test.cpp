@@ -1,7 +1,8 @@
 // `ipj tune` as a user runs it, on a tiny subset of Fashion-MNIST: the JSON contract, recipe.json accepted by
 // `ipj train --recipe` and `ipj compare --optimized-recipe`, resume after SIGKILL mid-trial (no finished
 // trial re-run, a torn line ignored), a user's TorchScript file on synthetic data (its identity in
-// recipe.json), and clear errors for bad spaces, budgets and folders.
+// recipe.json; relative paths resumed from another folder), and clear errors for bad spaces, budgets and
+// folders.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -213,10 +214,12 @@ TEST(TuneCli, TunesAUsersTorchScriptFileWhoseRecipeNamesItsModel) {
                      " --target-acc 0.8 --quiet --out " + dir.file("misfit")),
                  2, "--input-shape 3,32,32 does not match the data set's images");
 
+  // Relative --model, --data and --out, from the folder that holds them.
   const std::string out = dir.file("tune");
-  const auto result =
-      ipj("tune" + run + " --target-acc 0.8 --space " + dir.file("space.json") +
-          " --max-trials 2 --confirm 1 --heldout 1 --budget-s 60 --json --quiet --out " + out);
+  const auto result = testing::run_process(
+      "cd " + dir.path() + " && " + testing::ipj_binary() +
+      " tune --model flat_mlp_scripted.pt --input-shape 784 --data data --target-acc 0.8 --space space.json"
+      " --max-trials 2 --confirm 1 --heldout 1 --budget-s 60 --json --quiet --out tune");
   ASSERT_EQ(result.exit_code, 0) << result.err;
   const Json report = Json::parse(result.out);
   ASSERT_TRUE(report["best"]["reached_target"].get<bool>()) << result.out;
@@ -226,6 +229,21 @@ TEST(TuneCli, TunesAUsersTorchScriptFileWhoseRecipeNamesItsModel) {
   const Json settings = read_json_file(out + "/tune_settings.json");
   EXPECT_EQ(settings["input_shape"], "784");
   EXPECT_EQ(settings["model_file"]["xxh3_64"].get<std::string>().size(), 16u);
+  // tune_settings.json records absolute paths, so --resume works from another folder.
+  EXPECT_EQ(settings["model"], std::filesystem::absolute(model).lexically_normal().string());
+  EXPECT_EQ(settings["data"], std::filesystem::absolute(dir.file("data")).lexically_normal().string());
+  const auto resumed = testing::run_process("cd / && " + testing::ipj_binary() + " tune --out " + out +
+                                            " --resume --max-trials 3 --json --quiet");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(Json::parse(resumed.out)["trials"].size(), 3u);
+  // A run recorded with a relative path (before ipj recorded absolute ones) says where to resume from.
+  Json relative = settings;
+  relative["model"] = "flat_mlp_scripted.pt";
+  write_json_file(out + "/tune_settings.json", relative);
+  expect_failure(
+      testing::run_process("cd / && " + testing::ipj_binary() + " tune --out " + out + " --resume"), 2,
+      "run `ipj tune --resume` from the folder where the run started");
+  write_json_file(out + "/tune_settings.json", settings);
 
   // recipe.json names the file (absolute path), its source and input shape; the target is the run's.
   const Json recipe = read_json_file(out + "/recipe.json");

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ipj/core/error.hpp"
 #include "ipj/core/json_io.hpp"
 
 namespace ipj::tune {
@@ -32,6 +33,8 @@ struct TrialOutcome {
   double wall_s = 0.0;
   std::string energy_source;  // counter | integrated | estimated
   std::string error;          // non-empty: the trial failed (e.g. diverged); recorded, the search goes on
+  // The failure's category: the exit code when failures repeat and the tuner gives up (tuner.hpp).
+  ErrorCategory error_category = ErrorCategory::runtime;
 };
 
 // Called after every epoch that did not reach the target (that one ends the run anyway); returning true

@@ -9,17 +9,11 @@
 #include <vector>
 
 #include "ipj/core/json_io.hpp"
+#include "ipj/tune/run_cost.hpp"
 #include "ipj/tune/search_space.hpp"
 #include "ipj/tune/trial.hpp"
 
 namespace ipj::tune {
-
-enum class BudgetUnit { seconds, joules };
-
-struct Budget {
-  BudgetUnit unit = BudgetUnit::seconds;
-  double limit = 300.0;  // trial wall-clock seconds, or trial joules, for the search and the held-out runs
-};
 
 struct TuneOptions {
   std::string out_dir;  // trials.jsonl, tune_settings.json, recipe.json, tune.json
@@ -52,8 +46,15 @@ void check_out_folder(const std::string& out_dir, bool resume);
 // Runs (or continues) the search and the held-out runs; returns the report (what tune.json holds):
 // {"schema_version", "kind": "tune", "trials", "pareto", "best", "confirmations", "heldout_seeds",
 // "heldout_summary", "budget", "search", "space", "settings", "files"}. Throws ipj::Error(usage) for a folder
-// that holds a run without `resume` (or none with it), io when files cannot be written.
+// that holds a run without `resume` (or none with it), io when files cannot be written, and the last
+// failure's category when the first 3 trials, or 6 in a row later, failed (the log keeps them for --resume).
+// The budget covers everything: the confirmation and held-out runs are reserved at full epoch length and cut
+// when they would not fit.
 Json run_tune(const TuneOptions& options, const SearchSpace& space, TrialRunner& runner);
+
+// {"mean", "stddev" (sample; 0 for one value), "median", "min", "max", "count"} of the numbers; null when
+// there are none.
+Json spread_of(std::vector<double> values);
 
 // The trials (trial records) not dominated in (higher test accuracy, fewer joules, less time), by joules.
 std::vector<Json> pareto_front(const std::vector<Json>& records);
