@@ -131,12 +131,6 @@ void check_model_against_recipe(const CLI::App& command, const Json& recipe, con
   if (!check.warning.empty()) std::cerr << "ipj: warning: " << check.warning << "\n";
 }
 
-std::string format_number(const char* pattern, double value) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, pattern, value);
-  return buffer;
-}
-
 std::vector<std::string> split_commas(const std::string& text) {
   std::vector<std::string> parts;
   std::stringstream stream(text);

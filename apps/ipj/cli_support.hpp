@@ -11,6 +11,7 @@
 
 #include "ipj/core/error.hpp"
 #include "ipj/core/json_io.hpp"
+#include "ipj/core/number_format.hpp"
 #include "ipj/data/data_options.hpp"
 #include "ipj/models/model_source.hpp"
 
@@ -50,8 +51,6 @@ extern const char* const kInputShapeHelp;
 // CLI::NonNegativeNumber let NaN (and +inf for open ranges) through; this refuses them, naming the value.
 CLI::Validator finite_range(double min, double max);
 
-// printf-style formatting of one number for tables, e.g. format_number("%.3f", 0.5) == "0.500".
-std::string format_number(const char* pattern, double value);
 // "0.5,0.25" -> {0.5, 0.25}; throws ipj::Error(usage) naming `flag` on bad text.
 std::vector<float> parse_floats(const std::string& text, const std::string& flag);
 // Comma-separated parts, empty ones dropped.

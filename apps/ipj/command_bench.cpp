@@ -1,20 +1,9 @@
 // `ipj bench`: latency, throughput, joules per 1000 inferences and accuracy of model variants x batch sizes.
-#include <spdlog/spdlog.h>
-
-#include <cmath>
-#include <cstdio>
 #include <iostream>
-#include <sstream>
 
 #include "cli_support.hpp"
 #include "ipj/core/text_table.hpp"
-#include "ipj/data/dataset.hpp"
-#include "ipj/device/device_report.hpp"
-#include "ipj/device/threading.hpp"
-#include "ipj/energy/meter.hpp"
-#include "ipj/infer/latency_bench.hpp"
-#include "ipj/models/catalog.hpp"
-#include "ipj/train/evaluate.hpp"
+#include "ipj/infer/model_bench.hpp"
 
 namespace ipj::cli {
 
@@ -79,84 +68,31 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
       ->capture_default_str();
   command->callback([&runner] {
     runner = [] {
+      infer::ModelBenchOptions options;
+      options.model_path = model_path;
       parse_model_input_flags(input_flags, load.input_shape, load.mean, load.std);
       load.calibration_data = data_dir;
       load.calibration_data_options = data_options(data_flags);
-      std::vector<std::int64_t> batches;
-      for (const auto& part : split_commas(batches_text)) {
-        const auto parsed = infer::parse_shape(part, "--batch");
-        batches.push_back(parsed.at(0));
-      }
-      const std::vector<std::string> variants = split_commas(variants_text);
-      if (variants.empty() || batches.empty())
-        fail(ErrorCategory::usage, "--variants and --batch must not be empty");
-
-      energy::MeterOptions meter_options;
-      meter_options.cpu_tdp_w = tdp;
-      energy::MonitorOptions monitor_options;
-      monitor_options.interval_ms = energy_interval_ms;
-      energy::EnergyMonitor monitor(no_energy ? energy::MeterSet{} : energy::discover_meters(meter_options),
-                                    monitor_options);
-      std::optional<data::Dataset> dataset;
-      Json rows = Json::array();
-      Json models_json = Json::array();
-      std::vector<infer::BenchRow> table_rows;
-      for (const std::string& variant : variants) {
-        load.variant = variant;
-        if (!flags.quiet && !flags.json) spdlog::info("loading {} as {}", model_path, variant);
-        const infer::InferenceModelPtr model = infer::load_inference_model(model_path, load);
-        const bool gemm_only = model->variant == "fp32" && model->model_name == "mlp";
-        device::apply_thread_plan(device::plan_threads(
-            gemm_only ? device::ThreadWorkload::fp32_gemm : device::ThreadWorkload::onednn, threads));
-        std::optional<double> accuracy;
-        if (!no_accuracy) {
-          const std::string folder = !data_dir.empty()          ? data_dir
-                                     : !model->data_dir.empty() ? model->data_dir
-                                                                : std::string(data::kDefaultDataDirectory);
-          if (!dataset)
-            dataset = data::load_dataset(
-                folder, 1, test_limit,
-                data::merge_data_options(model->data_options, load.calibration_data_options));
-          accuracy = train::pixel_accuracy([&](const torch::Tensor& x) { return model->forward(x); },
-                                           dataset->test, 256);
-        }
-        models_json.push_back({{"variant", model->variant},
-                               {"format", model->format},
-                               {"path", model->path},
-                               {"model_name", model->model_name},
-                               {"parameter_bytes", model->parameter_bytes},
-                               {"test_acc", accuracy ? Json(*accuracy) : Json(nullptr)}});
-        for (const std::int64_t batch : batches) {
-          infer::BenchRow row =
-              infer::run_latency_bench(*model, batch, bench, no_energy ? nullptr : &monitor);
-          row.test_acc = accuracy;
-          if (!flags.quiet && !flags.json)
-            spdlog::info("{} batch {}: p50 {:.3f} ms, {:.0f}/s", row.variant, batch, row.p50_ms,
-                         row.throughput_per_s);
-          rows.push_back(infer::to_json(row));
-          table_rows.push_back(row);
-        }
-      }
-      Json result = {{"schema_version", kResultsSchemaVersion},
-                     {"kind", "bench"},
-                     {"model", model_path},
-                     {"window_s", bench.window_s},
-                     {"variants", models_json},
-                     {"rows", rows},
-                     {"environment", device::device_report()}};
-      if (dataset) {  // the accuracy pass's data: test images only (a 1-sample training split is read)
-        result["dataset"] = data::to_json(*dataset);
-        // The models normalise with the statistics they were trained with, not these of one training image.
-        for (const char* key : {"train_samples", "mean", "std"})
-          result["dataset"].erase(key);
-      }
+      options.load = load;
+      options.bench = bench;
+      for (const auto& part : split_commas(batches_text))
+        options.batches.push_back(infer::parse_shape(part, "--batch").at(0));
+      options.variants = split_commas(variants_text);
+      options.threads = threads;
+      options.measure_accuracy = !no_accuracy;
+      options.test_limit = test_limit;
+      options.measure_energy = !no_energy;
+      options.cpu_tdp_w = tdp;
+      options.energy_interval_ms = energy_interval_ms;
+      options.show_progress = !flags.quiet && !flags.json;
+      const infer::ModelBenchReport report = infer::run_model_bench(options);
       if (flags.json) {
-        print_json(result);
+        print_json(infer::to_json(report));
         return 0;
       }
       TextTable table({"variant", "batch", "p50 ms", "p90 ms", "p99 ms", "inferences/s", "J/1000", "source",
                        "test acc", "weights", "stable"});
-      for (const auto& row : table_rows) {
+      for (const auto& row : report.rows) {
         table.add_row({row.variant, std::to_string(row.batch), format_number("%.3f", row.p50_ms),
                        format_number("%.3f", row.p90_ms), format_number("%.3f", row.p99_ms),
                        format_number("%.0f", row.throughput_per_s),

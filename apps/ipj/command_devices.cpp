@@ -3,6 +3,7 @@
 
 #include "cli_support.hpp"
 #include "ipj/device/device_report.hpp"
+#include "ipj/energy/energy_report.hpp"
 #include "ipj/energy/meter.hpp"
 
 namespace ipj::cli {
@@ -16,10 +17,7 @@ CLI::App* register_devices_command(CLI::App& app, CommandRunner& runner) {
   command->callback([&runner] {
     runner = [] {
       Json report = device::device_report();
-      Json meters = Json::array();
-      for (const auto& status : energy::discover_meters().status)
-        meters.push_back({{"name", status.name}, {"available", status.available}, {"reason", status.reason}});
-      report["energy_meters"] = meters;
+      report["energy_meters"] = energy::to_json(energy::discover_meters().status);
       if (flags.json) {
         print_json(report);
       } else {

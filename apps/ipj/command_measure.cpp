@@ -57,21 +57,15 @@ CLI::App* register_measure_command(CLI::App& app, CommandRunner& runner) {
       json["descendants_waited"] = result.descendants_waited;
       json["descendants_running"] = result.descendants_running;
       json["forwarded_signals"] = result.forwarded_signals;
-      Json meters = Json::array();
-      for (const auto& meter : result.meters)
-        meters.push_back({{"name", meter.name}, {"available", meter.available}, {"reason", meter.reason}});
-      json["meters"] = meters;
+      json["meters"] = energy::to_json(result.meters);
       if (flags.json) {
         print_json(json);
       } else {
         TextTable table({"device", "kind", "energy J", "avg W", "peak W", "source"});
         for (const auto& device : result.energy.devices) {
-          char joules[32], average[32], peak[32];
-          std::snprintf(joules, sizeof joules, "%.2f", device.energy_j);
-          std::snprintf(average, sizeof average, "%.2f", device.average_w);
-          std::snprintf(peak, sizeof peak, "%.2f", device.peak_w);
-          table.add_row({device.name + (device.in_total ? "" : " (in another domain)"), device.kind, joules,
-                         average, peak, energy::source_name(device.source)});
+          table.add_row({device.name + (device.in_total ? "" : " (in another domain)"), device.kind,
+                         format_number("%.2f", device.energy_j), format_number("%.2f", device.average_w),
+                         format_number("%.2f", device.peak_w), energy::source_name(device.source)});
         }
         std::cerr << table.render();
         std::fprintf(stderr, "total %s in %.3f s, %.2f W average, %.3g kWh",

@@ -1,12 +1,9 @@
 // `ipj models`: the model registry with parameter and FLOP counts for a given input shape.
-#include <torch/torch.h>
-
 #include <algorithm>
 #include <iostream>
 
 #include "cli_support.hpp"
 #include "ipj/core/text_table.hpp"
-#include "ipj/models/flop_counter.hpp"
 #include "ipj/models/registry.hpp"
 
 namespace ipj::cli {
@@ -55,21 +52,16 @@ CLI::App* register_models_command(CLI::App& app, CommandRunner& runner) {
       TextTable table({"model", "parameters", "MFLOPs/sample (fwd)", "description"});
       table.align_left(3);
       for (const auto& entry : models::model_catalog()) {
-        auto model = models::create_model(entry.name, shape, classes);
-        model->eval();
-        torch::NoGradGuard no_grad;
-        const std::int64_t flops = models::count_flops([&] {
-          model->forward(torch::zeros({1, shape.channels, shape.height, shape.width}));
-        });
-        const std::int64_t parameters = models::count_parameters(*model);
+        const models::ModelCounts counts =
+            models::count_model(*models::create_model(entry.name, shape, classes), shape);
+        const std::int64_t flops = counts.forward_flops_per_sample;
         rows.push_back({{"name", entry.name},
                         {"description", entry.description},
-                        {"parameters", parameters},
+                        {"parameters", counts.parameters},
                         {"forward_flops_per_sample", flops},
                         {"train_flops_per_sample_estimate", 3 * flops}});
-        char mflops[32];
-        std::snprintf(mflops, sizeof mflops, "%.2f", flops / 1e6);
-        table.add_row({entry.name, std::to_string(parameters), mflops, entry.description});
+        table.add_row({entry.name, std::to_string(counts.parameters), format_number("%.2f", flops / 1e6),
+                       entry.description});
       }
       if (flags.json) {
         print_json({{"input_shape", {shape.channels, shape.height, shape.width}},

@@ -71,13 +71,10 @@ CLI::App* register_quantize_command(CLI::App& app, CommandRunner& runner) {
         print_json(result.report);
       } else {
         TextTable table({"", "fp32", "int8"});
-        char fp32_acc[32], int8_acc[32], fp32_kb[32], int8_kb[32];
-        std::snprintf(fp32_acc, sizeof fp32_acc, "%.4f", result.fp32_acc);
-        std::snprintf(int8_acc, sizeof int8_acc, "%.4f", result.int8_acc);
-        std::snprintf(fp32_kb, sizeof fp32_kb, "%.1f KiB", result.fp32_bytes / 1024.0);
-        std::snprintf(int8_kb, sizeof int8_kb, "%.1f KiB", result.int8_bytes / 1024.0);
-        table.add_row({"test accuracy", fp32_acc, int8_acc});
-        table.add_row({"weights", fp32_kb, int8_kb});
+        table.add_row({"test accuracy", format_number("%.4f", result.fp32_acc),
+                       format_number("%.4f", result.int8_acc)});
+        table.add_row({"weights", format_number("%.1f KiB", result.fp32_bytes / 1024.0),
+                       format_number("%.1f KiB", result.int8_bytes / 1024.0)});
         std::cout << table.render();
         std::printf("mode %s, engine %s: accuracy drop %.2f pt (limit %.2f)\n", mode.c_str(),
                     result.engine.c_str(), result.acc_drop_pt, options.max_drop_pt);

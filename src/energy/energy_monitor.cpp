@@ -2,10 +2,10 @@
 #include "ipj/energy/energy_monitor.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <sstream>
 
 #include "ipj/core/error.hpp"
+#include "ipj/core/number_format.hpp"
 
 namespace ipj::energy {
 
@@ -170,9 +170,8 @@ std::string EnergyMonitor::prometheus_text() {
   std::ostringstream out;
   out << "# HELP ipj_energy_joules_total Energy consumed since ipj started, per device, with its source.\n"
       << "# TYPE ipj_energy_joules_total counter\n";
-  char value[64];
   for (const auto& device : since_start.devices) {
-    std::snprintf(value, sizeof value, "%.6f", device.energy_j);
+    const std::string value = format_number("%.6f", device.energy_j);
     out << "ipj_energy_joules_total{device=\"" << escape_label(device.name) << "\",kind=\"" << device.kind
         << "\",source=\"" << source_name(device.source) << "\",in_total=\""
         << (device.in_total ? "true" : "false") << "\"} " << value << "\n";

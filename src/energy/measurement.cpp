@@ -1,7 +1,7 @@
 // Energy source names and JSON rendering of measurements.
 #include "ipj/energy/measurement.hpp"
 
-#include <cstdio>
+#include "ipj/core/number_format.hpp"
 
 namespace ipj::energy {
 
@@ -45,13 +45,9 @@ Json to_json(const Measurement& measurement) {
 }
 
 std::string describe_energy(double joules, EnergySource source) {
-  char buffer[64];
-  if (joules >= 1e4) {
-    std::snprintf(buffer, sizeof buffer, "%.2f kJ (%s)", joules / 1e3, source_name(source));
-  } else {
-    std::snprintf(buffer, sizeof buffer, "%.1f J (%s)", joules, source_name(source));
-  }
-  return buffer;
+  const std::string figure =
+      joules >= 1e4 ? format_number("%.2f kJ", joules / 1e3) : format_number("%.1f J", joules);
+  return figure + " (" + source_name(source) + ")";
 }
 
 }  // namespace ipj::energy

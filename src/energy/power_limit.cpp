@@ -16,6 +16,7 @@
 
 #include "ipj/core/error.hpp"
 #include "ipj/core/json_io.hpp"
+#include "ipj/core/number_format.hpp"
 #include "nvml_api.hpp"
 
 namespace ipj::energy {
@@ -218,8 +219,7 @@ const GpuPowerLimits& PowerLimitControl::limits() const {
 std::string describe_restore_file(const std::string& restore_file) {
   if (!std::filesystem::exists(restore_file)) return "";
   const Json saved = read_json_file(restore_file);
-  char watts[32];
-  std::snprintf(watts, sizeof watts, "%.0f W", saved.value("original_limit_w", 0.0));
+  const std::string watts = format_number("%.0f W", saved.value("original_limit_w", 0.0));
   return "GPU " + saved.value("nvml_index", Json(0)).dump() + " (" + saved.value("name", std::string("?")) +
          ") had its power limit changed by a run that was killed; its original limit was " + watts;
 }

@@ -58,6 +58,15 @@ double quantile(std::vector<double> values, double q) {
   return values[lower] + (values[upper] - values[lower]) * fraction;
 }
 
+bool windows_agree(const std::vector<double>& throughputs, int count, double tolerance) {
+  if (count < 1 || throughputs.size() < static_cast<std::size_t>(count)) return false;
+  const auto first = throughputs.end() - count;
+  const double low = *std::min_element(first, throughputs.end());
+  const double high = *std::max_element(first, throughputs.end());
+  const double mean = std::accumulate(first, throughputs.end(), 0.0) / static_cast<double>(count);
+  return mean > 0 && (high - low) / mean <= tolerance;
+}
+
 Json to_json(const BenchRow& row) {
   Json windows = Json::array();
   for (const BenchRow::WindowStats& window : row.window_stats)
@@ -135,17 +144,10 @@ BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, cons
     ++windows;
     recent.push_back(std::move(window));
     if (static_cast<int>(recent.size()) > options.stable_windows) recent.pop_front();
-    if (static_cast<int>(recent.size()) == options.stable_windows) {
-      double low = 1e300, high = 0.0, sum = 0.0;
-      for (const Window& kept : recent) {
-        const double throughput = kept.throughput(batch);
-        low = std::min(low, throughput);
-        high = std::max(high, throughput);
-        sum += throughput;
-      }
-      const double mean = sum / static_cast<double>(recent.size());
-      stable = mean > 0 && (high - low) / mean <= options.tolerance;
-    }
+    std::vector<double> throughputs;
+    for (const Window& kept : recent)
+      throughputs.push_back(kept.throughput(batch));
+    stable = windows_agree(throughputs, options.stable_windows, options.tolerance);
   }
 
   BenchRow row;

@@ -1,7 +1,10 @@
 // Model registry: names -> constructors.
 #include "ipj/models/registry.hpp"
 
+#include <torch/torch.h>
+
 #include "ipj/core/error.hpp"
+#include "ipj/models/flop_counter.hpp"
 #include "ipj/models/resnet.hpp"
 #include "ipj/models/script_classifier.hpp"
 #include "ipj/models/simple_models.hpp"
@@ -55,6 +58,19 @@ std::int64_t count_parameters(const torch::nn::Module& model) {
   for (const auto& parameter : model.parameters())
     total += parameter.numel();
   return total;
+}
+
+ModelCounts count_model(Classifier& model, InputShape input, const torch::Device& device) {
+  torch::NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  ModelCounts counts;
+  counts.forward_flops_per_sample = count_flops([&] {
+    model.forward(torch::zeros({1, input.channels, input.height, input.width}, torch::TensorOptions(device)));
+  });
+  if (was_training) model.train();
+  counts.parameters = count_parameters(model);
+  return counts;
 }
 
 }  // namespace ipj::models

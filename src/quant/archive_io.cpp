@@ -18,4 +18,33 @@ void save_sealed_archive(torch::serialize::OutputArchive& archive, const std::st
   });
 }
 
+OpenedArchive open_ipj_archive(const std::string& path, const std::string& marker, std::int64_t version,
+                               const std::string& what) {
+  verify_ipj_archive(path, what);
+  OpenedArchive opened;
+  try {
+    opened.archive.load_from(path);
+  } catch (const c10::Error& error) {
+    fail(ErrorCategory::invalid_input,
+         "'" + path + "' is not a readable ipj " + what + ": " + error.what_without_backtrace());
+  }
+  c10::IValue format, meta_value;
+  if (!opened.archive.try_read(marker, format) || !format.isInt())
+    fail(ErrorCategory::invalid_input, "'" + path + "' is not an ipj " + what + " (no " + marker + ")");
+  if (format.toInt() != version)
+    fail(ErrorCategory::invalid_input, "'" + path + "' has " + what + " format " +
+                                           std::to_string(format.toInt()) + ", this ipj reads format " +
+                                           std::to_string(version));
+  try {
+    opened.archive.read("meta_json", meta_value);
+    opened.meta = Json::parse(meta_value.toStringRef());
+  } catch (const Json::exception& error) {
+    fail(ErrorCategory::invalid_input, "'" + path + "': damaged " + what + " metadata: " + error.what());
+  } catch (const c10::Error& error) {
+    fail(ErrorCategory::invalid_input,
+         "'" + path + "': damaged " + what + " (no readable meta_json): " + error.what_without_backtrace());
+  }
+  return opened;
+}
+
 }  // namespace ipj::quant

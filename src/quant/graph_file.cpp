@@ -10,6 +10,7 @@
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
+#include "ipj/quant/source_model.hpp"
 
 namespace ipj::quant {
 namespace {
@@ -121,34 +122,18 @@ void save_graph(const std::string& path, const Graph& graph, const Json& extra) 
 
 bool is_graph_file(const std::string& path) {
   try {
-    torch::serialize::InputArchive archive;
-    archive.load_from(path);
-    c10::IValue format;
-    return archive.try_read("ipj_graph_format", format);
+    return detect_model_file(path) == ModelFileFormat::graph;
   } catch (const std::exception&) {  // any damage: "not this format"; its loader says why
     return false;
   }
 }
 
 GraphFile load_graph(const std::string& path) try {
-  verify_ipj_archive(path, "graph file");
-  torch::serialize::InputArchive archive;
-  try {
-    archive.load_from(path);
-  } catch (const c10::Error& error) {
-    fail(ErrorCategory::invalid_input,
-         "'" + path + "' is not a readable ipj graph: " + error.what_without_backtrace());
-  }
-  c10::IValue format, meta_value;
-  if (!archive.try_read("ipj_graph_format", format) || !format.isInt())
-    fail(ErrorCategory::invalid_input, "'" + path + "' is not an ipj graph file (no ipj_graph_format)");
-  if (format.toInt() != kGraphFormatVersion)
-    fail(ErrorCategory::invalid_input, "'" + path + "' has graph format " + std::to_string(format.toInt()) +
-                                           ", this ipj reads format " + std::to_string(kGraphFormatVersion));
+  OpenedArchive opened = open_ipj_archive(path, "ipj_graph_format", kGraphFormatVersion, "graph file");
+  torch::serialize::InputArchive& archive = opened.archive;
+  const Json& meta = opened.meta;
   GraphFile file;
   try {
-    archive.read("meta_json", meta_value);
-    const Json meta = Json::parse(meta_value.toStringRef());
     file.graph = graph_from_metadata(meta, path);
     file.extra = meta.value("extra", Json::object());
     for (std::size_t index = 0; index < file.graph.nodes.size(); ++index) {

@@ -7,6 +7,7 @@
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
+#include "ipj/quant/source_model.hpp"
 
 namespace ipj::quant {
 
@@ -62,33 +63,18 @@ void save_program(const std::string& path, const LayerProgram& program, const Js
 
 bool is_program_file(const std::string& path) {
   try {
-    torch::serialize::InputArchive archive;
-    archive.load_from(path);
-    c10::IValue format;
-    return archive.try_read("ipj_program_format", format);
+    return detect_model_file(path) == ModelFileFormat::program;
   } catch (const std::exception&) {  // any damage: "not this format"; its loader says why
     return false;
   }
 }
 
 ProgramFile load_program(const std::string& path) try {
-  verify_ipj_archive(path, "program file");
-  torch::serialize::InputArchive archive;
-  try {
-    archive.load_from(path);
-  } catch (const c10::Error& error) {
-    fail(ErrorCategory::invalid_input,
-         "'" + path + "' is not a readable ipj program: " + error.what_without_backtrace());
-  }
-  c10::IValue format, meta_value;
-  if (!archive.try_read("ipj_program_format", format) || !format.isInt())
-    fail(ErrorCategory::invalid_input, "'" + path + "' is not an ipj program file (no ipj_program_format)");
-  if (format.toInt() != kProgramFormatVersion)
-    fail(ErrorCategory::invalid_input, "'" + path + "' has program format " + std::to_string(format.toInt()));
+  OpenedArchive opened = open_ipj_archive(path, "ipj_program_format", kProgramFormatVersion, "program file");
+  torch::serialize::InputArchive& archive = opened.archive;
+  const Json& meta = opened.meta;
   ProgramFile file;
   try {
-    archive.read("meta_json", meta_value);
-    const Json meta = Json::parse(meta_value.toStringRef());
     LayerProgram& program = file.program;
     program.model_name = meta.at("model_name").get<std::string>();
     program.input_shape = meta.at("input_shape").get<std::vector<std::int64_t>>();

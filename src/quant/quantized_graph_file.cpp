@@ -9,6 +9,7 @@
 #include "ipj/core/error.hpp"
 #include "ipj/quant/graph_file.hpp"
 #include "ipj/quant/quantized_graph.hpp"
+#include "ipj/quant/source_model.hpp"
 
 namespace ipj::quant {
 
@@ -38,35 +39,19 @@ void QuantizedGraph::save(const std::string& path, const Json& extra) const {
 
 bool QuantizedGraph::is_int8_graph_file(const std::string& path) {
   try {
-    torch::serialize::InputArchive archive;
-    archive.load_from(path);
-    c10::IValue format;
-    return archive.try_read("ipj_int8_graph_format", format);
+    return detect_model_file(path) == ModelFileFormat::int8_graph;
   } catch (const std::exception&) {  // any damage: "not this format"; its loader says why
     return false;
   }
 }
 
 QuantizedGraph QuantizedGraph::load(const std::string& path, const std::string& engine) try {
-  verify_ipj_archive(path, "int8 graph file");
-  torch::serialize::InputArchive archive;
-  try {
-    archive.load_from(path);
-  } catch (const c10::Error& error) {
-    fail(ErrorCategory::invalid_input,
-         "'" + path + "' is not a readable ipj int8 graph: " + error.what_without_backtrace());
-  }
-  c10::IValue format, meta_value;
-  if (!archive.try_read("ipj_int8_graph_format", format) || !format.isInt())
-    fail(ErrorCategory::invalid_input, "'" + path + "' is not an ipj int8 graph (no ipj_int8_graph_format)");
-  if (format.toInt() != kInt8GraphFormatVersion)
-    fail(ErrorCategory::invalid_input, "'" + path + "' has int8 graph format " +
-                                           std::to_string(format.toInt()) + ", this ipj reads format " +
-                                           std::to_string(kInt8GraphFormatVersion));
+  OpenedArchive opened =
+      open_ipj_archive(path, "ipj_int8_graph_format", kInt8GraphFormatVersion, "int8 graph file");
+  torch::serialize::InputArchive& archive = opened.archive;
+  const Json& meta = opened.meta;
   QuantizedGraph result;
   try {
-    archive.read("meta_json", meta_value);
-    const Json meta = Json::parse(meta_value.toStringRef());
     result.graph_ = graph_from_metadata(meta, path);
     result.mode_ = parse_quant_mode(meta.at("mode").get<std::string>());
     result.engine_ =

@@ -12,6 +12,7 @@
 #include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/quant/program_file.hpp"
+#include "ipj/quant/source_model.hpp"
 #include "quantized_kernels.hpp"
 
 namespace ipj::quant {
@@ -227,10 +228,7 @@ void QuantizedProgram::save(const std::string& path, const Json& extra) const {
 
 bool QuantizedProgram::is_int8_file(const std::string& path) {
   try {
-    torch::serialize::InputArchive archive;
-    archive.load_from(path);
-    c10::IValue format;
-    return archive.try_read("ipj_int8_format", format);
+    return detect_model_file(path) == ModelFileFormat::int8;
   } catch (const std::exception&) {  // any damage: "not this format"; its loader says why
     return false;
   }
@@ -244,24 +242,11 @@ std::string exact_quantized_engine() {
 }
 
 QuantizedProgram QuantizedProgram::load(const std::string& path, const std::string& engine) try {
-  verify_ipj_archive(path, "int8 model");
-  torch::serialize::InputArchive archive;
-  try {
-    archive.load_from(path);
-  } catch (const c10::Error& error) {
-    fail(ErrorCategory::invalid_input,
-         "'" + path + "' is not a readable ipj int8 model: " + error.what_without_backtrace());
-  }
-  c10::IValue format, meta_value;
-  if (!archive.try_read("ipj_int8_format", format) || !format.isInt())
-    fail(ErrorCategory::invalid_input, "'" + path + "' is not an ipj int8 model (no ipj_int8_format)");
-  if (format.toInt() != kInt8FormatVersion)
-    fail(ErrorCategory::invalid_input, "'" + path + "' has int8 format " + std::to_string(format.toInt()) +
-                                           ", this ipj reads format " + std::to_string(kInt8FormatVersion));
+  OpenedArchive opened = open_ipj_archive(path, "ipj_int8_format", kInt8FormatVersion, "int8 model");
+  torch::serialize::InputArchive& archive = opened.archive;
+  const Json& meta = opened.meta;
   QuantizedProgram result;
   try {
-    archive.read("meta_json", meta_value);
-    const Json meta = Json::parse(meta_value.toStringRef());
     result.mode_ = parse_quant_mode(meta.at("mode").get<std::string>());
     result.engine_ =
         select_quantized_engine(engine == "auto" ? meta.at("engine").get<std::string>() : engine);

@@ -5,12 +5,13 @@
 #include <cmath>
 #include <cstdio>
 
+#include "ipj/core/number_format.hpp"
+
 namespace ipj::report {
 
 std::string fixed(double value, int decimals) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.*f", decimals, value);
-  return buffer;
+  const std::string pattern = "%." + std::to_string(decimals) + "f";
+  return format_number(pattern.c_str(), value);
 }
 
 std::string significant(double value, int digits) {

@@ -155,15 +155,9 @@ LoadLevel run_level(const LoadOptions& options, const Body& body, int concurrenc
     std::this_thread::sleep_until(start + std::chrono::duration<double>(from + window_s + 0.05));
     throughput.push_back(static_cast<double>(count_between(from, from + window_s)) / window_s);
     ++level.windows;
-    if (throughput.size() >= 3) {
-      const auto last = throughput.end() - 3;
-      const double low = *std::min_element(last, throughput.end());
-      const double high = *std::max_element(last, throughput.end());
-      const double mean = (throughput.end()[-1] + throughput.end()[-2] + throughput.end()[-3]) / 3.0;
-      if (mean > 0 && (high - low) / mean <= options.tolerance) {
-        level.stable = true;
-        break;
-      }
+    if (infer::windows_agree(throughput, 3, options.tolerance)) {
+      level.stable = true;
+      break;
     }
   }
   stop = true;

@@ -2,10 +2,10 @@
 #include "ipj/train/compare.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 
 #include "ipj/core/error.hpp"
+#include "ipj/core/number_format.hpp"
 #include "ipj/core/text_table.hpp"
 #include "ipj/energy/energy_report.hpp"
 #include "ipj/models/catalog.hpp"
@@ -57,10 +57,7 @@ Json ratio_or_null(const Json& numerator, const Json& denominator) {
 }
 
 std::string number(const Json& value, const char* format, const char* missing = "not reached") {
-  if (!value.is_number()) return missing;
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, format, value.get<double>());
-  return buffer;
+  return format_number(value, format, missing);
 }
 
 }  // namespace

@@ -4,7 +4,6 @@
 #include <filesystem>
 
 #include "ipj/energy/energy_report.hpp"
-#include "ipj/models/flop_counter.hpp"
 #include "ipj/models/registry.hpp"
 #include "ipj/train/checkpoint.hpp"
 #include "ipj/train/model_setup.hpp"
@@ -14,17 +13,11 @@ namespace {
 
 Json model_description(const TrainConfig& config, models::Classifier& model, const models::InputShape& shape,
                        const torch::Device& device) {
-  torch::NoGradGuard no_grad;
-  const bool was_training = model.is_training();
-  model.eval();
-  const std::int64_t flops = models::count_flops([&] {
-    model.forward(torch::zeros({1, shape.channels, shape.height, shape.width}, torch::TensorOptions(device)));
-  });
-  if (was_training) model.train();
+  const models::ModelCounts counts = models::count_model(model, shape, device);
   return Json{{"name", config.model.label()},
               {"source", config.model.is_file() ? "torchscript" : "zoo"},
-              {"parameters", models::count_parameters(model)},
-              {"forward_flops_per_sample", flops},
+              {"parameters", counts.parameters},
+              {"forward_flops_per_sample", counts.forward_flops_per_sample},
               {"input_shape", {shape.channels, shape.height, shape.width}}};
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "ipj/core/number_format.hpp"
 #include "ipj/core/text_table.hpp"
 #include "ipj/tune/tuner.hpp"
 
@@ -11,10 +12,7 @@ namespace ipj::tune {
 namespace {
 
 std::string number(const Json& value, const char* pattern, const char* missing = "-") {
-  if (!value.is_number()) return missing;
-  char text[64];
-  std::snprintf(text, sizeof text, pattern, value.get<double>());
-  return text;
+  return format_number(value, pattern, missing);
 }
 
 std::string plain(const Json& value) {

@@ -12,6 +12,7 @@
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/core/log.hpp"
+#include "ipj/core/number_format.hpp"
 #include "ipj/tune/scheduler.hpp"
 #include "ipj/tune/trial_log.hpp"
 
@@ -29,9 +30,7 @@ std::string unit_symbol(BudgetUnit unit) {
 }
 
 std::string format(const char* pattern, double value) {
-  char text[64];
-  std::snprintf(text, sizeof text, pattern, value);
-  return text;
+  return format_number(pattern, value);
 }
 
 Json or_null(bool present, double value) {

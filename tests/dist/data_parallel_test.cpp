@@ -17,6 +17,7 @@ namespace ipj {
 namespace {
 
 using testing::ipj_binary;
+using testing::machine_energy_source;
 using testing::run_process;
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -71,9 +72,17 @@ TEST_F(DataParallelTraining, ContractCommandPrintsOneJobReportFromRankZero) {
   const Json& ranks = report["energy"]["ranks"];
   ASSERT_EQ(ranks.size(), 2u);
   double summed = 0.0;
-  for (const auto& rank : ranks) {
-    EXPECT_GT(rank["energy_j"].get<double>(), 0.0);
-    EXPECT_EQ(rank["energy_source"], "estimated");  // no RAPL/NVML here: each rank estimates its process
+  for (int index = 0; index < 2; ++index) {
+    const Json& rank = ranks[static_cast<std::size_t>(index)];
+    EXPECT_EQ(rank["rank"], index);
+    // Without RAPL/NVML each rank estimates its own process; with them local rank 0 reads the node-wide
+    // counters and rank 1 has no meter ("none", 0 J), so that no joule is counted twice.
+    const std::string source = machine_energy_source(index, 2);
+    EXPECT_EQ(rank["energy_source"], source) << "rank " << index;
+    if (source == "none")
+      EXPECT_EQ(rank["energy_j"].get<double>(), 0.0) << "rank " << index;
+    else
+      EXPECT_GT(rank["energy_j"].get<double>(), 0.0) << "rank " << index;
     summed += rank["energy_j"].get<double>();
   }
   EXPECT_NEAR(report["final"]["energy_j"].get<double>(), summed, 1e-9 * summed);

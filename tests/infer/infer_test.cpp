@@ -1,6 +1,7 @@
 // Inference models and benchmarks: user TorchScript files made by python3-torch match PyTorch's outputs,
 // ipj's variants agree with each other, bad files get clear errors, the bench loop's arithmetic, and the CLI
 // contracts of `ipj quantize` and `ipj bench`.
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <torch/script.h>
 #include <torch/torch.h>
@@ -14,6 +15,7 @@
 #include "ipj/energy/meter.hpp"
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/infer/latency_bench.hpp"
+#include "ipj/infer/model_bench.hpp"
 
 namespace ipj::infer {
 namespace {
@@ -148,6 +150,70 @@ TEST(InferBench, QuantilesInterpolateBetweenOrderStatistics) {
   EXPECT_DOUBLE_EQ(quantile({1.0, 2.0}, 0.5), 1.5);
   EXPECT_DOUBLE_EQ(quantile({1.0, 2.0, 3.0, 4.0, 5.0}, 0.99), 4.96);
   EXPECT_DOUBLE_EQ(quantile({}, 0.5), 0.0);
+}
+
+TEST(InferBench, StabilityRuleLooksAtTheLastWindowsOnly) {
+  EXPECT_TRUE(windows_agree({100.0, 50.0, 100.0, 105.0, 95.0}, 3, 0.10));  // (105 - 95) / 100 = 10%
+  EXPECT_FALSE(windows_agree({100.0, 50.0, 100.0, 105.0, 94.0}, 3, 0.10));
+  EXPECT_FALSE(windows_agree({100.0, 100.0, 50.0}, 3, 0.10));  // the newest window breaks it
+  EXPECT_FALSE(windows_agree({100.0, 100.0}, 3, 0.10));        // too few windows
+  EXPECT_FALSE(windows_agree({0.0, 0.0, 0.0}, 3, 0.10));       // nothing ran
+  EXPECT_TRUE(windows_agree({80.0, 120.0}, 2, 0.5));
+}
+
+// A model that is never run: only its labels matter to the thread policy.
+struct LabelledModel : InferenceModel {
+  LabelledModel(std::string name, std::string kind) {
+    model_name = std::move(name);
+    variant = std::move(kind);
+  }
+  torch::Tensor forward(const torch::Tensor& input) const override { return input; }
+};
+
+TEST(InferBench, ThreadPolicyGivesOpenBlasOnlyFp32ModelsWithoutConvolutions) {
+  EXPECT_EQ(inference_thread_workload(LabelledModel("mlp", "fp32")), device::ThreadWorkload::fp32_gemm);
+  EXPECT_EQ(inference_thread_workload(LabelledModel("mlp", "bf16")), device::ThreadWorkload::onednn);
+  EXPECT_EQ(inference_thread_workload(LabelledModel("mlp", "int8-dynamic")), device::ThreadWorkload::onednn);
+  EXPECT_EQ(inference_thread_workload(LabelledModel("cnn", "fp32")), device::ThreadWorkload::onednn);
+  EXPECT_EQ(inference_thread_workload(LabelledModel("resnet18", "fp32")), device::ThreadWorkload::onednn);
+  EXPECT_EQ(inference_thread_workload(LabelledModel("UserNet", "fp32")), device::ThreadWorkload::onednn);
+}
+
+TEST(InferBench, ModelBenchRunsVariantsTimesBatchesAndLeavesThreadSettingsAsFound) {
+  ModelBenchOptions options;
+  options.model_path = testing::trained_checkpoint("mlp");
+  options.variants = {"fp32", "bf16"};
+  options.batches = {1, 4};
+  options.bench.warmup_s = 0.01;
+  options.bench.window_s = 0.02;
+  options.bench.max_windows = 3;
+  options.test_limit = 200;
+  options.measure_energy = false;
+  const int threads_before = at::get_num_threads();
+  const ModelBenchReport report = run_model_bench(options);
+  EXPECT_EQ(at::get_num_threads(), threads_before);  // each variant's plan was scoped
+  ASSERT_EQ(report.rows.size(), 4u);
+  ASSERT_EQ(report.variants.size(), 2u);
+  EXPECT_EQ(report.rows[0].variant, "fp32");
+  EXPECT_EQ(report.rows[1].batch, 4);
+  EXPECT_EQ(report.rows[3].variant, "bf16");
+  for (const BenchedVariant& variant : report.variants) {
+    ASSERT_TRUE(variant.test_acc.has_value()) << variant.variant;
+    EXPECT_GT(*variant.test_acc, 0.5) << variant.variant;
+  }
+  EXPECT_EQ(report.rows[2].test_acc, report.variants[1].test_acc);
+  EXPECT_EQ(report.rows[0].energy_source, "none");
+  const Json json = to_json(report);
+  EXPECT_EQ(json["kind"], "bench");
+  EXPECT_EQ(json["dataset"]["test_samples"], 200);
+  EXPECT_FALSE(json["dataset"].contains("train_samples"));  // the accuracy pass reads test images only
+  EXPECT_TRUE(json["rows"][0]["j_per_1000"].is_null());
+
+  options.measure_accuracy = false;
+  options.variants = {"fp32"};
+  EXPECT_FALSE(to_json(run_model_bench(options)).contains("dataset"));  // no accuracy pass, no data set
+  options.batches = {};
+  EXPECT_EQ(category_of([&] { run_model_bench(options); }), ErrorCategory::usage);
 }
 
 TEST(InferBench, WindowsLatenciesThroughputAndEnergyAreConsistent) {

@@ -237,6 +237,62 @@ TEST(GraphWorkflow, StructuredPruneNamesWhatTiesTheChannels) {
   EXPECT_NEAR(weight_sparsity(graph), 0.5, 0.05);
 }
 
+// Hand-made weights, so that which channel goes is known: input [1, 2, 2] -> conv 1x1 (1 -> 3 channels, ReLU)
+// -> flatten -> fc (12 -> 2, the output). The conv's channels have L1 norms 0.5, 3 and 2.
+TEST(GraphPrune, DirectlyOnKnownWeightsStructuredDropsTheWeakestChannelAndItsReaderColumns) {
+  Graph graph;
+  graph.model_name = "tiny";
+  graph.input_shape = {1, 2, 2};
+  graph.num_classes = 2;
+  GraphNode input;
+  input.name = "input";
+  GraphNode conv;
+  conv.kind = NodeKind::conv2d;
+  conv.name = "conv";
+  conv.inputs = {0};
+  conv.activation.kind = ActivationKind::relu;
+  conv.weight = torch::tensor({0.5f, -3.0f, 2.0f}).view({3, 1, 1, 1});  // [3, 1, 1, 1]
+  conv.bias = torch::tensor({0.1f, 0.2f, 0.3f});
+  GraphNode flatten;
+  flatten.kind = NodeKind::flatten;
+  flatten.name = "flatten";
+  flatten.inputs = {1};
+  GraphNode fc;
+  fc.kind = NodeKind::linear;
+  fc.name = "fc";
+  fc.inputs = {2};
+  fc.weight = torch::arange(24, torch::kFloat).view({2, 12}) / 10.0;  // [2, 12]: channel c owns 4c..4c+3
+  fc.bias = torch::tensor({0.5f, -0.5f});
+  graph.nodes = {input, conv, flatten, fc};
+  validate_graph(graph, "test");
+
+  const Graph pruned = prune_structured(graph, 1.0 / 3.0);  // 3 channels -> 2: channels 1 and 2 stay
+  EXPECT_EQ(pruned.model_name, "tiny-pruned");
+  EXPECT_TRUE(torch::equal(pruned.nodes[1].weight, torch::tensor({-3.0f, 2.0f}).view({2, 1, 1, 1})));
+  EXPECT_TRUE(torch::equal(pruned.nodes[1].bias, torch::tensor({0.2f, 0.3f})));
+  EXPECT_TRUE(torch::equal(pruned.nodes[3].weight, graph.nodes[3].weight.slice(1, 4, 12)));  // [2, 8]
+  EXPECT_TRUE(torch::equal(pruned.nodes[3].bias, graph.nodes[3].bias));  // the output keeps its width
+  // The pruned graph computes what the original does with channel 0 silenced.
+  Graph silenced = graph;
+  silenced.nodes[1].weight = graph.nodes[1].weight.clone();
+  silenced.nodes[1].weight[0].zero_();
+  silenced.nodes[1].bias = torch::tensor({0.0f, 0.2f, 0.3f});
+  const torch::Tensor x = torch::rand({5, 1, 2, 2});
+  EXPECT_TRUE(torch::allclose(run_graph(pruned, x), run_graph(silenced, x), 1e-6, 1e-6));
+
+  // Magnitude: floor(half) of each layer's weights, the smallest |w|, become exactly zero (1 of 3, 12 of 24).
+  Graph magnitude = graph;
+  const auto masks = prune_magnitude(magnitude, 0.5);
+  EXPECT_TRUE(torch::equal(magnitude.nodes[1].weight, torch::tensor({0.0f, -3.0f, 2.0f}).view({3, 1, 1, 1})));
+  EXPECT_TRUE(torch::equal(magnitude.nodes[3].weight.flatten().slice(0, 0, 12), torch::zeros({12})));
+  EXPECT_TRUE(torch::equal(magnitude.nodes[3].weight.flatten().slice(0, 12),
+                           graph.nodes[3].weight.flatten().slice(0, 12)));
+  EXPECT_TRUE(torch::equal(masks[3], magnitude.nodes[3].weight.ne(0).to(torch::kFloat)));
+  EXPECT_NEAR(weight_sparsity(magnitude), (1.0 + 12.0) / 27.0, 1e-12);
+  EXPECT_THROW(prune_structured(graph, 1.0), Error);
+  EXPECT_THROW(prune_magnitude(magnitude, -0.1), Error);
+}
+
 TEST(GraphWorkflow, GraphFilesAreSealedAndDamageIsRefused) {
   testing::TempDir dir;
   const Graph graph = import_torchscript_file(graph_models().file("residual_trained.pt"),

@@ -64,4 +64,10 @@ std::string python_path();
 // `fragment`, nothing on stdout.
 void expect_cli_failure(const ProcessResult& result, int exit_code, const std::string& fragment);
 
+// The source ("counter", "integrated", "estimated"; "none" when no meter exists) of energy measured here by
+// local rank `local_rank` of `local_world_size` ranks: the weakest in-total channel of the meters that
+// energy::discover_meters_for_rank finds on this machine ($IPJ_POWERCAP_ROOT / $IPJ_NVML_LIBRARY honoured).
+// "estimated" without RAPL and NVML, "counter" with RAPL: tests assert this, not a fixed label.
+std::string machine_energy_source(int local_rank = 0, int local_world_size = 1);
+
 }  // namespace ipj::testing

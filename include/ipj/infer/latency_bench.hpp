@@ -50,6 +50,10 @@ Json to_json(const BenchRow& row);
 BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, const BenchOptions& options,
                            energy::EnergyMonitor* monitor);
 
+// The stability rule of `ipj bench` and `ipj load`: the last `count` window throughputs agree within
+// `tolerance`, i.e. (max - min) / mean <= tolerance with a positive mean. False with fewer than `count`.
+bool windows_agree(const std::vector<double>& throughputs, int count, double tolerance);
+
 // The q-quantile (0..1) of `values` by linear interpolation between order statistics; 0 for an empty list.
 double quantile(std::vector<double> values, double q);
 

@@ -21,4 +21,13 @@ ClassifierPtr build_classifier(const ModelSource& source, InputShape input, int 
 
 std::int64_t count_parameters(const torch::nn::Module& model);
 
+// What `ipj models` and training reports list of a model.
+struct ModelCounts {
+  std::int64_t parameters = 0;
+  std::int64_t forward_flops_per_sample = 0;  // models/flop_counter.hpp: 2 per multiply-add
+};
+// Counts `model` for one image of `input` on `device`: one forward in eval mode without gradients (the
+// training mode is restored).
+ModelCounts count_model(Classifier& model, InputShape input, const torch::Device& device = torch::kCPU);
+
 }  // namespace ipj::models
