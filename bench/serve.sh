@@ -12,22 +12,12 @@ connections="${2:-64}"
 ipj=$PWD/build/bin/ipj
 python=/usr/bin/python3
 work=$(mktemp -d)
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+# shellcheck source=bench/lib/serve_common.sh
+source bench/lib/serve_common.sh
 
 echo "training the mlp (1 epoch) for the benchmark..." >&2
 "$ipj" train --model mlp --epochs 1 --quiet --out "$work/run" --json > /dev/null
-make_repo() {  # name config
-  mkdir -p "$work/$1/mlp/1"
-  cp "$work/run/checkpoint.pt" "$work/$1/mlp/1/model.pt"
-  echo "$2" > "$work/$1/mlp/config.json"
-}
-make_repo batched '{"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [-1, 1, 28, 28]}],
- "outputs": [{"name": "output__0", "datatype": "FP32", "shape": [-1, 10]}], "max_batch_size": 64,
- "dynamic_batching": {"preferred_batch_sizes": [16, 32, 64], "max_queue_delay_us": 2000, "max_queue_size": 1024}}'
-make_repo unbatched '{"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [1, 1, 28, 28]}],
- "outputs": [{"name": "output__0", "datatype": "FP32", "shape": [1, 10]}], "max_batch_size": 0}'
+make_batched_and_unbatched_repos
 
 # Request bodies: one 28x28 image of pixel values, the same numbers for both servers.
 "$python" - "$work" <<'PY'
@@ -41,10 +31,6 @@ for name, body, path in (("ipj", kserve, "/v2/models/mlp/infer"), ("fastapi", pi
         lua.write(f"wrk.body = {json.dumps(json.dumps(body))}\nwrk.path = \"{path}\"\n")
 PY
 
-wait_ready() {  # url
-  for _ in $(seq 1 300); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done
-  echo "server at $1 never became ready" >&2; exit 1
-}
 run_wrk() {  # label port lua connections -> "label rps p99_ms"
   local out; out=$(wrk -t1 -c"$4" -d"${seconds}s" --latency -s "$work/$3.lua" "http://127.0.0.1:$2" 2>&1)
   "$python" - "$1" "$out" <<'PY'

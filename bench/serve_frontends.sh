@@ -12,21 +12,11 @@ levels="${3:-1,16,64,256}"
 ipj=$PWD/build/bin/ipj
 python=/usr/bin/python3
 work=$(mktemp -d)
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+# shellcheck source=bench/lib/serve_common.sh
+source bench/lib/serve_common.sh
 
 "$ipj" train --model mlp --epochs 1 --limit 2000 --quiet --out "$work/run" --json > /dev/null
-make_repo() {  # name config
-  mkdir -p "$work/$1/mlp/1"
-  cp "$work/run/checkpoint.pt" "$work/$1/mlp/1/model.pt"
-  echo "$2" > "$work/$1/mlp/config.json"
-}
-make_repo batched '{"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [-1, 1, 28, 28]}],
- "outputs": [{"name": "output__0", "datatype": "FP32", "shape": [-1, 10]}], "max_batch_size": 64,
- "dynamic_batching": {"preferred_batch_sizes": [16, 32, 64], "max_queue_delay_us": 2000, "max_queue_size": 1024}}'
-make_repo unbatched '{"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [1, 1, 28, 28]}],
- "outputs": [{"name": "output__0", "datatype": "FP32", "shape": [1, 10]}], "max_batch_size": 0}'
+make_batched_and_unbatched_repos
 "$python" - "$work" <<'PY'
 import json, random, sys
 random.seed(3)
@@ -37,7 +27,6 @@ with open(f"{sys.argv[1]}/ipj.lua", "w") as lua:
     lua.write(f"wrk.body = {json.dumps(json.dumps(body))}\nwrk.path = \"/v2/models/mlp/infer\"\n")
 PY
 
-wait_ready() { for _ in $(seq 1 300); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done; echo "no server at $1" >&2; exit 1; }
 run_wrk() {  # label port connections
   local out; out=$(wrk -t1 -c"$3" -d"${seconds}s" --latency -s "$work/ipj.lua" "http://127.0.0.1:$2" 2>&1)
   "$python" - "$1" "$3" "$out" <<'PY'

@@ -182,6 +182,27 @@ InferenceModelPtr from_checkpoint(const std::string& path, const LoadOptions& op
   return result;
 }
 
+// What a model loaded from an ipj file says about itself (variant, format, origin, input, data).
+struct FileModelDescription {
+  std::string variant;
+  std::string format;
+  std::string path;
+  std::string model_name;
+  std::vector<std::int64_t> sample_shape;
+  std::string data_dir;
+  data::DataOptions data_options;
+};
+
+void describe_file_model(InferenceModel& model, FileModelDescription description) {
+  model.variant = std::move(description.variant);
+  model.format = std::move(description.format);
+  model.path = std::move(description.path);
+  model.model_name = std::move(description.model_name);
+  model.sample_shape = std::move(description.sample_shape);
+  model.data_dir = std::move(description.data_dir);
+  model.data_options = std::move(description.data_options);
+}
+
 InferenceModelPtr from_program(const std::string& path, const LoadOptions& options) {
   quant::ProgramFile file = quant::load_program(path);
   const std::string variant = options.variant == "file" ? "fp32" : options.variant;
@@ -194,13 +215,8 @@ InferenceModelPtr from_program(const std::string& path, const LoadOptions& optio
   const auto sample_shape = file.program.input_shape;
   const std::string model_name = file.program.model_name;
   auto result = program_variant(std::move(file.program), variant, data_dir, data_options, options);
-  result->variant = variant;
-  result->format = "ipj-program";
-  result->path = path;
-  result->model_name = model_name;
-  result->sample_shape = sample_shape;
-  result->data_dir = data_dir;
-  result->data_options = data_options;
+  describe_file_model(*result,
+                      {variant, "ipj-program", path, model_name, sample_shape, data_dir, data_options});
   return result;
 }
 
@@ -212,14 +228,11 @@ InferenceModelPtr from_int8(const std::string& path, const LoadOptions& options)
                                          "); it runs only as variant '" + stored + "' (or 'file')");
   auto result = std::make_shared<Int8Model>(std::move(program));
   const quant::QuantizedProgram& loaded = result->program();
-  result->variant = stored;
-  result->format = "ipj-int8";
-  result->path = path;
-  result->model_name = loaded.program().model_name;
-  result->sample_shape = loaded.program().input_shape;
+  describe_file_model(*result,
+                      {stored, "ipj-int8", path, loaded.program().model_name, loaded.program().input_shape,
+                       loaded.extra().value("data_dir", std::string()),
+                       data::data_options_from_json(loaded.extra().value("data_options", Json::object()))});
   result->parameter_bytes = loaded.parameter_bytes();
-  result->data_dir = loaded.extra().value("data_dir", std::string());
-  result->data_options = data::data_options_from_json(loaded.extra().value("data_options", Json::object()));
   return result;
 }
 
@@ -232,13 +245,8 @@ InferenceModelPtr from_graph(const std::string& path, const LoadOptions& options
   const auto sample_shape = file.graph.input_shape;
   const std::string model_name = file.graph.model_name;
   auto result = graph_variant(std::move(file.graph), variant, data_dir, data_options, options);
-  result->variant = variant;
-  result->format = "ipj-graph";
-  result->path = path;
-  result->model_name = model_name;
-  result->sample_shape = sample_shape;
-  result->data_dir = data_dir;
-  result->data_options = data_options;
+  describe_file_model(*result,
+                      {variant, "ipj-graph", path, model_name, sample_shape, data_dir, data_options});
   return result;
 }
 
