@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package ipj needs to build, test and run (idempotent; run as root).
-# Keep this list the single source of truth: README, CI and the scripts all go through it.
+# Installs the Debian 12 packages ipj needs (idempotent; run as root): all of them, or with --runtime only what
+# building and running the `ipj` CLI needs (scripts/demo.sh). Keep these lists the single source of truth:
+# README, CI and the scripts all go through it.
 set -euo pipefail
+runtime_only=0
+[ "${1:-}" = "--runtime" ] && runtime_only=1
 
 packages=(
   # toolchain
@@ -18,6 +21,8 @@ packages=(
   libpng-dev libjpeg62-turbo-dev
   # ONNX export (libonnx protobuf types, checker, shape inference) and c10d's Gloo backend (headers only)
   libonnx-dev libprotobuf-dev protobuf-compiler python3-onnx libgloo-dev
+)
+test_packages=(
   # tests and benchmarks: GoogleTest, Google Benchmark, PyTorch reference (golden files, side-by-side loops)
   libgtest-dev libgmock-dev libbenchmark-dev python3-torch python3-numpy python3-torchvision
   # ONNX Runtime for export parity tests and bench/onnx.sh: Node.js runs the npm package onnxruntime-node
@@ -28,13 +33,14 @@ packages=(
   # serving benchmark peers: the seeds' FastAPI server and wrk
   python3-fastapi python3-uvicorn wrk
 )
+[ "$runtime_only" -eq 1 ] || packages+=("${test_packages[@]}")
 
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
 done
 # Debian's npm conflicts with Node.js builds that ship npm inside (NodeSource): only where no npm exists.
-if ! command -v npm >/dev/null; then
+if [ "$runtime_only" -eq 0 ] && ! command -v npm >/dev/null; then
   packages+=(npm)
   missing+=(npm)
 fi

@@ -5,6 +5,6 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/install-onnxruntime.sh
 bash scripts/format.sh --check
-bash scripts/build.sh
+bash scripts/build.sh -DIPJ_BUILD_TESTS=ON -DIPJ_BUILD_BENCH=ON  # after demo.sh: only what it did not build
 cd build
 ctest --output-on-failure -j2 --timeout 900
