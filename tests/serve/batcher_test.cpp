@@ -244,8 +244,8 @@ TEST(EnergyLedger, ExtrapolatesBetweenSamplesAndGivesEachBatchItsOwnShare) {
 namespace ipj::serve {
 namespace {
 
-// Issue 22: what the meters counted beyond the batches' own energy is idle energy, kept apart (the answers and
-// the per-model totals carry only the busy part); busy + idle = what the meters saw.
+// Issue 22: what the meters counted beyond the batches' own energy is idle energy, kept apart (the answers
+// and the per-model totals carry only the busy part); busy + idle = what the meters saw.
 TEST(EnergyLedger, KeepsTheEnergyBetweenBatchesApartAsIdle) {
   double sample_time = 0.1;  // a steady 50 W, sampled every 0.1 s
   EnergyLedger ledger([&] { return EnergyLedger::Reading{50.0 * sample_time, "estimated", sample_time}; });
