@@ -62,7 +62,7 @@ CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner) {
   command
       ->add_option("--max-connections-per-client", options.http.max_connections_per_client,
                    "Open connections from one client IP address at most, in [0, 1000000]; more are answered "
-                   "503 and closed (0 = --max-connections / 8; raise it behind a proxy)")
+                   "503 and closed (0 = --max-connections / 8, at least 8; raise it behind a proxy)")
       ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
   command

@@ -41,10 +41,10 @@ std::string refusal_answer(const std::string& message) {
          std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
-// The per-client bound in force: 0 = max_connections / 8 (at least 1), never above max_connections.
+// The per-client bound in force: 0 = max_connections / 8 but at least 8, never above max_connections.
 int resolve_per_client(const HttpLimits& limits) {
   const int wanted = limits.max_connections_per_client > 0 ? limits.max_connections_per_client
-                                                           : std::max(1, limits.max_connections / 8);
+                                                           : std::max(8, limits.max_connections / 8);
   return std::min(wanted, limits.max_connections);
 }
 
@@ -90,9 +90,10 @@ void validate(const HttpLimits& limits) {
     fail(ErrorCategory::usage,
          "--max-connections must be in [1, 1000000], got " + std::to_string(limits.max_connections));
   if (limits.max_connections_per_client < 0 || limits.max_connections_per_client > 1000000)
-    fail(ErrorCategory::usage,
-         "--max-connections-per-client must be in [0, 1000000] (0 = --max-connections / 8), got " +
-             std::to_string(limits.max_connections_per_client));
+    fail(
+        ErrorCategory::usage,
+        "--max-connections-per-client must be in [0, 1000000] (0 = --max-connections / 8, at least 8), got " +
+            std::to_string(limits.max_connections_per_client));
   if (limits.io_threads < 1 || limits.io_threads > 64)
     fail(ErrorCategory::usage, "--io-threads must be in [1, 64], got " + std::to_string(limits.io_threads));
   check_seconds(limits.header_timeout_s, "--header-timeout-s");

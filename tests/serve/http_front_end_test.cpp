@@ -370,9 +370,11 @@ TEST(HttpFrontEnd, ThePerClientBoundDefaultsToAnEighthOfTheConnectionsAndIsRange
             128);
   HttpLimits small;
   small.max_connections = 4;
-  EXPECT_EQ(HttpFrontEnd(small, [](HttpRequest&&, const HttpReply&) {}).max_connections_per_client(), 1);
-  small.max_connections_per_client = 100;  // above --max-connections: that bound
   EXPECT_EQ(HttpFrontEnd(small, [](HttpRequest&&, const HttpReply&) {}).max_connections_per_client(), 4);
+  small.max_connections = 40;  // an eighth would be 5: at least 8
+  EXPECT_EQ(HttpFrontEnd(small, [](HttpRequest&&, const HttpReply&) {}).max_connections_per_client(), 8);
+  small.max_connections_per_client = 100;  // above --max-connections: that bound
+  EXPECT_EQ(HttpFrontEnd(small, [](HttpRequest&&, const HttpReply&) {}).max_connections_per_client(), 40);
   for (const int bad : {-1, 1000001}) {
     HttpLimits limits;
     limits.max_connections_per_client = bad;

@@ -20,7 +20,7 @@ namespace ipj::serve {
 struct HttpLimits {
   int max_connections = 1024;  // open connections; more are answered 503 + close
   // Open connections from one client IP address; more from it are answered 503 + close. 0 = max_connections /
-  // 8 (at least 1); above max_connections it is max_connections.
+  // 8 but at least 8; above max_connections it is max_connections.
   int max_connections_per_client = 0;
   double header_timeout_s = 10.0;  // a request's first byte (a new connection: its accept) -> end of headers
   double body_timeout_s = 60.0;    // the end of the headers -> the end of the body
