@@ -51,8 +51,9 @@ PY
 }
 
 GLOG_minloglevel=2 "$python" bench/python/seed_inference_server.py --port 18200 & pids+=($!)
-"$ipj" serve --model-repo "$work/batched" --port 18201 > /dev/null 2>&1 & pids+=($!)
-"$ipj" serve --model-repo "$work/unbatched" --port 18202 > /dev/null 2>&1 & pids+=($!)
+# All load comes from one address (127.0.0.1): lift the per-client bound (--max-connections / 8).
+"$ipj" serve --model-repo "$work/batched" --port 18201 --max-connections-per-client 1024 > /dev/null 2>&1 & pids+=($!)
+"$ipj" serve --model-repo "$work/unbatched" --port 18202 --max-connections-per-client 1024 > /dev/null 2>&1 & pids+=($!)
 wait_ready http://127.0.0.1:18200/docs
 wait_ready http://127.0.0.1:18201/v2/health/ready
 wait_ready http://127.0.0.1:18202/v2/health/ready

@@ -59,9 +59,10 @@ PY
 }
 
 "$baseline" serve --model-repo "$work/batched" --port 18301 > /dev/null 2>&1 & pids+=($!)
-"$ipj" serve --model-repo "$work/batched" --port 18302 > /dev/null 2>&1 & pids+=($!)
+# All load comes from one address (127.0.0.1): lift the per-client bound (--max-connections / 8).
+"$ipj" serve --model-repo "$work/batched" --port 18302 --max-connections-per-client 1024 > /dev/null 2>&1 & pids+=($!)
 "$baseline" serve --model-repo "$work/unbatched" --port 18303 > /dev/null 2>&1 & pids+=($!)
-"$ipj" serve --model-repo "$work/unbatched" --port 18304 > /dev/null 2>&1 & pids+=($!)
+"$ipj" serve --model-repo "$work/unbatched" --port 18304 --max-connections-per-client 1024 > /dev/null 2>&1 & pids+=($!)
 for port in 18301 18302 18303 18304; do wait_ready "http://127.0.0.1:$port/v2/health/ready"; done
 
 results="$work/results.txt"

@@ -60,6 +60,12 @@ CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner) {
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   command
+      ->add_option("--max-connections-per-client", options.http.max_connections_per_client,
+                   "Open connections from one client IP address at most, in [0, 1000000]; more are answered "
+                   "503 and closed (0 = --max-connections / 8, at least 8; raise it behind a proxy)")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  command
       ->add_option("--io-threads", options.http.io_threads,
                    "HTTP threads (event loops; batches never run there)")
       ->check(CLI::Range(1, 64))

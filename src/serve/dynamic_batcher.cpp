@@ -13,10 +13,11 @@ bool same_sample_shape(const PendingRequest& a, const PendingRequest& b) {
          std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1);
 }
 
-void fail_request(const RequestPtr& request, int status, const std::string& message) {
+void fail_request(const RequestPtr& request, int status, const std::string& message, const char* reason) {
   Outcome outcome;
   outcome.status = status;
   outcome.error = message;
+  outcome.reason = reason;
   request->complete(std::move(outcome));
 }
 
@@ -130,7 +131,7 @@ void DynamicBatcher::worker_loop() {
       if (!queue_.empty()) changed_.notify_all();  // another worker may form the next batch meanwhile
     }
     for (const RequestPtr& request : expired)
-      fail_request(request, 503, "request timed out in the queue");
+      fail_request(request, 503, "request timed out in the queue", "timeout");
     if (batch.empty()) continue;
     try {
       executor_(batch);
@@ -138,7 +139,7 @@ void DynamicBatcher::worker_loop() {
       // Those the executor answered before it failed keep that answer.
       for (const RequestPtr& request : batch)
         if (!request->completed)
-          fail_request(request, 500, std::string("batch execution failed: ") + error.what());
+          fail_request(request, 500, std::string("batch execution failed: ") + error.what(), "internal");
     }
   }
 }

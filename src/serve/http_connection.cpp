@@ -1,6 +1,8 @@
 // One keep-alive HTTP/1.1 connection: wait (idle deadline) -> headers (header deadline from the first byte)
-// -> body (body deadline) -> answer (no deadline: the batcher bounds it) -> write (write deadline) -> wait.
-// One request at a time: pipelined requests wait in the buffer and are answered in order.
+// -> body (body deadline) -> answer (no deadline: the batcher bounds it; a drain cuts it with a 503) -> write
+// (write deadline) -> wait. A new connection's first request has the header deadline from the accept: a
+// client that connects and stays silent is closed then. One request at a time: pipelined requests wait in the
+// buffer and are answered in order.
 #include <boost/asio/dispatch.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/read.hpp>
@@ -30,8 +32,11 @@ bool is_disconnect(const boost::system::error_code& error) {
 
 }  // namespace
 
-HttpConnection::HttpConnection(HttpFrontEnd::Impl& server, tcp::socket socket)
-    : server_(server), stream_(std::move(socket)), buffer_(server.limits.max_header_bytes + 65536) {
+HttpConnection::HttpConnection(HttpFrontEnd::Impl& server, tcp::socket socket, asio::ip::address client)
+    : server_(server),
+      stream_(std::move(socket)),
+      client_(std::move(client)),
+      buffer_(server.limits.max_header_bytes + 65536) {
   server_.open += 1;
   boost::system::error_code ignored;
   stream_.socket().set_option(tcp::no_delay(true), ignored);
@@ -40,6 +45,7 @@ HttpConnection::HttpConnection(HttpFrontEnd::Impl& server, tcp::socket socket)
 HttpConnection::~HttpConnection() {
   if (answering_counted_) server_.in_flight -= 1;
   server_.leave(entry_);
+  server_.release_client(client_);
   server_.open -= 1;
 }
 
@@ -50,6 +56,17 @@ void HttpConnection::start() {
 
 void HttpConnection::post_close_if_idle() {
   asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->close_if_idle(); });
+}
+
+void HttpConnection::post_abandon(std::shared_ptr<const HttpResponse> answer) {
+  asio::dispatch(stream_.get_executor(),
+                 [self = shared_from_this(), answer = std::move(answer)] { self->abandon(*answer); });
+}
+
+void HttpConnection::abandon(const HttpResponse& answer) {
+  if (state_ != State::answering) return;  // answered meanwhile, or not answering at all
+  HttpResponse copy = answer;
+  send(std::move(copy), false);  // the model's answer, if it still comes, finds the state changed
 }
 
 void HttpConnection::close_if_idle() {
@@ -66,7 +83,12 @@ void HttpConnection::wait_for_request() {
   if (server_.draining) return close_now();
   if (buffer_.size() > 0) return read_header();  // a pipelined request is already here
   buffer_.shrink_to_fit();                       // idle connections keep no large buffers
-  stream_.expires_after(seconds(server_.limits.idle_timeout_s));
+  if (first_request_) {                          // silence after connecting is not keep-alive idling
+    first_deadline_ = std::chrono::steady_clock::now() + seconds(server_.limits.header_timeout_s);
+    stream_.expires_at(first_deadline_);
+  } else {
+    stream_.expires_after(seconds(server_.limits.idle_timeout_s));
+  }
   stream_.async_read_some(buffer_.prepare(4096),
                           [self = shared_from_this()](boost::system::error_code error, std::size_t bytes) {
                             if (error) {
@@ -83,8 +105,11 @@ void HttpConnection::read_header() {
   parser_.emplace();
   parser_->header_limit(static_cast<std::uint32_t>(server_.limits.max_header_bytes));
   parser_->body_limit(server_.limits.max_body_bytes);
-  // From the first byte: trickling cannot extend it.
-  stream_.expires_after(seconds(server_.limits.header_timeout_s));
+  // From the first byte (the accept for a new connection): trickling cannot extend it.
+  if (first_request_ && first_deadline_ != std::chrono::steady_clock::time_point{})
+    stream_.expires_at(first_deadline_);
+  else
+    stream_.expires_after(seconds(server_.limits.header_timeout_s));
   http::async_read_header(
       stream_, buffer_, *parser_,
       [self = shared_from_this()](boost::system::error_code error, std::size_t) { self->on_header(error); });
@@ -146,6 +171,7 @@ void HttpConnection::on_body(const boost::system::error_code& error) {
 
 void HttpConnection::dispatch_request() {
   state_ = State::answering;
+  first_request_ = false;
   stream_.expires_never();  // the batcher's queue and the request's timeout bound this phase
   server_.in_flight += 1;
   answering_counted_ = true;
@@ -162,6 +188,7 @@ void HttpConnection::dispatch_request() {
   auto self = shared_from_this();
   HttpReply reply([self](HttpReply::Builder build) {
     asio::dispatch(self->stream_.get_executor(), [self, build = std::move(build)] {
+      if (self->state_ != State::answering) return;  // answered 503 by a drain, or closed: not built
       HttpResponse response;
       try {
         response = build();

@@ -1,5 +1,6 @@
 // The KServe v2 / Triton endpoints of `ipj serve` on the HTTP front end, their error mapping
-// (400/404/405/413/503, 500 only when a model fails), and the server's lifecycle (bind before load, drain).
+// (400/404/405/413/503, 500 only when a model fails or returns non-finite outputs), and the server's
+// lifecycle (bind before load, drain).
 #include "ipj/serve/inference_server.hpp"
 
 #include <spdlog/spdlog.h>
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <new>
+#include <sstream>
 
 #include "ipj/core/error.hpp"
 #include "ipj/energy/meter.hpp"
@@ -119,11 +121,24 @@ ServedModel* InferenceServer::find_model(const std::string& name, const std::str
 std::string InferenceServer::metrics_text() const {
   const HttpCounters http = http_->counters();
   std::string text = prometheus_metrics(models_, options_.usd_per_kwh) + monitor_->prometheus_text();
+  const EnergyLedger::Reading idle = ledger_->idle();
+  std::ostringstream idle_text;
+  idle_text.precision(15);
+  idle_text << "# HELP ipj_idle_energy_joules_total Joules the meters counted between batches (no model "
+               "running), charged to no model\n# TYPE ipj_idle_energy_joules_total counter\n"
+            << "ipj_idle_energy_joules_total{source=\"" << idle.source << "\"} " << idle.total_j << "\n";
+  text += idle_text.str();
   text += "# HELP ipj_http_open_connections Open HTTP connections\n# TYPE ipj_http_open_connections gauge\n";
   text += "ipj_http_open_connections " + std::to_string(http.open_connections) + "\n";
   text += "# HELP ipj_http_refused_connections_total Connections answered 503 over --max-connections\n";
   text += "# TYPE ipj_http_refused_connections_total counter\n";
   text += "ipj_http_refused_connections_total " + std::to_string(http.refused_total) + "\n";
+  text +=
+      "# HELP ipj_http_refused_per_client_connections_total Connections answered 503 over "
+      "--max-connections-per-client\n";
+  text += "# TYPE ipj_http_refused_per_client_connections_total counter\n";
+  text +=
+      "ipj_http_refused_per_client_connections_total " + std::to_string(http.refused_per_client_total) + "\n";
   text += "# HELP ipj_http_timeouts_total Connections closed by a header, body, idle or write deadline\n";
   text += "# TYPE ipj_http_timeouts_total counter\n";
   text += "ipj_http_timeouts_total " + std::to_string(http.timeouts_total) + "\n";
@@ -227,7 +242,9 @@ void InferenceServer::handle_infer(HttpRequest&& request, const HttpReply& reply
     auto outcome = std::make_shared<Outcome>(std::move(done));
     reply.build_on_io_thread([model, arrived, with_energy, parsed, outcome] {
       if (outcome->status != 200) {
-        model->record_failure(outcome->status == 503 ? "timeout" : "internal");
+        model->record_failure(!outcome->reason.empty() ? outcome->reason
+                              : outcome->status == 503 ? "timeout"
+                                                       : "internal");
         return error_response(outcome->status, outcome->error);
       }
       ResponseEnergy energy;

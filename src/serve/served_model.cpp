@@ -3,8 +3,11 @@
 
 #include <torch/torch.h>
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <sstream>
 
@@ -12,6 +15,13 @@
 
 namespace ipj::serve {
 namespace {
+
+std::int64_t count_non_finite(const float* values, std::int64_t count) {
+  std::int64_t non_finite = 0;
+  for (std::int64_t index = 0; index < count; ++index)
+    non_finite += std::isfinite(values[index]) ? 0 : 1;
+  return non_finite;
+}
 
 double microseconds_between(Clock::time_point start, Clock::time_point end) {
   return std::chrono::duration<double, std::micro>(end - start).count();
@@ -32,6 +42,31 @@ EnergyLedger::Reading EnergyLedger::take(double busy_s) {
 EnergyLedger::Reading EnergyLedger::take_at(double now_s, double busy_s) {
   if (!read_total_) return {};
   std::lock_guard<std::mutex> lock(mutex_);
+  Reading reading = take_locked(now_s, busy_s);
+  // What the meters counted beyond the batch's own energy was spent between batches.
+  idle_j_ += std::max(0.0, reading.total_j - reading.busy_j);
+  idle_source_ = reading.source;
+  return reading;
+}
+
+EnergyLedger::Reading EnergyLedger::idle() {
+  return idle_at(std::chrono::duration<double>(Clock::now() - epoch_).count());
+}
+
+EnergyLedger::Reading EnergyLedger::idle_at(double now_s) {
+  if (!read_total_) return {};
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Reading since_last = take_locked(now_s, 0.0);  // no batch ran since the last attribution
+  idle_j_ += since_last.total_j;
+  idle_source_ = since_last.source;
+  Reading reading;
+  reading.total_j = idle_j_;
+  reading.source = idle_source_;
+  reading.time_s = now_s;
+  return reading;
+}
+
+EnergyLedger::Reading EnergyLedger::take_locked(double now_s, double busy_s) {
   Reading reading = read_total_();
   if (reading.time_s >= 0.0 && reading.time_s > sample_time_s_) {
     if (sample_time_s_ >= 0.0)
@@ -84,6 +119,12 @@ ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger)
   bool fits = output.dim() == static_cast<std::int64_t>(expected.size());
   for (std::size_t dim = 0; fits && dim < expected.size(); ++dim)
     fits = expected[dim] == -1 || expected[dim] == output.size(static_cast<std::int64_t>(dim));
+  if (output.defined() && !torch::isfinite(output).all().item<bool>())
+    spdlog::warn(
+        "model '{}' version {} returns non-finite values (NaN or Inf) on an all-zero warm-up input: "
+        "requests whose outputs are not finite will be answered 500 (reason non_finite_output); "
+        "check {} (NaN weights?)",
+        config_.name, version_, path);
   if (!fits) {
     std::ostringstream got;
     got << output.sizes();
@@ -122,12 +163,19 @@ void ServedModel::execute(std::vector<RequestPtr>& batch) {
                              " rows for " + std::to_string(rows));
   const std::int64_t values_per_row = batched ? output.numel() / rows : output.numel();
   const float* values = output.data_ptr<float>();
+  // Each request's share of the batch's own energy: what its answer carries and what /metrics sums.
+  std::vector<double> shares;
+  double batch_energy_j = 0.0;
+  for (const RequestPtr& request : batch) {
+    shares.push_back(energy.busy_j * static_cast<double>(request->rows()) / static_cast<double>(rows));
+    batch_energy_j += shares.back();
+  }
   {
     std::lock_guard<std::mutex> lock(stats_mutex_);
     stats_.inference_count += rows;
     stats_.execution_count += 1;
     stats_.compute_us += compute_us;
-    stats_.energy_j += energy.total_j;
+    stats_.energy_j += batch_energy_j;
     stats_.energy_source = energy.source;
     auto& bucket = stats_.batch_sizes[rows];
     bucket.first += 1;
@@ -136,20 +184,35 @@ void ServedModel::execute(std::vector<RequestPtr>& batch) {
     for (const RequestPtr& request : batch)
       stats_.queue_us += microseconds_between(request->enqueued, formed);
   }
-  for (const RequestPtr& request : batch) {
+  for (std::size_t index = 0; index < batch.size(); ++index) {
+    const RequestPtr& request = batch[index];
     Outcome outcome;
     outcome.queue_us = microseconds_between(request->enqueued, formed);
     outcome.compute_us = compute_us;
     outcome.batch_rows = rows;
-    outcome.energy_j = energy.busy_j * static_cast<double>(request->rows()) / static_cast<double>(rows);
+    outcome.energy_j = shares[index];
     outcome.output_shape.assign(output.sizes().begin(), output.sizes().end());
     if (batched) outcome.output_shape[0] = request->rows();
     const std::int64_t count = batched ? values_per_row * request->rows() : values_per_row;
-    outcome.output.assign(values, values + count);
+    const std::int64_t non_finite = count_non_finite(values, count);
+    if (non_finite > 0) {  // NaN would leave as JSON null: an answer that means nothing
+      outcome.status = 500;
+      outcome.reason = "non_finite_output";
+      outcome.error = non_finite_message(non_finite, count);
+    } else {
+      outcome.output.assign(values, values + count);
+    }
     values += count;
     outcome.energy_source = energy.source;
     request->complete(std::move(outcome));
   }
+}
+
+std::string ServedModel::non_finite_message(std::int64_t non_finite, std::int64_t count) const {
+  return "model '" + config_.name + "' version " + version_ + " returned " + std::to_string(non_finite) +
+         " non-finite output value(s) (NaN or Inf) of " + std::to_string(count) +
+         " for this request; nothing is answered rather than meaningless numbers: check the model file "
+         "(e.g. NaN weights from a diverged training run) and its inputs";
 }
 
 void ServedModel::record_success(double request_us) {
@@ -290,11 +353,13 @@ std::string prometheus_metrics(const std::vector<std::unique_ptr<ServedModel>>& 
     out << "ipj_pending_requests{" << labels(*model) << "} "
         << const_cast<ServedModel&>(*model).batcher().pending() << "\n";
   header("ipj_model_energy_joules_total", "counter",
-         "Joules attributed to the model's batches (source: counter|integrated|estimated)");
+         "Joules of the model's batches, the sum of its requests' energy_j (idle time: "
+         "ipj_idle_energy_joules_total)");
   for (const auto& [model, stats] : all)
     out << "ipj_model_energy_joules_total{" << labels(*model) << ",source=\"" << stats.energy_source << "\"} "
         << stats.energy_j << "\n";
-  header("ipj_model_energy_per_inference_joules", "gauge", "Joules per inference so far");
+  header("ipj_model_energy_per_inference_joules", "gauge",
+         "Joules per inference so far, as the answers' energy_j (idle time excluded)");
   for (const auto& [model, stats] : all)
     out << "ipj_model_energy_per_inference_joules{" << labels(*model) << ",source=\"" << stats.energy_source
         << "\"} " << (stats.inference_count ? stats.energy_j / stats.inference_count : 0.0) << "\n";

@@ -240,3 +240,27 @@ TEST(EnergyLedger, ExtrapolatesBetweenSamplesAndGivesEachBatchItsOwnShare) {
 
 }  // namespace
 }  // namespace ipj::serve
+
+namespace ipj::serve {
+namespace {
+
+// Issue 22: what the meters counted beyond the batches' own energy is idle energy, kept apart (the answers
+// and the per-model totals carry only the busy part); busy + idle = what the meters saw.
+TEST(EnergyLedger, KeepsTheEnergyBetweenBatchesApartAsIdle) {
+  double sample_time = 0.1;  // a steady 50 W, sampled every 0.1 s
+  EnergyLedger ledger([&] { return EnergyLedger::Reading{50.0 * sample_time, "estimated", sample_time}; });
+  double busy = ledger.take_at(0.1, 0.01).busy_j;  // 5 J seen: 0.5 J in the 10 ms batch, 4.5 J idle
+  sample_time = 0.2;
+  busy += ledger.take_at(0.2, 0.02).busy_j;  // 5 J more: 1 J busy, 4 J idle
+  EXPECT_NEAR(busy, 1.5, 1e-9);
+  const EnergyLedger::Reading idle = ledger.idle_at(0.2);
+  EXPECT_NEAR(idle.total_j, 8.5, 1e-9);
+  EXPECT_EQ(idle.source, "estimated");
+  sample_time = 0.3;  // no batch for 0.1 s: a scrape adds the idle time up to now
+  EXPECT_NEAR(ledger.idle_at(0.3).total_j, 13.5, 1e-9);
+  EXPECT_NEAR(busy + ledger.idle_at(0.3).total_j, 15.0, 1e-9);  // nothing counted twice
+  EXPECT_EQ(EnergyLedger(nullptr).idle().total_j, 0.0);
+}
+
+}  // namespace
+}  // namespace ipj::serve

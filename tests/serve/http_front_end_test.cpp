@@ -1,7 +1,7 @@
-// The Beast front end alone (a toy handler, no model): pipelining in order, keep-alive, the connection bound
-// and its fast 503, header / body / idle deadlines against silent and trickling clients, 413 / 431 / 400,
-// Expect: 100-continue, drain (idle connections closed at once, in-flight ones finished or cut at the
-// deadline), a port in use and out-of-range ports.
+// The Beast front end alone (a toy handler, no model): pipelining in order, keep-alive, the connection bounds
+// (in all and per client address) and their fast 503, header / body / idle deadlines against silent and
+// trickling clients, 413 / 431 / 400, Expect: 100-continue, drain (idle connections closed at once, in-flight
+// ones finished or answered 503 at the deadline), a port in use and out-of-range ports.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -136,7 +136,9 @@ TEST(HttpFrontEnd, SilentAndSlowBodyClientsAreClosedByTheirDeadlines) {
   limits.idle_timeout_s = 0.4;
   limits.body_timeout_s = 0.4;
   FrontEndUnderTest server(limits);
-  RawConnection silent(server.port);
+  RawConnection silent(server.port);  // one request, then silent: the keep-alive idle deadline
+  ASSERT_TRUE(silent.send(testing::get_request("/echo/once")));
+  ASSERT_EQ(testing::status_of(silent.read_response()), 200);
   RawConnection slow_body(server.port);
   const auto start = Clock::now();
   ASSERT_TRUE(slow_body.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nabc"));
@@ -217,7 +219,8 @@ TEST(HttpFrontEnd, DrainClosesIdleConnectionsAtOnceAndFinishesInFlightOnes) {
   EXPECT_LT(seconds_since(start), 2.0);
 }
 
-TEST(HttpFrontEnd, DrainStopsAtItsDeadlineWhenARequestDoesNotFinish) {
+// Issue 22: a request still unanswered at the drain deadline is answered 503 + Retry-After, not cut off.
+TEST(HttpFrontEnd, DrainAnswers503WithRetryAfterToWhatIsUnansweredAtItsDeadline) {
   FrontEndUnderTest server;
   RawConnection busy(server.port);
   busy.send(testing::get_request("/slow/1500"));
@@ -229,6 +232,13 @@ TEST(HttpFrontEnd, DrainStopsAtItsDeadlineWhenARequestDoesNotFinish) {
   server.runner = std::thread([] {});
   EXPECT_LT(seconds_since(start), 1.5);
   EXPECT_GE(seconds_since(start), 0.25);
+  const std::string answer = busy.read_response(2.0);
+  EXPECT_EQ(testing::status_of(answer), 503) << "closed without an answer: '" << answer << "'";
+  EXPECT_NE(answer.find("Retry-After: 1"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("Connection: close"), std::string::npos) << answer;
+  EXPECT_NE(testing::body_of(answer).find("--drain-s 0.3"), std::string::npos) << answer;
+  EXPECT_TRUE(busy.closed_within(3.0));
+  EXPECT_EQ(server.front->counters().in_flight, 0);
 }
 
 TEST(HttpFrontEnd, APortInUseAndOutOfRangePortsAreClearErrors) {
@@ -260,8 +270,9 @@ TEST(HttpFrontEnd, APortInUseAndOutOfRangePortsAreClearErrors) {
 TEST(HttpFrontEnd, AProbeIsAnsweredFastWith300IdleConnectionsOpen) {
   FrontEndUnderTest server;
   std::vector<RawConnection> idle;
-  for (int index = 0; index < 300; ++index) {
-    idle.emplace_back(server.port);
+  for (int index = 0; index < 300;
+       ++index) {  // from five client addresses: 60 each, under the per-client bound
+    idle.emplace_back(server.port, "127.0.0." + std::to_string(2 + index % 5));
     ASSERT_TRUE(idle.back().connected());
   }
   for (int probe = 0; probe < 5; ++probe) {
@@ -270,6 +281,111 @@ TEST(HttpFrontEnd, AProbeIsAnsweredFastWith300IdleConnectionsOpen) {
     client.send(testing::get_request("/echo/health"));
     EXPECT_EQ(testing::status_of(client.read_response(1.0)), 200);
     EXPECT_LT(seconds_since(start), 1.0);
+  }
+}
+
+// Issue 22: a client that connects and sends nothing is closed at the header deadline, counted from the
+// accept, not held for the 30 s keep-alive idle timeout; a connection that was answered keeps the idle
+// timeout.
+TEST(HttpFrontEnd, ANewConnectionThatSendsNothingIsClosedAtTheHeaderDeadline) {
+  HttpLimits limits;
+  limits.header_timeout_s = 1.0;
+  limits.idle_timeout_s = 30.0;
+  FrontEndUnderTest server(limits);
+  RawConnection answered(server.port);
+  ASSERT_TRUE(answered.send(testing::get_request("/echo/first")));
+  ASSERT_EQ(testing::status_of(answered.read_response()), 200);
+  const auto start = Clock::now();
+  RawConnection silent(server.port);
+  ASSERT_TRUE(silent.connected());
+  EXPECT_TRUE(silent.closed_within(4.0)) << "a silent new connection was held past the header deadline";
+  EXPECT_GE(seconds_since(start), 0.9);
+  EXPECT_LT(seconds_since(start), 3.0);
+  // Late but within the deadline from the accept: served.
+  RawConnection late(server.port);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(late.send(testing::get_request("/echo/late")));
+  EXPECT_EQ(testing::status_of(late.read_response()), 200);
+  // The first byte does not restart the deadline: sent 0.8 s after the accept, cut about 0.2 s later (a
+  // restarted deadline would hold it a whole second more).
+  RawConnection trickling(server.port);
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  trickling.send("GET /echo/x HTTP/1.1\r\n");
+  EXPECT_TRUE(trickling.closed_within(0.7)) << "the first byte restarted the header deadline";
+  ASSERT_TRUE(answered.send(testing::get_request("/echo/still")));  // idle for seconds: kept (30 s)
+  EXPECT_EQ(testing::body_of(answered.read_response()), "/echo/still");
+  for (int attempt = 0; attempt < 100 && server.front->counters().timeouts_total < 2; ++attempt)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_GE(server.front->counters().timeouts_total, 2);
+}
+
+// Issue 22: one client address holding idle sockets cannot lock the others out: its connections beyond
+// --max-connections-per-client are answered 503 at once, while another address is still served promptly.
+TEST(HttpFrontEnd, OneClientsIdleSocketsCannotLockOtherClientsOut) {
+  HttpLimits limits;
+  limits.max_connections = 64;
+  limits.max_connections_per_client = 8;
+  FrontEndUnderTest server(limits);
+  EXPECT_EQ(server.front->max_connections_per_client(), 8);
+  std::vector<RawConnection> hog;
+  for (int index = 0; index < 8; ++index) {
+    hog.emplace_back(server.port, "127.0.0.2");
+    ASSERT_TRUE(hog.back().connected());
+  }
+  for (int attempt = 0; attempt < 200 && server.front->counters().open_connections < 8; ++attempt)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(server.front->counters().open_connections, 8);
+  for (int extra = 0; extra < 3; ++extra) {
+    const auto start = Clock::now();
+    RawConnection refused(server.port, "127.0.0.2");
+    ASSERT_TRUE(refused.connected());
+    refused.send(testing::get_request("/echo/hog"));
+    const std::string answer = refused.read_response(2.0);
+    EXPECT_EQ(testing::status_of(answer), 503) << answer;
+    EXPECT_NE(answer.find("Retry-After: 1"), std::string::npos) << answer;
+    EXPECT_NE(answer.find("--max-connections-per-client 8"), std::string::npos) << answer;
+    EXPECT_TRUE(refused.closed_within(2.0));
+    EXPECT_LT(seconds_since(start), 1.0);
+  }
+  EXPECT_EQ(server.front->counters().refused_per_client_total, 3);
+  EXPECT_EQ(server.front->counters().refused_total, 0);
+  for (const char* other : {"127.0.0.3", "127.0.0.1"}) {  // other clients: served at once
+    const auto start = Clock::now();
+    RawConnection client(server.port, other);
+    ASSERT_TRUE(client.connected()) << other;
+    client.send(testing::get_request("/echo/fair"));
+    EXPECT_EQ(testing::status_of(client.read_response(1.0)), 200) << other;
+    EXPECT_LT(seconds_since(start), 1.0);
+  }
+  hog.pop_back();  // the hog closes one: it may open one again
+  for (int attempt = 0; attempt < 200 && server.front->counters().open_connections > 7; ++attempt)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  RawConnection again(server.port, "127.0.0.2");
+  again.send(testing::get_request("/echo/again"));
+  EXPECT_EQ(testing::status_of(again.read_response(2.0)), 200);
+}
+
+TEST(HttpFrontEnd, ThePerClientBoundDefaultsToAnEighthOfTheConnectionsAndIsRangeChecked) {
+  EXPECT_EQ(HttpFrontEnd(HttpLimits{}, [](HttpRequest&&, const HttpReply&) {}).max_connections_per_client(),
+            128);
+  HttpLimits small;
+  small.max_connections = 4;
+  EXPECT_EQ(HttpFrontEnd(small, [](HttpRequest&&, const HttpReply&) {}).max_connections_per_client(), 4);
+  small.max_connections = 40;  // an eighth would be 5: at least 8
+  EXPECT_EQ(HttpFrontEnd(small, [](HttpRequest&&, const HttpReply&) {}).max_connections_per_client(), 8);
+  small.max_connections_per_client = 100;  // above --max-connections: that bound
+  EXPECT_EQ(HttpFrontEnd(small, [](HttpRequest&&, const HttpReply&) {}).max_connections_per_client(), 40);
+  for (const int bad : {-1, 1000001}) {
+    HttpLimits limits;
+    limits.max_connections_per_client = bad;
+    try {
+      HttpFrontEnd front(limits, [](HttpRequest&&, const HttpReply&) {});
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), ErrorCategory::usage);
+      EXPECT_NE(std::string(error.what()).find("--max-connections-per-client"), std::string::npos)
+          << error.what();
+    }
   }
 }
 

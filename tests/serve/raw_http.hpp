@@ -8,9 +8,11 @@
 namespace ipj::testing {
 
 // A blocking TCP connection to 127.0.0.1:port (every read bounded by a timeout); closed on destruction.
+// `source`: the local address to connect from, e.g. "127.0.0.2" (all of 127/8 is loopback on Linux), so one
+// test can act as several clients; empty = the kernel's choice (127.0.0.1).
 class RawConnection {
  public:
-  explicit RawConnection(int port);
+  explicit RawConnection(int port, const std::string& source = "");
   ~RawConnection();
   RawConnection(RawConnection&& other) noexcept;
   RawConnection& operator=(RawConnection&&) = delete;

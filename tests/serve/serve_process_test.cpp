@@ -1,7 +1,8 @@
 // Real `ipj serve` processes on loopback, for the issue-15 contract: a health probe within 1 s with 300 idle
 // connections open, a second server on a taken port failing within 5 s naming it, SIGTERM with idle and
 // trickling connections, two 60 MB bodies at once, the serve-side CLI errors, and a soak of 10,000 mixed good
-// and malformed requests with 300 idle connections (RSS, threads and probe latency bounded throughout).
+// and malformed requests with 300 idle connections (RSS, threads and probe latency bounded throughout); and
+// for issue 22: 503 + Retry-After at the drain deadline, and one client's idle sockets locking nobody out.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -64,8 +65,8 @@ TEST(ServeContract, HealthAnswersWithinOneSecondWith300IdleConnectionsOpen) {
   testing::ServeProcess server("--model-repo " + make_repository(work) + " --port 0", work.path());
   ASSERT_GT(server.port(), 0) << server.error_output();
   std::vector<RawConnection> idle;
-  for (int index = 0; index < 300; ++index) {
-    idle.emplace_back(server.port());
+  for (int index = 0; index < 300; ++index) {  // five client addresses, 60 each (under the per-client bound)
+    idle.emplace_back(server.port(), "127.0.0." + std::to_string(2 + index % 5));
     ASSERT_TRUE(idle.back().connected()) << index;
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // all accepted and waiting
@@ -113,6 +114,73 @@ TEST(ServeContract, SigtermClosesIdleAndTricklingConnectionsAtOnceAndExitsZero) 
   EXPECT_LT(seconds_since(start), 2.0) << "idle connections held the drain (it has --drain-s 20)";
   for (RawConnection& connection : idle)
     EXPECT_TRUE(connection.closed_within(1.0));
+}
+
+// Issue 22: on SIGTERM, a request still queued at the --drain-s deadline is answered 503 + Retry-After (the
+// model's 3 s queue delay keeps it there), not closed without an answer; the server still exits 0.
+TEST(ServeContract, SigtermAnswers503WithRetryAfterToWhatCannotBeServedBeforeTheDrainDeadline) {
+  testing::TempDir work;
+  const std::string repository = make_repository(
+      work, R"({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [-1, 1, 28, 28]}],
+  "outputs": [{"name": "output__0", "datatype": "FP32", "shape": [-1, 10]}], "max_batch_size": 16,
+  "dynamic_batching": {"preferred_batch_sizes": [16], "max_queue_delay_us": 3000000}})");
+  testing::ServeProcess server("--model-repo " + repository + " --port 0 --drain-s 0.3", work.path());
+  ASSERT_GT(server.port(), 0) << server.error_output();
+  std::vector<RawConnection> queued;
+  for (int index = 0; index < 3; ++index) {
+    queued.emplace_back(server.port());
+    ASSERT_TRUE(queued.back().send(testing::post_request("/v2/models/mlp/infer", image_body())));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // all three wait in the batcher's queue
+  const auto start = Clock::now();
+  ::kill(server.pid(), SIGTERM);
+  for (RawConnection& connection : queued) {
+    const std::string answer = connection.read_response(5.0);
+    EXPECT_EQ(testing::status_of(answer), 503) << "closed without an answer: '" << answer << "'";
+    EXPECT_NE(answer.find("Retry-After: 1"), std::string::npos) << answer;
+    EXPECT_NE(testing::body_of(answer).find("--drain-s 0.3"), std::string::npos) << answer;
+  }
+  EXPECT_LT(seconds_since(start), 2.5) << "answered long after the 0.3 s drain deadline";
+  EXPECT_EQ(server.signal_and_wait(SIGTERM, 10.0), 0) << server.error_output();
+}
+
+// Issue 22: one client address holding many idle sockets cannot lock the others out (its connections beyond
+// --max-connections-per-client get a fast 503, counted in /metrics), and its silent connections are closed at
+// the header deadline instead of being held for the idle timeout.
+TEST(ServeContract, OneClientsIdleSocketsCannotLockOthersOutAndSilentOnesCloseAtTheHeaderDeadline) {
+  testing::TempDir work;
+  testing::ServeProcess server("--model-repo " + make_repository(work) +
+                                   " --port 0 --max-connections-per-client 16 --header-timeout-s 1.5",
+                               work.path());
+  ASSERT_GT(server.port(), 0) << server.error_output();
+  const auto start = Clock::now();
+  std::vector<RawConnection> hog;
+  for (int index = 0; index < 40; ++index) {
+    hog.emplace_back(server.port(), "127.0.0.2");
+    ASSERT_TRUE(hog.back().connected()) << index;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // accepted or refused by now
+  int refused = 0;
+  for (RawConnection& connection : hog)
+    refused += testing::status_of(connection.read_response(0.02)) == 503 ? 1 : 0;
+  EXPECT_EQ(refused, 24);
+  for (const char* other : {"127.0.0.3", "127.0.0.4"}) {
+    const auto probe_start = Clock::now();
+    RawConnection probe(server.port(), other);
+    ASSERT_TRUE(probe.send(testing::get_request("/v2/health/ready")));
+    EXPECT_EQ(testing::status_of(probe.read_response(1.0)), 200) << other;
+    EXPECT_LT(seconds_since(probe_start), 1.0);
+  }
+  int closed = 0;  // the 16 silent ones: closed at the 1.5 s header deadline, not after the 30 s idle timeout
+  for (RawConnection& connection : hog)
+    closed += connection.closed_within(std::max(0.05, 4.0 - seconds_since(start))) ? 1 : 0;
+  EXPECT_EQ(closed, 40);
+  EXPECT_LT(seconds_since(start), 4.5);
+  RawConnection metrics(server.port(), "127.0.0.3");
+  ASSERT_TRUE(metrics.send(testing::get_request("/metrics")));
+  const std::string text = testing::body_of(metrics.read_response());
+  EXPECT_NE(text.find("\nipj_http_refused_per_client_connections_total 24\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nipj_http_refused_connections_total 0\n"), std::string::npos);
 }
 
 TEST(ServeContract, TwoSixtyMegabyteBodiesAtOnceCostTheirBytesNotGigabytes) {
@@ -172,6 +240,9 @@ TEST(ServeCli, ServeSideErrorsNameTheFlagOrFileAndAreNeverInternal) {
       {"drain negative", ipj + " serve --model-repo " + repository + " --drain-s -1", 2, "--drain-s"},
       {"idle timeout zero", ipj + " serve --model-repo " + repository + " --idle-timeout-s 0", 2,
        "--idle-timeout-s"},
+      {"per-client bound too large",
+       ipj + " serve --model-repo " + repository + " --max-connections-per-client 2000000", 2,
+       "--max-connections-per-client"},
       {"load ftp url", ipj + " load --url ftp://x --model mlp", 2, "--url"},
       {"load url without host", ipj + " load --url http:// --model mlp", 2, "--url"},
       {"load huge batch", ipj + " load --url http://127.0.0.1:1 --model mlp --batch 100000000", 2, "--batch"},
@@ -227,8 +298,12 @@ TEST(ServeSoak, TenThousandMixedRequestsWith300IdleConnectionsStayBoundedFor15Se
   ASSERT_GT(server.port(), 0) << server.error_output();
   const int port = server.port();
   std::vector<RawConnection> idle;
-  for (int index = 0; index < 300; ++index)
-    idle.emplace_back(port);
+  for (int index = 0; index < 300;
+       ++index) {  // keep-alive connections of five clients, idle after one answer
+    idle.emplace_back(port, "127.0.0." + std::to_string(2 + index % 5));
+    ASSERT_TRUE(idle.back().send(testing::get_request("/v2/health/live")));
+    ASSERT_EQ(testing::status_of(idle.back().read_response()), 200) << index;
+  }
   const SoakTraffic traffic;
   // Warm-up, then the baseline figures.
   for (int index = 0; index < 50; ++index) {

@@ -1,7 +1,8 @@
 // `ipj serve` over real HTTP on loopback: every KServe v2 / Triton endpoint, JSON and binary tensors, nested
 // data, id echo, 4xx for bad input (with a fuzz of thousands of malformed bodies), 503 on overload, batching
-// under concurrent load, energy in /metrics and in every answer, the issue-15 request reproductions, and
-// SIGTERM drain of a real `ipj serve` process.
+// under concurrent load, energy in /metrics and in every answer (and /metrics' joules per inference equal to
+// the answers' mean), the issue-15 request reproductions, a NaN-weight model answered 500 instead of nulls,
+// and SIGTERM drain of a real `ipj serve` process.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <set>
 #include <sstream>
@@ -24,6 +26,7 @@
 #include "ipj/core/json_io.hpp"
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/serve/inference_server.hpp"
+#include "ipj/train/checkpoint.hpp"
 #include "raw_http.hpp"
 
 namespace ipj::serve {
@@ -34,9 +37,12 @@ const char* kContractConfig =
   "outputs": [{"name": "output__0", "datatype": "FP32", "shape": [-1, 10]}], "max_batch_size": 64,
   "dynamic_batching": {"preferred_batch_sizes": [16, 32, 64], "max_queue_delay_us": 2000, "max_queue_size": 1024}})";
 
-void write_repository(const std::string& root, const std::string& config) {
+// DIR/mlp/config.json + DIR/mlp/1/model.pt: `model_file`, or the trained mlp checkpoint.
+void write_repository(const std::string& root, const std::string& config,
+                      const std::string& model_file = "") {
   std::filesystem::create_directories(root + "/mlp/1");
-  std::filesystem::copy_file(testing::trained_checkpoint("mlp"), root + "/mlp/1/model.pt");
+  std::filesystem::copy_file(model_file.empty() ? testing::trained_checkpoint("mlp") : model_file,
+                             root + "/mlp/1/model.pt");
   std::ofstream(root + "/mlp/config.json") << config;
 }
 
@@ -45,8 +51,9 @@ struct RunningServer {
   std::unique_ptr<InferenceServer> server;
   std::thread thread;
   int port = 0;
-  explicit RunningServer(const std::string& config = kContractConfig, ServeOptions options = {}) {
-    write_repository(repo.path(), config);
+  explicit RunningServer(const std::string& config = kContractConfig, ServeOptions options = {},
+                         const std::string& model_file = "") {
+    write_repository(repo.path(), config, model_file);
     options.model_repository = repo.path();
     options.port = 0;
     server = std::make_unique<InferenceServer>(options);
@@ -710,6 +717,98 @@ TEST(ServeHostile, IssueReproductionsGet4xxOr200AndTheServerKeepsServing) {
   const std::string metrics = client.Get("/metrics")->body;
   EXPECT_NE(metrics.find("reason=\"too_large\"} 1"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("ipj_http_open_connections"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ipj::serve
+
+namespace ipj::serve {
+namespace {
+
+// The trained mlp checkpoint with every weight NaN (a diverged training run), sealed like any checkpoint.
+std::string nan_weight_checkpoint(const testing::TempDir& work) {
+  train::TrainedModel trained = train::load_trained_model(testing::trained_checkpoint("mlp"));
+  {
+    torch::NoGradGuard no_grad;
+    for (torch::Tensor& parameter : trained.model->parameters())
+      parameter.fill_(std::numeric_limits<float>::quiet_NaN());
+  }
+  torch::optim::SGD optimizer(trained.model->parameters(), torch::optim::SGDOptions(0.1));
+  const std::string path = work.file("nan/checkpoint.pt");
+  std::filesystem::create_directories(work.file("nan"));
+  train::save_checkpoint(path, *trained.model, optimizer, trained.state);
+  return path;
+}
+
+// Issue 22: a damaged model's NaN outputs never leave as a 200 of nulls: 500 with a KServe error naming the
+// model, on the JSON and the binary path, counted per model in /metrics; the server keeps serving.
+TEST(ServeHostile, NonFiniteOutputsAreAnswered500AndCountedNeverSentAsNull) {
+  testing::TempDir work;
+  RunningServer running(kContractConfig, {}, nan_weight_checkpoint(work));
+  auto client = running.client();
+  const torch::Tensor input = torch::rand({2, 1, 28, 28});
+  auto reply = client.Post("/v2/models/mlp/infer", request_body(input, false).dump(), "application/json");
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 500) << reply->body;
+  EXPECT_EQ(reply->body.find("null"), std::string::npos) << reply->body;
+  const Json error = Json::parse(reply->body);
+  ASSERT_TRUE(error.contains("error")) << reply->body;
+  const std::string message = error["error"].get<std::string>();
+  EXPECT_NE(message.find("model 'mlp'"), std::string::npos) << message;
+  EXPECT_NE(message.find("non-finite"), std::string::npos) << message;
+  EXPECT_NE(message.find("20 non-finite output value(s)"), std::string::npos) << message;
+  const Json header = {{"inputs", Json::array({{{"name", "input__0"},
+                                                {"datatype", "FP32"},
+                                                {"shape", {1, 1, 28, 28}},
+                                                {"parameters", {{"binary_data_size", 784 * 4}}}}})},
+                       {"parameters", {{"binary_data_output", true}}}};
+  auto binary =
+      client.Post("/v2/models/mlp/infer",
+                  httplib::Headers{{"Inference-Header-Content-Length", std::to_string(header.dump().size())}},
+                  header.dump() + std::string(784 * 4, '\0'), "application/octet-stream");
+  ASSERT_TRUE(binary);
+  EXPECT_EQ(binary->status, 500) << binary->body;
+  EXPECT_EQ(client.Get("/v2/health/ready")->status, 200);
+  const std::string metrics = client.Get("/metrics")->body;
+  EXPECT_EQ(
+      sample_value(metrics,
+                   "ipj_request_failure_total{model=\"mlp\",version=\"1\",reason=\"non_finite_output\"}"),
+      2.0)
+      << metrics;
+  EXPECT_EQ(sample_value(metrics, "ipj_request_success_total{model=\"mlp\",version=\"1\"}"), 0.0);
+  const Json stats = Json::parse(client.Get("/v2/models/mlp/stats")->body)["model_stats"][0];
+  EXPECT_EQ(stats["inference_stats"]["fail"]["count"], 2);
+}
+
+// Issue 22: /metrics' joules per inference is what the answers said (the mean of their energy_j), not the
+// answers plus the idle time between them; the idle energy is a series of its own.
+TEST(ServeEnergy, MetricsEnergyPerInferenceIsTheMeanOfTheAnswersAndIdleIsApart) {
+  RunningServer running;
+  auto client = running.client();
+  const std::string body = request_body(torch::rand({1, 1, 28, 28}), false).dump();
+  const std::string source = testing::machine_energy_source();
+  double answered_j = 0.0;
+  const int requests = 12;
+  for (int index = 0; index < requests; ++index) {
+    if (index % 4 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(150));  // idle between batches
+    auto reply = client.Post("/v2/models/mlp/infer", body, "application/json");
+    ASSERT_EQ(reply->status, 200) << reply->body;
+    answered_j += Json::parse(reply->body)["parameters"]["energy_j"].get<double>();
+  }
+  ASSERT_GT(answered_j, 0.0);
+  const std::string metrics = client.Get("/metrics")->body;
+  const std::string labels = "{model=\"mlp\",version=\"1\",source=\"" + source + "\"}";
+  const double per_inference = sample_value(metrics, "ipj_model_energy_per_inference_joules" + labels);
+  const double mean_j = answered_j / requests;
+  EXPECT_NEAR(per_inference, mean_j, mean_j * 1e-9) << metrics;
+  EXPECT_NEAR(sample_value(metrics, "ipj_model_energy_joules_total" + labels), answered_j, answered_j * 1e-9);
+  const double idle_j = sample_value(metrics, "ipj_idle_energy_joules_total{source=\"" + source + "\"}");
+  EXPECT_GT(idle_j, 0.0) << metrics;  // 0.6 s of pauses (and the warm-up) at the machine's idle power
+  EXPECT_NE(metrics.find("# TYPE ipj_idle_energy_joules_total counter"), std::string::npos);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // idle only: the model's figures stay
+  const std::string later = client.Get("/metrics")->body;
+  EXPECT_EQ(sample_value(later, "ipj_model_energy_per_inference_joules" + labels), per_inference);
+  EXPECT_GE(sample_value(later, "ipj_idle_energy_joules_total{source=\"" + source + "\"}"), idle_j);
 }
 
 }  // namespace

@@ -30,8 +30,9 @@ struct BatcherOptions {
 };
 
 struct Outcome {
-  int status = 200;   // HTTP status: 200, or 503 (timeout / shutting down), 500 (execution failed)
-  std::string error;  // when status != 200
+  int status = 200;    // HTTP status: 200, or 503 (timeout / shutting down), 500 (execution failed)
+  std::string error;   // when status != 200
+  std::string reason;  // when status != 200: the failure reason of the metrics (timeout, internal, ...)
   std::vector<float> output;
   std::vector<std::int64_t> output_shape;  // [rows, ...]
   double queue_us = 0.0;                   // enqueue -> batch formed

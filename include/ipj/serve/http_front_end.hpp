@@ -1,8 +1,9 @@
 // The HTTP/1.1 front end of `ipj serve`: an event-driven server (Boost.Beast/Asio, a few IO threads) with a
-// bounded number of connections (the excess is answered 503 and closed at once), header / body / idle / write
-// deadlines that slow or trickling clients cannot extend, keep-alive, pipelined requests answered in order,
-// and a drain that closes idle connections at once. Handlers run on IO threads and must not block: they
-// answer through HttpReply from any thread (e.g. a batcher worker). Beast types stay out of this header.
+// bounded number of connections, in all and per client address (the excess is answered 503 and closed at
+// once), header / body / idle / write deadlines that slow, trickling or silent clients cannot extend,
+// keep-alive, pipelined requests answered in order, and a drain that closes idle connections at once and
+// answers 503 to what is still unanswered at its deadline. Handlers run on IO threads and must not block:
+// they answer through HttpReply from any thread (e.g. a batcher worker). Beast types stay out of this header.
 #pragma once
 
 #include <cstddef>
@@ -17,8 +18,11 @@
 namespace ipj::serve {
 
 struct HttpLimits {
-  int max_connections = 1024;      // open connections; more are answered 503 + close
-  double header_timeout_s = 10.0;  // a request's first byte -> the end of its headers
+  int max_connections = 1024;  // open connections; more are answered 503 + close
+  // Open connections from one client IP address; more from it are answered 503 + close. 0 = max_connections /
+  // 8 but at least 8; above max_connections it is max_connections.
+  int max_connections_per_client = 0;
+  double header_timeout_s = 10.0;  // a request's first byte (a new connection: its accept) -> end of headers
   double body_timeout_s = 60.0;    // the end of the headers -> the end of the body
   double idle_timeout_s = 30.0;    // keep-alive: the end of a response -> the next request's first byte
   double write_timeout_s = 30.0;   // one response, written to a client that must read it
@@ -69,9 +73,10 @@ using HttpHandler = std::function<void(HttpRequest&& request, const HttpReply& r
 struct HttpCounters {
   std::int64_t open_connections = 0;
   std::int64_t accepted_total = 0;
-  std::int64_t refused_total = 0;   // over max_connections
-  std::int64_t timeouts_total = 0;  // connections closed by a header / body / idle / write deadline
-  std::int64_t in_flight = 0;       // requests read and not yet answered
+  std::int64_t refused_total = 0;             // over max_connections
+  std::int64_t refused_per_client_total = 0;  // over max_connections_per_client
+  std::int64_t timeouts_total = 0;            // connections closed by a header / body / idle / write deadline
+  std::int64_t in_flight = 0;                 // requests read and not yet answered
 };
 
 class HttpFrontEnd {
@@ -87,11 +92,14 @@ class HttpFrontEnd {
   // Accepts and serves on io_threads threads (the caller's among them) until drain() or stop().
   void run();
   // Stops accepting, closes idle and half-read connections at once, lets in-flight requests finish for at
-  // most `seconds`, then stops run(). Thread-safe; a no-op before run() starts serving.
+  // most `seconds`, answers those still unanswered then 503 + Retry-After (the answer written within 2 s at
+  // most), then stops run(). Thread-safe; a no-op before run() starts serving.
   void drain(double seconds);
   // Stops at once (in-flight requests are dropped). Thread-safe.
   void stop();
   HttpCounters counters() const;
+  // The per-client bound in force (max_connections_per_client resolved).
+  int max_connections_per_client() const;
 
   struct Impl;  // defined in src/serve/http_internal.hpp
 

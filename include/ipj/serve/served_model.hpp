@@ -1,6 +1,6 @@
 // One loaded model version behind the server: the InferenceModel, its dynamic batcher, the executor that
-// turns a batch of requests into one forward pass, and the statistics (/stats, /metrics) including energy per
-// request.
+// turns a batch of requests into one forward pass (a request whose outputs are not all finite fails with a
+// 500 instead of an answer of nulls), and the statistics (/stats, /metrics) including energy per request.
 #pragma once
 
 #include <array>
@@ -19,14 +19,15 @@
 namespace ipj::serve {
 
 // Energy attribution without double counting: after each batch the joules the meters counted since the
-// previous attribution (any model) are charged to that batch and split over its requests by rows. Idle energy
-// between batches is charged to the next batch, so the per-model totals add up to what the meters saw. The
-// server reads the monitor's latest sample (taken every 100 ms) instead of the meters, keeping file reads off
-// the request path, and extrapolates from that sample with the power between the last two samples (at most
-// 1 s ahead), so each batch gets its share instead of one batch per sampling period getting all of it. The
-// attributed total never decreases and trails or leads the meters by at most one extrapolation.
-// A batch's own energy (what its requests' answers carry) is the recent power times its compute time: idle
-// time between batches is in the per-model totals, not in any one answer.
+// previous attribution (any model) are split in two: the batch's own energy (the recent power times its
+// compute time), charged to the batch's model and split over its requests by rows (what their answers carry),
+// and the rest, idle energy between batches, kept apart as the server's idle total (idle()). So a model's
+// energy per inference in /metrics is the mean of what its answers said, and model totals + idle add up to
+// what the meters saw (up to the extrapolation below). The server reads the monitor's latest sample (taken
+// every 100 ms) instead of the meters, keeping file reads off the request path, and extrapolates from that
+// sample with the power between the last two samples (at most 1 s ahead), so each batch gets its share
+// instead of one batch per sampling period getting all of it. The attributed total never decreases and
+// trails or leads the meters by at most one extrapolation.
 class EnergyLedger {
  public:
   struct Reading {
@@ -43,12 +44,19 @@ class EnergyLedger {
   Reading take(double busy_s = 0.0);
   // take() at a given time on the ledger's clock (tests).
   Reading take_at(double now_s, double busy_s = 0.0);
+  // The idle joules so far (total_j; what the meters counted outside any batch, up to now) and their source.
+  Reading idle();
+  Reading idle_at(double now_s);
 
  private:
+  Reading take_locked(double now_s, double busy_s);
+
   std::function<Reading()> read_total_;
   Clock::time_point epoch_;
   std::mutex mutex_;
-  double attributed_j_ = 0.0;  // charged to batches so far
+  double idle_j_ = 0.0;  // the part of the attributed energy outside the batches' busy time
+  std::string idle_source_ = "none";
+  double attributed_j_ = 0.0;  // charged to batches or idle so far
   double sample_j_ = 0.0;      // the latest distinct sample
   double sample_time_s_ = -1.0;
   double power_w_ = 0.0;  // between the last two samples
@@ -69,7 +77,7 @@ struct ModelStatistics {
   // last entry those above every bound (not cumulative; Prometheus' cumulative buckets are summed when
   // rendered).
   std::array<std::int64_t, kLatencyBucketsS.size() + 1> latency_buckets{};
-  double energy_j = 0.0;
+  double energy_j = 0.0;  // the batches' own energy: the sum of every executed request's energy_j
   std::string energy_source = "none";
   std::map<std::int64_t, std::pair<std::int64_t, double>> batch_sizes;  // rows -> (executions, compute us)
   std::int64_t last_inference_ms = 0;                                   // Unix epoch milliseconds
@@ -97,6 +105,7 @@ class ServedModel {
 
  private:
   void execute(std::vector<RequestPtr>& batch);
+  std::string non_finite_message(std::int64_t non_finite, std::int64_t count) const;
 
   ModelConfig config_;
   std::string version_;
