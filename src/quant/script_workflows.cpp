@@ -140,7 +140,7 @@ Json run_prune_script(const PruneOptions& options, const std::string& structured
   if (!structured_refusal.empty())
     warnings.push_back("--structured: " + structured_refusal + "; pruned by magnitude instead");
   if (removed < 0.5 * options.sparsity) {
-    char text[200];
+    char text[320];
     std::snprintf(
         text, sizeof text,
         "magnitude pruning zeroed %.2f%% of the parameters, far below --sparsity %g: most parameters "
