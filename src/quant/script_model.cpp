@@ -207,6 +207,7 @@ void fine_tune_script(torch::jit::Module& module, const ImportOptions& import, c
                       bool show_progress, const ScriptPruning& pruning) {
   std::vector<torch::Tensor> parameters;
   for (torch::Tensor parameter : module.parameters()) {
+    if (!parameter.is_leaf()) parameter.detach_();  // a copy made with autograd on: train it as a leaf
     parameter.set_requires_grad(true);
     parameters.push_back(parameter);
   }

@@ -126,7 +126,10 @@ Json run_prune_script(const PruneOptions& options, const std::string& structured
   const torch::Tensor sample = first_pixels(dataset.test, 4);
   const OpCensus census = census_ops(*source.module, source.import, sample, source.path);
   const double original_acc = script_accuracy(*source.module, source, dataset.test);
-  torch::jit::Module pruned = source.module->deepcopy();
+  torch::jit::Module pruned = [&] {
+    torch::NoGradGuard no_grad;  // the copied parameters are leaves
+    return source.module->deepcopy();
+  }();
   pruned.eval();
   const ScriptPruning pruning = prune_script_magnitude(pruned, options.sparsity);
   const double acc_before_tuning = script_accuracy(pruned, source, dataset.test);

@@ -11,11 +11,11 @@
 #include "support/test_support.hpp"
 
 namespace ipj {
-namespace {
+namespace any_architecture_test {  // named: test files are compiled in unity batches
 
 using nlohmann::json;
 
-testing::ProcessResult ipj(const std::string& arguments) {
+testing::ProcessResult run_ipj(const std::string& arguments) {
   return testing::run_process(testing::ipj_binary() + " " + arguments);
 }
 
@@ -39,38 +39,43 @@ std::int64_t count_of(const json& ops, const std::string& op) {
   return 0;
 }
 
-}  // namespace
+}  // namespace any_architecture_test
+
+using any_architecture_test::json;
+using any_architecture_test::run_ipj;
 
 TEST(CliAnyArchitecture, DynamicInt8AndMagnitudePruningTakeEveryModelAndAgreeWithPyTorch) {
   testing::TempDir dir;
   std::vector<std::string> names;
   std::string make_arguments = "make " + dir.path();
-  for (const auto& [architecture, expected] : architectures())
+  for (const auto& [architecture, expected] : any_architecture_test::architectures())
     for (const char* kind : {"_scripted", "_traced"}) {
       names.push_back(architecture + kind);
       make_arguments += " " + names.back();
     }
-  const auto made = any_models(make_arguments);
+  const auto made = any_architecture_test::any_models(make_arguments);
   ASSERT_EQ(made.exit_code, 0) << made.err;
   testing::write_synthetic_idx_dataset(dir.file("data"), 64, 32, /*gzip=*/false, 16, 16);
   const std::string common = " --input-shape 1,16,16 --data " + dir.file("data") + " --json";
   json manifest = json::array();
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
-    const auto& [linears, float_op] = architectures().at(name.substr(0, name.rfind('_')));
-    const auto quantized = ipj("quantize --model " + dir.file(name + ".pt") + common +
-                               " --mode dynamic --max-drop 100 --out " + dir.file(name + "-int8.pt"));
+    const auto& [linears, float_op] =
+        any_architecture_test::architectures().at(name.substr(0, name.rfind('_')));
+    const auto quantized = run_ipj("quantize --model " + dir.file(name + ".pt") + common +
+                                   " --mode dynamic --max-drop 100 --out " + dir.file(name + "-int8.pt"));
     ASSERT_EQ(quantized.exit_code, 0) << quantized.err;
     const json report = json::parse(quantized.out);
     EXPECT_EQ(report["int8_layers"], linears);
-    EXPECT_EQ(count_of(report["int8_ops"], "quantized::linear_dynamic"), linears) << report["int8_ops"];
-    EXPECT_GT(count_of(report["float_ops"], float_op), 0) << report["float_ops"];
-    EXPECT_EQ(count_of(report["float_ops"], "quantized::linear_dynamic"), 0);
+    EXPECT_EQ(any_architecture_test::count_of(report["int8_ops"], "quantized::linear_dynamic"), linears)
+        << report["int8_ops"];
+    EXPECT_GT(any_architecture_test::count_of(report["float_ops"], float_op), 0) << report["float_ops"];
+    EXPECT_EQ(any_architecture_test::count_of(report["float_ops"], "quantized::linear_dynamic"), 0);
     EXPECT_TRUE(report["accepted"].get<bool>());
     EXPECT_EQ(report["out"], dir.file(name + "-int8.pt"));
 
-    const auto pruned = ipj("prune --model " + dir.file(name + ".pt") + common +
-                            " --sparsity 0.5 --epochs 0 --out " + dir.file(name + "-pruned.pt"));
+    const auto pruned = run_ipj("prune --model " + dir.file(name + ".pt") + common +
+                                " --sparsity 0.5 --epochs 0 --out " + dir.file(name + "-pruned.pt"));
     ASSERT_EQ(pruned.exit_code, 0) << pruned.err;
     const json prune_report = json::parse(pruned.out);
     EXPECT_EQ(prune_report["method"], "magnitude");
@@ -84,7 +89,7 @@ TEST(CliAnyArchitecture, DynamicInt8AndMagnitudePruningTakeEveryModelAndAgreeWit
                         {"pruned", dir.file(name + "-pruned.pt")}});
   }
   write_file_atomically(dir.file("manifest.json"), manifest.dump());
-  const auto checked = any_models("check " + dir.file("manifest.json"));
+  const auto checked = any_architecture_test::any_models("check " + dir.file("manifest.json"));
   ASSERT_EQ(checked.exit_code, 0) << checked.err;
   const json result = json::parse(checked.out);
   for (const std::string& name : names) {
@@ -106,11 +111,11 @@ TEST(CliAnyArchitecture, DynamicInt8AndMagnitudePruningTakeEveryModelAndAgreeWit
       " --batch 4 --window-s 0.05 --warmup-s 0.01 --max-windows 3 --no-energy --test-limit 32 --json "
       "--data " +
       dir.file("data");
-  const auto file_bench = ipj("bench --model " + dir.file("transformer_scripted-int8.pt") + bench_flags);
+  const auto file_bench = run_ipj("bench --model " + dir.file("transformer_scripted-int8.pt") + bench_flags);
   ASSERT_EQ(file_bench.exit_code, 0) << file_bench.err;
   EXPECT_EQ(json::parse(file_bench.out)["rows"][0]["variant"], "int8-dynamic");
-  const auto variant_bench = ipj("bench --model " + dir.file("se_cnn_traced.pt") +
-                                 " --input-shape 1,16,16 --variants fp32,int8-dynamic" + bench_flags);
+  const auto variant_bench = run_ipj("bench --model " + dir.file("se_cnn_traced.pt") +
+                                     " --input-shape 1,16,16 --variants fp32,int8-dynamic" + bench_flags);
   ASSERT_EQ(variant_bench.exit_code, 0) << variant_bench.err;
   const json rows = json::parse(variant_bench.out)["rows"];
   ASSERT_EQ(rows.size(), 2u);
@@ -120,12 +125,13 @@ TEST(CliAnyArchitecture, DynamicInt8AndMagnitudePruningTakeEveryModelAndAgreeWit
 
 TEST(CliAnyArchitecture, PruneFineTunesAndStructuredFallsBackToMagnitudeWithAWarning) {
   testing::TempDir dir;
-  const auto made = any_models("make " + dir.path() + " transformer_scripted se_cnn_scripted");
+  const auto made =
+      any_architecture_test::any_models("make " + dir.path() + " transformer_scripted se_cnn_scripted");
   ASSERT_EQ(made.exit_code, 0) << made.err;
   testing::write_synthetic_idx_dataset(dir.file("data"), 64, 32, /*gzip=*/false, 16, 16);
   const std::string common = " --input-shape 1,16,16 --data " + dir.file("data") + " --sparsity 0.5";
-  const auto tuned = ipj("prune --model " + dir.file("transformer_scripted.pt") + common +
-                         " --epochs 1 --json --out " + dir.file("tuned.pt"));
+  const auto tuned = run_ipj("prune --model " + dir.file("transformer_scripted.pt") + common +
+                             " --epochs 1 --json --out " + dir.file("tuned.pt"));
   ASSERT_EQ(tuned.exit_code, 0) << tuned.err;
   const json report = json::parse(tuned.out);
   EXPECT_EQ(report["fine_tune_epochs"], 1);
@@ -134,8 +140,8 @@ TEST(CliAnyArchitecture, PruneFineTunesAndStructuredFallsBackToMagnitudeWithAWar
   EXPECT_TRUE(report["warnings"].empty()) << report["warnings"];
 
   // --structured: the importer refuses sigmoid gates, so the model is pruned by magnitude, and says so.
-  const auto structured = ipj("prune --model " + dir.file("se_cnn_scripted.pt") + common +
-                              " --structured --epochs 0 --json --out " + dir.file("structured.pt"));
+  const auto structured = run_ipj("prune --model " + dir.file("se_cnn_scripted.pt") + common +
+                                  " --structured --epochs 0 --json --out " + dir.file("structured.pt"));
   ASSERT_EQ(structured.exit_code, 0) << structured.err;
   const json fallback = json::parse(structured.out);
   EXPECT_EQ(fallback["method"], "magnitude");
@@ -143,8 +149,9 @@ TEST(CliAnyArchitecture, PruneFineTunesAndStructuredFallsBackToMagnitudeWithAWar
   EXPECT_NE(fallback["warnings"][0].get<std::string>().find("--structured"), std::string::npos);
   EXPECT_NE(structured.err.find("ipj: warning: --structured"), std::string::npos) << structured.err;
   // The pruned file is a TorchScript model the graph-free quantizer takes again.
-  const auto quantized = ipj("quantize --model " + dir.file("structured.pt") + " --data " + dir.file("data") +
-                             " --mode dynamic --max-drop 100 --json --out " + dir.file("structured-int8.pt"));
+  const auto quantized =
+      run_ipj("quantize --model " + dir.file("structured.pt") + " --data " + dir.file("data") +
+              " --mode dynamic --max-drop 100 --json --out " + dir.file("structured-int8.pt"));
   ASSERT_EQ(quantized.exit_code, 0) << quantized.err;  // input shape from the pruned file's ipj.json
   EXPECT_EQ(json::parse(quantized.out)["int8_layers"], 3);
 }
@@ -156,9 +163,9 @@ TEST(CliAnyArchitecture, DynamicInt8OfAModelWithoutLinearLayersIsRefusedWithTheR
                            "/models/python/user_models.py make " + dir.path() + " no_parameters_scripted");
   ASSERT_EQ(made.exit_code, 0) << made.err;
   testing::write_synthetic_idx_dataset(dir.file("data"), 16, 16, /*gzip=*/false, 16, 16);
-  const auto result =
-      ipj("quantize --model " + dir.file("no_parameters_scripted.pt") +
-          " --input-shape 1,16,16 --mode dynamic --data " + dir.file("data") + " --out " + dir.file("q.pt"));
+  const auto result = run_ipj("quantize --model " + dir.file("no_parameters_scripted.pt") +
+                              " --input-shape 1,16,16 --mode dynamic --data " + dir.file("data") + " --out " +
+                              dir.file("q.pt"));
   testing::expect_cli_failure(result, 5, "has no torch.nn.Linear layer");
 }
 
