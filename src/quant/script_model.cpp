@@ -139,7 +139,7 @@ OpCensus census_ops(const torch::jit::Module& module, const ImportOptions& impor
                     const torch::Tensor& pixels, const std::string& where) {
   torch::NoGradGuard no_grad;
   run_script(module, import, pixels.slice(0, 0, 1), where);  // checks the output; not counted
-  const torch::Tensor x = model_input(import, pixels);  // ipj's preprocessing: not counted either
+  const torch::Tensor x = model_input(import, pixels);       // ipj's preprocessing: not counted either
   Census census;
   active_census = &census;
   const at::CallbackHandle handle =
