@@ -17,7 +17,8 @@ CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner) {
       "Prune a trained model: --structured removes whole units/channels (fewer parameters and FLOPs) where\n"
       "no residual add or depthwise conv ties them, otherwise the smallest weights are zeroed; then "
       "fine-tunes.\n"
-      "Writes a model bench/serve/quantize accept (TorchScript inputs: an ipj graph file)\n"
+      "Writes a model bench/serve/quantize accept. TorchScript files: magnitude pruning works on any model\n"
+      "and writes TorchScript; --structured needs ipj's graph importer (else it prunes by magnitude)\n"
       "Example: ipj prune --model runs/cnn --sparsity 0.5 --structured --epochs 1 --out cnn-pruned.pt\n"
       "Example: ipj prune --model net.pt --input-shape 1,28,28 --sparsity 0.5 --structured --out "
       "net-pruned.pt");
@@ -52,6 +53,8 @@ CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner) {
       parse_model_input_flags(input_flags, options.import.input_shape, options.import.mean,
                               options.import.std);
       const Json report = quant::run_prune(options);
+      for (const Json& warning : report.value("warnings", Json::array()))
+        std::cerr << "ipj: warning: " << warning.get<std::string>() << "\n";
       if (flags.json) {
         print_json(report);
         return 0;

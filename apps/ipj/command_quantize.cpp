@@ -13,9 +13,9 @@ CLI::App* register_quantize_command(CLI::App& app, CommandRunner& runner) {
   auto* command = app.add_subcommand(
       "quantize",
       "Convert a trained model to int8 (dynamic, static with calibration, or QAT); refuses to write it when\n"
-      "test accuracy drops more than --max-drop points. ipj models, and TorchScript files through ipj's "
-      "graph\n"
-      "importer (conv/BN/linear/add/ReLU/ReLU6/pooling models: ResNets, MobileNetV2, CNNs)\n"
+      "test accuracy drops more than --max-drop points. ipj models, and TorchScript files: --mode dynamic\n"
+      "on any model (its nn.Linear layers in int8, as PyTorch's quantize_dynamic; TorchScript out), static\n"
+      "and qat through ipj's graph importer (conv/BN/linear/add/ReLU/ReLU6/pooling: ResNets, MobileNetV2)\n"
       "Example: ipj quantize --model runs/mlp --mode static --calib 1000 --out mlp-int8.pt\n"
       "Example: ipj quantize --model resnet.pt --input-shape 1,28,28 --mean 0.286 --std 0.353 --mode static "
       "--out resnet-int8.pt");

@@ -18,6 +18,7 @@
 #include "ipj/quant/graph_file.hpp"
 #include "ipj/quant/program_file.hpp"
 #include "ipj/quant/quantize.hpp"
+#include "ipj/quant/script_model.hpp"
 #include "ipj/quant/source_model.hpp"
 #include "ipj/train/checkpoint.hpp"
 #include "ipj/train/model_setup.hpp"
@@ -271,6 +272,25 @@ std::shared_ptr<InferenceModel> torchscript_int8(const torch::jit::Module& modul
   return graph_variant(std::move(graph), variant, "", data::DataOptions(), options);
 }
 
+// int8-dynamic of a TorchScript file: its nn.Linear layers in int8 on the module as it is (any operator).
+std::shared_ptr<InferenceModel> torchscript_dynamic(const torch::jit::Module& module, const std::string& path,
+                                                    const LoadOptions& options,
+                                                    const std::vector<std::int64_t>& reshape) {
+  const quant::DynamicScript int8 = quant::quantize_script_dynamic(module, options.engine, path);
+  auto result = std::make_shared<ScriptModel>(*int8.module, options.mean, options.std, "fp32", reshape);
+  result->parameter_bytes = int8.int8_bytes;
+  return result;
+}
+
+// "int8-dynamic" for a file `ipj quantize --mode dynamic` wrote from a TorchScript file (its ipj.json says
+// so), else "".
+std::string stored_script_variant(const std::string& info_text) {
+  if (info_text.empty()) return "";
+  const Json info = Json::parse(info_text, nullptr, /*allow_exceptions=*/false);
+  if (!info.is_object() || !info.contains("quantization") || !info["quantization"].is_object()) return "";
+  return "int8-" + info["quantization"].value("mode", std::string("dynamic"));
+}
+
 // A file that `ipj train` wrote (OUT/model.pt) brings its input shape and normalisation; flags win.
 InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& given) {
   torch::jit::Module module;
@@ -284,11 +304,19 @@ InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& g
     fail(ErrorCategory::invalid_input,
          "'" + path + "' has no forward method (save a scripted or traced module)");
   module.eval();
-  const std::string variant = options.variant == "file" ? "fp32" : options.variant;
+  const std::string stored = stored_script_variant(extra_files[train::kTorchScriptInfoName]);
+  if (!stored.empty() && options.variant != "file" && options.variant != stored)
+    fail(ErrorCategory::unsupported, "'" + path + "' is an int8 model (" + stored +
+                                         "); it runs only as variant '" + stored + "' (or 'file')");
+  const std::string variant = !stored.empty() ? stored : options.variant == "file" ? "fp32" : options.variant;
   std::vector<std::int64_t> reshape;  // a flat --input-shape (e.g. 784) feeds [B, 784]
   if (options.input_shape.size() == 1) reshape = options.input_shape;
   std::shared_ptr<InferenceModel> result;
-  if (variant.rfind("int8", 0) == 0)
+  if (!stored.empty())
+    result = std::make_shared<ScriptModel>(module, options.mean, options.std, "fp32", reshape);
+  else if (variant == "int8-dynamic")
+    result = torchscript_dynamic(module, path, options, reshape);
+  else if (variant.rfind("int8", 0) == 0)
     result = torchscript_int8(module, path, variant, options);
   else
     result =
@@ -299,7 +327,10 @@ InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& g
   result->path = path;
   result->model_name = module.type()->name() ? module.type()->name()->name() : "torchscript";
   result->sample_shape = options.input_shape;
-  if (variant.rfind("int8", 0) != 0) result->parameter_bytes = tensor_bytes(module);
+  if (!stored.empty())
+    result->parameter_bytes = quant::script_model_bytes(module);
+  else if (variant.rfind("int8", 0) != 0)
+    result->parameter_bytes = tensor_bytes(module);
   return result;
 }
 

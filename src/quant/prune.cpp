@@ -15,6 +15,7 @@
 #include "ipj/train/checkpoint.hpp"
 #include "ipj/train/evaluate.hpp"
 #include "program_training.hpp"
+#include "script_workflows.hpp"
 
 namespace ipj::quant {
 namespace {
@@ -200,9 +201,7 @@ Json prune_model(const Model& original, const PruneOptions& options, const data:
           {"out", options.out_path}};
 }
 
-}  // namespace
-
-Json run_prune(const PruneOptions& options) {
+Json run_prune_graph(const PruneOptions& options) {
   if (options.out_path.empty()) fail(ErrorCategory::usage, "--out FILE is required");
   if (options.epochs < 0) fail(ErrorCategory::usage, "--epochs must be >= 0");
   if (!(options.sparsity >= 0.0 && options.sparsity < 1.0))  // NaN fails too
@@ -223,6 +222,21 @@ Json run_prune(const PruneOptions& options) {
       dataset.test, 64, 64, [&](const torch::Tensor& pixels, const torch::Tensor&) { sample = pixels; });
   check_import(source, sample);
   return prune_model(*source.graph, options, dataset, data_dir, data_options, source.path);
+}
+
+}  // namespace
+
+// TorchScript files: magnitude pruning works on the module as it is (no operator refuses the model);
+// structured pruning needs the graph importer and falls back to magnitude where it refuses the model.
+Json run_prune(const PruneOptions& options) {
+  if (detect_model_file(options.model_path) != ModelFileFormat::torchscript) return run_prune_graph(options);
+  if (!options.structured) return run_prune_script(options, "");
+  try {
+    return run_prune_graph(options);
+  } catch (const Error& error) {
+    if (error.category() != ErrorCategory::unsupported) throw;
+    return run_prune_script(options, error.what());
+  }
 }
 
 }  // namespace ipj::quant

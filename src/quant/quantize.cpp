@@ -15,6 +15,7 @@
 #include "ipj/quant/source_model.hpp"
 #include "ipj/train/evaluate.hpp"
 #include "program_training.hpp"
+#include "script_workflows.hpp"
 
 namespace ipj::quant {
 namespace {
@@ -120,6 +121,10 @@ QuantizeResult run_quantize(const QuantizeOptions& options) {
     fail(ErrorCategory::usage, "--lr must be a positive number up to 100");
   if (options.calib_samples <= 0) fail(ErrorCategory::usage, "--calib must be a positive number of samples");
   if (options.out_path.empty()) fail(ErrorCategory::usage, "--out FILE is required");
+  // Dynamic int8 of a TorchScript file works on the module as it is: no operator refuses the model.
+  if (options.mode == QuantMode::dynamic &&
+      detect_model_file(options.model_path) == ModelFileFormat::torchscript)
+    return run_quantize_script(options);
   const auto start = std::chrono::steady_clock::now();
   SourceModel source = load_source_model(options.model_path, options.import);
   const std::string data_dir = !options.data_dir.empty()  ? options.data_dir

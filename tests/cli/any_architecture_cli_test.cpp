@@ -1,0 +1,172 @@
+// `ipj quantize --mode dynamic` and `ipj prune` on architectures ipj's graph importer does not cover
+// (squeeze-excite, concat, channel shuffle, GroupNorm/LayerNorm, attention, tanh), scripted and traced, made
+// at test time by Debian's python3-torch (tests/models/python/any_models.py), which also checks the outputs
+// against torch.ao.quantization.quantize_dynamic and the float model.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "ipj/core/atomic_file.hpp"
+#include "support/test_support.hpp"
+
+namespace ipj {
+namespace any_architecture_test {  // named: test files are compiled in unity batches
+
+using nlohmann::json;
+
+testing::ProcessResult run_ipj(const std::string& arguments) {
+  return testing::run_process(testing::ipj_binary() + " " + arguments);
+}
+
+testing::ProcessResult any_models(const std::string& arguments) {
+  return testing::run_process(testing::python_path() + " " + testing::test_source_dir() +
+                              "/models/python/any_models.py " + arguments);
+}
+
+// Architecture -> nn.Linear layers (all run once per forward) and one float operator it must report.
+const std::map<std::string, std::pair<int, std::string>>& architectures() {
+  static const std::map<std::string, std::pair<int, std::string>> table{
+      {"se_cnn", {3, "aten::sigmoid"}},         {"concat", {1, "aten::cat"}},
+      {"shuffle", {1, "aten::transpose"}},      {"norms", {2, "aten::group_norm"}},
+      {"transformer", {4, "aten::layer_norm"}}, {"tanh_mlp", {2, "aten::tanh"}}};
+  return table;
+}
+
+std::int64_t count_of(const json& ops, const std::string& op) {
+  for (const json& entry : ops)
+    if (entry.at("op") == op) return entry.at("count").get<std::int64_t>();
+  return 0;
+}
+
+}  // namespace any_architecture_test
+
+using any_architecture_test::json;
+using any_architecture_test::run_ipj;
+
+TEST(CliAnyArchitecture, DynamicInt8AndMagnitudePruningTakeEveryModelAndAgreeWithPyTorch) {
+  testing::TempDir dir;
+  std::vector<std::string> names;
+  std::string make_arguments = "make " + dir.path();
+  for (const auto& [architecture, expected] : any_architecture_test::architectures())
+    for (const char* kind : {"_scripted", "_traced"}) {
+      names.push_back(architecture + kind);
+      make_arguments += " " + names.back();
+    }
+  const auto made = any_architecture_test::any_models(make_arguments);
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  testing::write_synthetic_idx_dataset(dir.file("data"), 64, 32, /*gzip=*/false, 16, 16);
+  const std::string common = " --input-shape 1,16,16 --data " + dir.file("data") + " --json";
+  json manifest = json::array();
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    const auto& [linears, float_op] =
+        any_architecture_test::architectures().at(name.substr(0, name.rfind('_')));
+    const auto quantized = run_ipj("quantize --model " + dir.file(name + ".pt") + common +
+                                   " --mode dynamic --max-drop 100 --out " + dir.file(name + "-int8.pt"));
+    ASSERT_EQ(quantized.exit_code, 0) << quantized.err;
+    const json report = json::parse(quantized.out);
+    EXPECT_EQ(report["int8_layers"], linears);
+    EXPECT_EQ(any_architecture_test::count_of(report["int8_ops"], "quantized::linear_dynamic"), linears)
+        << report["int8_ops"];
+    EXPECT_GT(any_architecture_test::count_of(report["float_ops"], float_op), 0) << report["float_ops"];
+    EXPECT_EQ(any_architecture_test::count_of(report["float_ops"], "quantized::linear_dynamic"), 0);
+    EXPECT_TRUE(report["accepted"].get<bool>());
+    EXPECT_EQ(report["out"], dir.file(name + "-int8.pt"));
+
+    const auto pruned = run_ipj("prune --model " + dir.file(name + ".pt") + common +
+                                " --sparsity 0.5 --epochs 0 --out " + dir.file(name + "-pruned.pt"));
+    ASSERT_EQ(pruned.exit_code, 0) << pruned.err;
+    const json prune_report = json::parse(pruned.out);
+    EXPECT_EQ(prune_report["method"], "magnitude");
+    EXPECT_GT(prune_report["removed_params_fraction"].get<double>(), 0.3);  // weights are most parameters
+    EXPECT_LE(prune_report["removed_params_fraction"].get<double>(), 0.5);
+    EXPECT_NEAR(prune_report["weight_sparsity"].get<double>(), 0.5, 0.01);
+    EXPECT_GT(prune_report["original_macs"].get<std::int64_t>(), 0);
+    manifest.push_back({{"name", name},
+                        {"original", dir.file(name + ".pt")},
+                        {"quantized", dir.file(name + "-int8.pt")},
+                        {"pruned", dir.file(name + "-pruned.pt")}});
+  }
+  write_file_atomically(dir.file("manifest.json"), manifest.dump());
+  const auto checked = any_architecture_test::any_models("check " + dir.file("manifest.json"));
+  ASSERT_EQ(checked.exit_code, 0) << checked.err;
+  const json result = json::parse(checked.out);
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    const json& row = result.at(name);
+    const double scale = row["logit_scale"].get<double>();
+    EXPECT_LT(row["original_vs_eager"].get<double>(), 1e-5);  // the model PyTorch quantized is the file's
+    // ipj's int8 file, run by PyTorch, against PyTorch's own quantize_dynamic: same weights, same kernels.
+    EXPECT_LE(row["ipj_vs_pytorch"].get<double>(), 0.01 * scale) << row;
+    EXPECT_LE(row["ipj_vs_float"].get<double>(), 0.1 * scale) << row;
+    // The pruned file is the float model with its smallest weights zeroed, nothing else changed.
+    EXPECT_LT(row["pruned_vs_masked_float"].get<double>(), 1e-4 * std::max(scale, 1.0)) << row;
+    EXPECT_EQ(row["kept_weights_changed"].get<double>(), 0.0) << row;
+    EXPECT_GE(row["lowest_sparsity"].get<double>(), 0.45) << row;
+  }
+  // ipj's inference paths load the int8 file (ipj.json: input shape, variant) and run int8-dynamic of a
+  // model the graph importer refuses (sigmoid gates).
+  const std::string bench_flags =
+      " --batch 4 --window-s 0.05 --warmup-s 0.01 --max-windows 3 --no-energy --test-limit 32 --json "
+      "--data " +
+      dir.file("data");
+  const auto file_bench = run_ipj("bench --model " + dir.file("transformer_scripted-int8.pt") + bench_flags);
+  ASSERT_EQ(file_bench.exit_code, 0) << file_bench.err;
+  EXPECT_EQ(json::parse(file_bench.out)["rows"][0]["variant"], "int8-dynamic");
+  const auto variant_bench = run_ipj("bench --model " + dir.file("se_cnn_traced.pt") +
+                                     " --input-shape 1,16,16 --variants fp32,int8-dynamic" + bench_flags);
+  ASSERT_EQ(variant_bench.exit_code, 0) << variant_bench.err;
+  const json rows = json::parse(variant_bench.out)["rows"];
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1]["variant"], "int8-dynamic");
+  EXPECT_NEAR(rows[1]["test_acc"].get<double>(), rows[0]["test_acc"].get<double>(), 0.1);
+}
+
+TEST(CliAnyArchitecture, PruneFineTunesAndStructuredFallsBackToMagnitudeWithAWarning) {
+  testing::TempDir dir;
+  const auto made =
+      any_architecture_test::any_models("make " + dir.path() + " transformer_scripted se_cnn_scripted");
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  testing::write_synthetic_idx_dataset(dir.file("data"), 64, 32, /*gzip=*/false, 16, 16);
+  const std::string common = " --input-shape 1,16,16 --data " + dir.file("data") + " --sparsity 0.5";
+  const auto tuned = run_ipj("prune --model " + dir.file("transformer_scripted.pt") + common +
+                             " --epochs 1 --json --out " + dir.file("tuned.pt"));
+  ASSERT_EQ(tuned.exit_code, 0) << tuned.err;
+  const json report = json::parse(tuned.out);
+  EXPECT_EQ(report["fine_tune_epochs"], 1);
+  EXPECT_NEAR(report["weight_sparsity"].get<double>(), 0.5, 0.01);  // masks survive fine-tuning
+  EXPECT_GT(report["removed_params_fraction"].get<double>(), 0.3);
+  EXPECT_TRUE(report["warnings"].empty()) << report["warnings"];
+
+  // --structured: the importer refuses sigmoid gates, so the model is pruned by magnitude, and says so.
+  const auto structured = run_ipj("prune --model " + dir.file("se_cnn_scripted.pt") + common +
+                                  " --structured --epochs 0 --json --out " + dir.file("structured.pt"));
+  ASSERT_EQ(structured.exit_code, 0) << structured.err;
+  const json fallback = json::parse(structured.out);
+  EXPECT_EQ(fallback["method"], "magnitude");
+  ASSERT_EQ(fallback["warnings"].size(), 1u);
+  EXPECT_NE(fallback["warnings"][0].get<std::string>().find("--structured"), std::string::npos);
+  EXPECT_NE(structured.err.find("ipj: warning: --structured"), std::string::npos) << structured.err;
+  // The pruned file is a TorchScript model the graph-free quantizer takes again.
+  const auto quantized =
+      run_ipj("quantize --model " + dir.file("structured.pt") + " --data " + dir.file("data") +
+              " --mode dynamic --max-drop 100 --json --out " + dir.file("structured-int8.pt"));
+  ASSERT_EQ(quantized.exit_code, 0) << quantized.err;  // input shape from the pruned file's ipj.json
+  EXPECT_EQ(json::parse(quantized.out)["int8_layers"], 3);
+}
+
+TEST(CliAnyArchitecture, DynamicInt8OfAModelWithoutLinearLayersIsRefusedWithTheReason) {
+  testing::TempDir dir;
+  const auto made =
+      testing::run_process(testing::python_path() + " " + testing::test_source_dir() +
+                           "/models/python/user_models.py make " + dir.path() + " no_parameters_scripted");
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  testing::write_synthetic_idx_dataset(dir.file("data"), 16, 16, /*gzip=*/false, 16, 16);
+  const auto result = run_ipj("quantize --model " + dir.file("no_parameters_scripted.pt") +
+                              " --input-shape 1,16,16 --mode dynamic --data " + dir.file("data") + " --out " +
+                              dir.file("q.pt"));
+  testing::expect_cli_failure(result, 5, "has no torch.nn.Linear layer");
+}
+
+}  // namespace ipj
