@@ -27,7 +27,12 @@ void add_data_flags(CLI::App& command, DataFlags& flags, bool with_normalization
       "Resize every image to H,W (bilinear, as torchvision's Resize on PIL images); needed when "
       "an image folder's images differ in size");
   command.add_option("--channels", flags.options.channels, "1 (grey) or 3 (RGB); default: from the data")
-      ->check(CLI::IsMember({1, 3}));
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            return text == "1" || text == "3" ? std::string()
+                                              : "'" + text + "' is not a channel count: give one in {1, 3}";
+          },
+          "{1, 3}"));
   if (with_normalization) {
     command.add_option("--mean", flags.mean,
                        "Per-channel mean for normalisation, e.g. 0.5,0.5,0.5 (default: "
@@ -200,7 +205,7 @@ std::vector<std::int64_t> parse_integer_list(const std::string& text, const std:
   std::vector<std::int64_t> values;
   for (std::string part : split_commas(text)) {
     const std::string problem = check(part);
-    if (!problem.empty()) fail(ErrorCategory::usage, flag + " '" + text + "': " + problem);
+    if (!problem.empty()) fail(ErrorCategory::usage, flag + " " + text + ": " + problem);
     values.push_back(std::stoll(part));
   }
   if (values.empty())

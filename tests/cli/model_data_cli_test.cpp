@@ -116,7 +116,7 @@ TEST(ModelDataCli, TrainedFileRecordsItsDataAndCommandsUseIt) {
   EXPECT_EQ(pruned["dataset"]["train_samples"], 24);
   EXPECT_GT(pruned["removed_params_fraction"].get<double>(), 0.0);
   const auto mismatch = ipj("prune --model " + model + " --sparsity 0.5 --structured --data " +
-                            dir.file("idx") + " --resize 12,12 --out " + dir.file("p2.pt"));
+                            dir.file("idx") + " --resize 12,12 --quiet --out " + dir.file("p2.pt"));
   testing::expect_cli_failure(mismatch, 3, "another shape (1x12x12) than the model's input (1x8x8)");
   // The pruned graph file carries the record on: bench it without --data.
   const json rebench = parse_stdout(
@@ -144,7 +144,8 @@ TEST(ModelDataCli, BenchKeepsMeasuredRowsAndReportsSkippedVariants) {
   EXPECT_EQ(human.exit_code, 0) << human.err;
   EXPECT_NE(human.out.find("skipped: int8-qat ("), std::string::npos) << human.out;
   // Nothing measured: the variant's own error and exit code (5: unsupported).
-  testing::expect_cli_failure(ipj(common + " --variants int8-qat" + std::string(kBenchFlags)), 5, "int8-qat");
+  testing::expect_cli_failure(ipj(common + " --variants int8-qat --quiet" + std::string(kBenchFlags)), 5,
+                              "int8-qat");
 }
 
 // Finding: structured pruning that removed 0.03% of the parameters said only "wrote ...".
