@@ -10,6 +10,7 @@
 #include "ipj/train/checkpoint.hpp"
 #include "ipj/train/trainer.hpp"
 #include "support/test_support.hpp"
+#include "train/train_fixtures.hpp"
 
 namespace ipj::train {
 namespace {
@@ -28,11 +29,6 @@ TrainConfig small_config() {
   return config;
 }
 
-TrainHooks quiet() {
-  TrainHooks hooks;
-  hooks.show_progress = false;
-  return hooks;
-}
 
 void expect_same_parameters(models::Classifier& a, models::Classifier& b) {
   const auto first = a.named_parameters();
