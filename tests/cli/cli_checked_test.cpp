@@ -63,18 +63,20 @@ TEST(CliCheckedFiles, CheckpointWithFlippedBytesIsRefusedByEveryCommandNamingIt)
             0);
   flip_bytes(trained.checkpoint, 100, 1);
   testing::expect_cli_failure(ipj("bench --model " + trained.run + " --batch 2 --no-energy --quiet"), 3,
-                 trained.checkpoint);
-  testing::expect_cli_failure(ipj("train --model mlp --epochs 2 --batch 50 --quiet --no-energy --resume --data " +
-                     trained.data + " --out " + trained.run),
-                 3, trained.checkpoint);
+                              trained.checkpoint);
+  testing::expect_cli_failure(
+      ipj("train --model mlp --epochs 2 --batch 50 --quiet --no-energy --resume --data " + trained.data +
+          " --out " + trained.run),
+      3, trained.checkpoint);
   testing::expect_cli_failure(
       ipj("quantize --model " + trained.run + " --mode dynamic --quiet --out " + trained.dir.file("q.pt")), 3,
       trained.checkpoint);
   testing::expect_cli_failure(ipj("prune --model " + trained.checkpoint + " --sparsity 0.5 --quiet --out " +
-                     trained.dir.file("p.pt")),
-                 3, trained.checkpoint);
-  testing::expect_cli_failure(ipj("distill --teacher " + trained.run + " --epochs 1 --quiet --data " + trained.data), 3,
-                 trained.checkpoint);
+                                  trained.dir.file("p.pt")),
+                              3, trained.checkpoint);
+  testing::expect_cli_failure(
+      ipj("distill --teacher " + trained.run + " --epochs 1 --quiet --data " + trained.data), 3,
+      trained.checkpoint);
   // ipj serve stops at start, naming the model and the file.
   std::filesystem::create_directories(trained.dir.file("repo/mlp/1"));
   std::filesystem::copy_file(trained.checkpoint, trained.dir.file("repo/mlp/1/model.pt"));
@@ -113,8 +115,9 @@ TEST(CliCheckedFiles, DamagedInt8AndProgramFilesAreRefusedNamingThem) {
 
 TEST(CliCheckedFiles, BatchThatCannotFitInMemoryIsAUsageError) {
   TrainedRun trained;
-  testing::expect_cli_failure(ipj("bench --model " + trained.run + " --batch 100000000 --no-accuracy --no-energy --quiet"),
-                 2, "--batch 100000000");
+  testing::expect_cli_failure(
+      ipj("bench --model " + trained.run + " --batch 100000000 --no-accuracy --no-energy --quiet"), 2,
+      "--batch 100000000");
 }
 
 TEST(CliErrors, AbsurdNumbersAreUsageErrorsNamingTheFlag) {
@@ -251,9 +254,12 @@ TEST(CliMeasure, SigtermIsForwardedToTheWholeTreeAndTheReportIsStillPrinted) {
 TEST(CliMeasure, CommandThatCannotStartIsToldApartFromOneThatExitsTwo) {
   testing::TempDir dir;
   write_file_atomically(dir.file("not-executable"), "#!/bin/sh\nexit 0\n");
-  testing::expect_cli_failure(ipj("measure -- /nonexistent/command"), 127, "cannot run '/nonexistent/command'");
-  testing::expect_cli_failure(ipj("measure -- ipj-no-such-command-anywhere"), 127, "ipj-no-such-command-anywhere");
-  testing::expect_cli_failure(ipj("measure -- " + dir.file("not-executable")), 126, dir.file("not-executable"));
+  testing::expect_cli_failure(ipj("measure -- /nonexistent/command"), 127,
+                              "cannot run '/nonexistent/command'");
+  testing::expect_cli_failure(ipj("measure -- ipj-no-such-command-anywhere"), 127,
+                              "ipj-no-such-command-anywhere");
+  testing::expect_cli_failure(ipj("measure -- " + dir.file("not-executable")), 126,
+                              dir.file("not-executable"));
   const auto exits_two = ipj("measure --json -- sh -c 'exit 2'");
   EXPECT_EQ(exits_two.exit_code, 2);
   EXPECT_EQ(json::parse(exits_two.out)["exit_code"], 2);  // the report is printed: it ran

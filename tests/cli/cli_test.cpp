@@ -141,7 +141,8 @@ TEST(Cli, BadDataExitsNamingTheFile) {
   testing::write_synthetic_idx_dataset(dir.file("corrupt"), 30, 10, true);
   testing::write_bytes(dir.file("corrupt/train-images-idx3-ubyte.gz"),
                        {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2});
-  testing::expect_cli_failure(ipj("train --no-save --data " + dir.file("corrupt")), 3, "train-images-idx3-ubyte.gz");
+  testing::expect_cli_failure(ipj("train --no-save --data " + dir.file("corrupt")), 3,
+                              "train-images-idx3-ubyte.gz");
 }
 
 TEST(Cli, TrainsOnSyntheticCifarFolder) {
@@ -303,8 +304,10 @@ TEST(CliCompare, PythonBaselineGivesTheImplementationSpeedupOnAHeldOutSeed) {
   EXPECT_TRUE(report["held_out"].get<bool>());
   EXPECT_EQ(report["tuning_seeds"], json::array({0, 1, 2}));
   // Models the Python loop does not have, and an interpreter that does not exist, are usage errors.
-  testing::expect_cli_failure(ipj("compare --model resnet18 --limit 100 --python-baseline"), 2, "--python-baseline");
-  testing::expect_cli_failure(ipj("compare --limit 100 --python-baseline --python /nonexistent/python3"), 2, "--python");
+  testing::expect_cli_failure(ipj("compare --model resnet18 --limit 100 --python-baseline"), 2,
+                              "--python-baseline");
+  testing::expect_cli_failure(ipj("compare --limit 100 --python-baseline --python /nonexistent/python3"), 2,
+                              "--python");
 }
 
 }  // namespace ipj

@@ -16,9 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-testing::ProcessResult ipj(const std::string& arguments) {
-  return testing::run_process(testing::ipj_binary() + " " + arguments);
-}
+using testing::ipj;
 
 json parse_stdout(const testing::ProcessResult& result, const std::string& what) {
   EXPECT_EQ(result.exit_code, 0) << what << "\n" << result.err;

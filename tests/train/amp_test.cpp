@@ -25,7 +25,6 @@ const data::Dataset& amp_subset() {
   return dataset;
 }
 
-
 }  // namespace
 
 TEST(Precision, AutocastRegionRunsLinearInBf16AndRestores) {

@@ -29,7 +29,6 @@ TrainConfig small_config() {
   return config;
 }
 
-
 void expect_same_parameters(models::Classifier& a, models::Classifier& b) {
   const auto first = a.named_parameters();
   const auto second = b.named_parameters();

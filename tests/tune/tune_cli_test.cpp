@@ -25,7 +25,6 @@ namespace {
 
 using testing::ipj;
 
-
 std::vector<Json> json_lines(const std::string& path) {
   std::vector<Json> lines;
   std::ifstream in(path);
@@ -199,15 +198,16 @@ TEST(TuneCli, TunesAUsersTorchScriptFileWhoseRecipeNamesItsModel) {
                             R"({"schema_version": 1, "fixed": {"model_source": "zoo"}})",
                             R"({"schema_version": 1, "fixed": {"model": "cnn"}})"}) {
     write_file_atomically(dir.file("identity.json"), space);
-    testing::expect_cli_failure(ipj("tune" + run + " --target-acc 0.8 --space " + dir.file("identity.json") + " --out " +
-                       dir.file("refused")),
-                   3, "part of the run's identity");
+    testing::expect_cli_failure(ipj("tune" + run + " --target-acc 0.8 --space " + dir.file("identity.json") +
+                                    " --out " + dir.file("refused")),
+                                3, "part of the run's identity");
   }
-  testing::expect_cli_failure(ipj("tune" + run + " --out " + dir.file("refused")), 2, "--target-acc is required");
+  testing::expect_cli_failure(ipj("tune" + run + " --out " + dir.file("refused")), 2,
+                              "--target-acc is required");
   // A file that does not fit the data fails once, before the search (not as a failed trial after another).
-  testing::expect_cli_failure(ipj("tune --model " + model + " --input-shape 3,32,32 --data " + dir.file("data") +
-                     " --target-acc 0.8 --quiet --out " + dir.file("misfit")),
-                 2, "--input-shape 3,32,32 does not match the data set's images");
+  testing::expect_cli_failure(ipj("tune --model " + model + " --input-shape 3,32,32 --data " +
+                                  dir.file("data") + " --target-acc 0.8 --quiet --out " + dir.file("misfit")),
+                              2, "--input-shape 3,32,32 does not match the data set's images");
 
   // Relative --model, --data and --out, from the folder that holds them.
   const std::string out = dir.file("tune");
@@ -291,19 +291,21 @@ TEST(TuneCli, BadSpacesBudgetsAndFoldersGiveClearErrors) {
   write_file_atomically(dir.file("space.json"),
                         R"({"schema_version": 1, "dimensions": {"batch_size": [64]}})");
   testing::expect_cli_failure(ipj("tune --space " + dir.file("space.json") + " --out " + dir.file("a")), 3,
-                 "unknown dimension \"batch_size\"");
+                              "unknown dimension \"batch_size\"");
   testing::expect_cli_failure(ipj("tune --budget-s -5 --out " + dir.file("a")), 2, "--budget-s");
   testing::expect_cli_failure(ipj("tune --budget-s 5 --budget-j 5 --out " + dir.file("a")), 2, "--budget-j");
   testing::expect_cli_failure(ipj("tune --allow-power-limit --out " + dir.file("a")), 2, "--device cuda");
-  testing::expect_cli_failure(ipj("tune --resume --out " + dir.file("none")), 2, "start the run without --resume");
+  testing::expect_cli_failure(ipj("tune --resume --out " + dir.file("none")), 2,
+                              "start the run without --resume");
   testing::expect_cli_failure(ipj("tune --model nope --out " + dir.file("a")), 2, "--model");
   std::filesystem::create_directories(dir.file("used"));
   write_file_atomically(dir.file("used/tune_settings.json"), "{}");
   testing::expect_cli_failure(ipj("tune --out " + dir.file("used")), 2, "already holds a tune run");
   write_file_atomically(dir.file("bad-recipe.json"), R"({"schema_version": 1, "batch": "big"})");
   testing::expect_cli_failure(ipj("train --recipe " + dir.file("bad-recipe.json") + " --no-save"), 3,
-                 "\"batch\" must be a number");
-  testing::expect_cli_failure(ipj("compare --optimized-recipe " + dir.file("missing.json")), 4, "missing.json");
+                              "\"batch\" must be a number");
+  testing::expect_cli_failure(ipj("compare --optimized-recipe " + dir.file("missing.json")), 4,
+                              "missing.json");
   const auto help = ipj("tune --help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.out.find("Example: ipj tune"), std::string::npos) << help.out;
