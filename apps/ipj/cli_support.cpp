@@ -2,11 +2,14 @@
 #include "cli_support.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/train/recipe.hpp"
@@ -24,7 +27,12 @@ void add_data_flags(CLI::App& command, DataFlags& flags, bool with_normalization
       "Resize every image to H,W (bilinear, as torchvision's Resize on PIL images); needed when "
       "an image folder's images differ in size");
   command.add_option("--channels", flags.options.channels, "1 (grey) or 3 (RGB); default: from the data")
-      ->check(CLI::IsMember({1, 3}));
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            return text == "1" || text == "3" ? std::string()
+                                              : "'" + text + "' is not a channel count: give one in {1, 3}";
+          },
+          "{1, 3}"));
   if (with_normalization) {
     command.add_option("--mean", flags.mean,
                        "Per-channel mean for normalisation, e.g. 0.5,0.5,0.5 (default: "
@@ -36,40 +44,20 @@ void add_data_flags(CLI::App& command, DataFlags& flags, bool with_normalization
   command
       .add_option("--image-cache-mb", flags.options.image_cache_mb,
                   "Image folders: keep decoded images in memory up to this size, else decode every epoch")
+      ->check(non_negative_integer(std::int64_t{1} << 30))
       ->capture_default_str();
   command
       .add_option("--decode-threads", flags.options.decode_threads,
                   "Image folders: decoding threads (0 = one per core)")
+      ->check(non_negative_integer(256))
       ->capture_default_str();
 }
-
-namespace {
-
-std::vector<float> parse_float_list(const std::string& text, const std::string& flag) {
-  std::vector<float> values;
-  std::stringstream stream(text);
-  std::string part;
-  while (std::getline(stream, part, ',')) {
-    std::size_t used = 0;
-    try {
-      values.push_back(std::stof(part, &used));
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != part.size())
-      fail(ErrorCategory::usage,
-           flag + " '" + text + "': expected numbers separated by commas, e.g. " + flag + " 0.5,0.5,0.5");
-  }
-  return values;
-}
-
-}  // namespace
 
 data::DataOptions data_options(const DataFlags& flags) {
   data::DataOptions options = flags.options;
   if (!flags.resize.empty()) options.resize = data::parse_image_size(flags.resize, "--resize");
-  if (!flags.mean.empty()) options.mean = parse_float_list(flags.mean, "--mean");
-  if (!flags.std.empty()) options.std = parse_float_list(flags.std, "--std");
+  if (!flags.mean.empty()) options.mean = parse_floats(flags.mean, "--mean");
+  if (!flags.std.empty()) options.std = parse_floats(flags.std, "--std");
   data::validate(options);
   return options;
 }
@@ -92,17 +80,88 @@ models::ModelSource parse_model_flags(const std::string& model, const std::strin
   return models::parse_model_source(model, shape, model_flag);
 }
 
-CLI::Validator finite_range(double min, double max) {
-  const std::string range = "[" + format_number("%g", min) + ", " + format_number("%g", max) + "]";
+namespace {
+
+// "[0, 4096]" / "(0, 100]".
+std::string range_text(const std::string& min, const std::string& max, bool open_min) {
+  return (open_min ? "(" : "[") + min + ", " + max + "]";
+}
+
+// Whole-number text: an optional sign, then digits only. Overflow of `Integer` is out of range.
+template <typename Integer>
+bool parse_whole_number(const std::string& text, Integer& value, bool& overflow) {
+  overflow = false;
+  std::size_t start = text.empty() || (text[0] != '+' && text[0] != '-') ? 0 : 1;
+  if (start == text.size() || text.find_first_not_of("0123456789", start) != std::string::npos) return false;
+  if (text[0] == '-' && std::is_unsigned<Integer>::value) {  // "-0" is still 0; any other is below range
+    overflow = text.find_first_not_of('0', 1) != std::string::npos;
+    value = 0;
+    return true;
+  }
+  const char* first = text.c_str() + (text[0] == '+' ? 1 : 0);
+  const auto [end, error] = std::from_chars(first, text.c_str() + text.size(), value);
+  overflow = error == std::errc::result_out_of_range;
+  return overflow || (error == std::errc() && end == text.c_str() + text.size());
+}
+
+template <typename Integer>
+CLI::Validator whole_number_range(Integer min, Integer max) {
+  const std::string range = range_text(std::to_string(min), std::to_string(max), false);
   return CLI::Validator(
       [min, max, range](std::string& text) -> std::string {
+        Integer value = 0;
+        bool overflow = false;
+        if (!parse_whole_number(text, value, overflow))
+          return "'" + text + "' is not a whole number: give one in " + range;
+        if (overflow || value < min || value > max)
+          return "'" + text + "' is out of range: give a whole number in " + range;
+        return "";
+      },
+      range);
+}
+
+CLI::Validator number_range(double min, double max, bool open_min) {
+  const std::string range = range_text(format_number("%g", min), format_number("%g", max), open_min);
+  return CLI::Validator(
+      [min, max, open_min, range](std::string& text) -> std::string {
         double value = 0.0;
-        if (!CLI::detail::lexical_cast(text, value)) return "'" + text + "' is not a number";
-        if (!std::isfinite(value) || value < min || value > max)
+        if (!CLI::detail::lexical_cast(text, value))
+          return "'" + text + "' is not a number: give one in " + range;
+        if (!std::isfinite(value) || value < min || value > max || (open_min && value <= min))
           return "'" + text + "' is out of range: give a finite number in " + range;
         return "";
       },
-      "NUMBER in " + range);
+      range);
+}
+
+}  // namespace
+
+CLI::Validator integer_range(std::int64_t min, std::int64_t max) {
+  return whole_number_range<std::int64_t>(min, max);
+}
+CLI::Validator non_negative_integer(std::int64_t max) {
+  return integer_range(0, max);
+}
+CLI::Validator positive_integer(std::int64_t max) {
+  return integer_range(1, max);
+}
+CLI::Validator seed_value() {
+  return whole_number_range<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max());
+}
+CLI::Validator finite_range(double min, double max) {
+  return number_range(min, max, false);
+}
+CLI::Validator probability() {
+  return finite_range(0.0, 1.0);
+}
+CLI::Validator positive_number(double max) {
+  return number_range(0.0, max, true);
+}
+
+void print_warnings(const Json& report) {
+  if (!report.is_object() || !report.contains("warnings") || !report["warnings"].is_array()) return;
+  for (const Json& warning : report["warnings"])
+    if (warning.is_string()) std::cerr << "ipj: warning: " << warning.get<std::string>() << "\n";
 }
 
 void print_json(const Json& value) {
@@ -138,6 +197,21 @@ std::vector<std::string> split_commas(const std::string& text) {
   while (std::getline(stream, part, ','))
     if (!part.empty()) parts.push_back(part);
   return parts;
+}
+
+std::vector<std::int64_t> parse_integer_list(const std::string& text, const std::string& flag,
+                                             std::int64_t min, std::int64_t max) {
+  const CLI::Validator check = integer_range(min, max);
+  std::vector<std::int64_t> values;
+  for (std::string part : split_commas(text)) {
+    const std::string problem = check(part);
+    if (!problem.empty()) fail(ErrorCategory::usage, flag + " " + text + ": " + problem);
+    values.push_back(std::stoll(part));
+  }
+  if (values.empty())
+    fail(ErrorCategory::usage, flag + " is empty: give whole numbers in [" + std::to_string(min) + ", " +
+                                   std::to_string(max) + "] separated by commas");
+  return values;
 }
 
 std::vector<float> parse_floats(const std::string& text, const std::string& flag) {

@@ -47,12 +47,36 @@ models::ModelSource parse_model_flags(const std::string& model, const std::strin
                                       const std::string& model_flag = "--model");
 // Help text of --input-shape, the same for every command that takes a TorchScript --model.
 extern const char* const kInputShapeHelp;
-// A CLI11 check for a floating-point flag: a finite number in [min, max]. CLI::Range and
-// CLI::NonNegativeNumber let NaN (and +inf for open ranges) through; this refuses them, naming the value.
+// The range checks of numeric flags, one per kind, applied in every command's flag table (docs/CLI.md
+// "Numeric flags"). CLI11 runs them on the text before converting it and names the flag ("--seed: '-1' is out
+// of range: give a whole number in [0, 18446744073709551615]"; exit 2). They refuse what CLI11's own
+// conversions and checks let through: "-1" into an unsigned flag (it wraps), 1e30 into an integer (it
+// clamps), NaN and infinities (CLI::Range and CLI::NonNegativeNumber pass NaN).
+// A whole number in [min, max] (no fraction, no exponent).
+CLI::Validator integer_range(std::int64_t min, std::int64_t max);
+// Counts and limits where 0 means all / off / the default: a whole number in [0, max].
+CLI::Validator non_negative_integer(std::int64_t max);
+// Sizes that must be at least 1 (batch sizes, epochs, windows): a whole number in [1, max].
+CLI::Validator positive_integer(std::int64_t max);
+// Seeds: a whole number in [0, 2^64 - 1].
+CLI::Validator seed_value();
+// A finite number in [min, max].
 CLI::Validator finite_range(double min, double max);
+// A fraction in [0, 1] (accuracies, momentum, mixing weights).
+CLI::Validator probability();
+// A finite number in (0, max] (learning rates, seconds, temperatures).
+CLI::Validator positive_number(double max);
+// Largest sample count a --limit-style flag accepts (far above any data set; refuses 1e30 and typos).
+inline constexpr std::int64_t kMaxSamples = std::int64_t{1} << 40;
+// Largest batch a --batch-style flag accepts.
+inline constexpr std::int64_t kMaxBatch = std::int64_t{1} << 24;
 
 // "0.5,0.25" -> {0.5, 0.25}; throws ipj::Error(usage) naming `flag` on bad text.
 std::vector<float> parse_floats(const std::string& text, const std::string& flag);
+// "1,8,64" -> {1, 8, 64}, each a whole number in [min, max]; throws ipj::Error(usage) naming `flag`, the
+// bad part and the range.
+std::vector<std::int64_t> parse_integer_list(const std::string& text, const std::string& flag,
+                                             std::int64_t min, std::int64_t max);
 // Comma-separated parts, empty ones dropped.
 std::vector<std::string> split_commas(const std::string& text);
 // --input-shape/--mean/--std of TorchScript models (left empty when the texts are).
@@ -63,6 +87,8 @@ void add_model_input_flags(CLI::App& command, ModelInputFlags& flags);
 // Parses them into `shape`, `mean` and `std`; throws ipj::Error(usage) on bad text or unequal mean/std.
 void parse_model_input_flags(const ModelInputFlags& flags, std::vector<std::int64_t>& shape,
                              std::vector<float>& mean, std::vector<float>& std);
+// Prints each string of `report["warnings"]` (if any) on stderr as "ipj: warning: ...".
+void print_warnings(const Json& report);
 // Prints `value` as one compact JSON line on stdout.
 void print_json(const Json& value);
 

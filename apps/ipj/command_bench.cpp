@@ -44,16 +44,16 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
       ->check(finite_range(0.0, 3600.0))
       ->capture_default_str();
   command->add_option("--max-windows", bench.max_windows, "Give up on stability after this many windows")
-      ->check(CLI::Range(1, 10000))
+      ->check(positive_integer(10000))
       ->capture_default_str();
-  command->add_option("--threads", threads, "Cores to use (0 = all)")->check(CLI::Range(0, 4096));
+  command->add_option("--threads", threads, "Cores to use (0 = all)")->check(non_negative_integer(4096));
   command->add_option("--data", data_dir,
                       "Data set for accuracy and int8-static calibration (default: the model's)");
   command->add_option("--test-limit", test_limit, "Accuracy on the first N test samples only (0 = all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_integer(kMaxSamples));
   add_data_flags(*command, data_flags, false);
   command->add_option("--calib", load.calibration_samples, "Calibration samples for int8-static")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_integer(kMaxSamples))
       ->capture_default_str();
   command->add_option("--engine", load.engine, "Quantized engine for int8 variants")->capture_default_str();
   command->add_flag("--no-accuracy", no_accuracy, "Skip the test-set accuracy of each variant");
@@ -64,7 +64,7 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
       ->add_option("--energy-interval-ms", energy_interval_ms,
                    "Energy sampling period (ipj gate compares energy over >= 60 samples: e.g. 20 ms with "
                    "0.5 s windows)")
-      ->check(CLI::Range(1, 10000))
+      ->check(positive_integer(10000))
       ->capture_default_str();
   command->callback([&runner] {
     runner = [] {
@@ -75,8 +75,7 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
       load.calibration_data_options = data_options(data_flags);
       options.load = load;
       options.bench = bench;
-      for (const auto& part : split_commas(batches_text))
-        options.batches.push_back(infer::parse_shape(part, "--batch").at(0));
+      options.batches = parse_integer_list(batches_text, "--batch", 1, kMaxBatch);
       options.variants = split_commas(variants_text);
       options.threads = threads;
       options.measure_accuracy = !no_accuracy;
@@ -86,6 +85,12 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
       options.energy_interval_ms = energy_interval_ms;
       options.show_progress = !flags.quiet && !flags.json;
       const infer::ModelBenchReport report = infer::run_model_bench(options);
+      for (const std::string& warning : report.warnings)
+        std::cerr << "ipj: warning: " << warning << "\n";
+      for (const infer::SkippedRow& skipped : report.skipped)  // the measured rows are kept
+        std::cerr << "ipj: warning: skipped variant " << skipped.variant
+                  << (skipped.batch > 0 ? " at batch " + std::to_string(skipped.batch) : std::string())
+                  << ": " << skipped.reason << "\n";
       if (flags.json) {
         print_json(infer::to_json(report));
         return 0;
@@ -101,6 +106,10 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
                        format_number("%.0f KiB", row.parameter_bytes / 1024.0), row.stable ? "yes" : "no"});
       }
       std::cout << table.render();
+      for (const infer::SkippedRow& skipped : report.skipped)
+        std::cout << "skipped: " << skipped.variant
+                  << (skipped.batch > 0 ? " batch " + std::to_string(skipped.batch) : std::string()) << " ("
+                  << skipped.reason << ")\n";
       return 0;
     };
   });

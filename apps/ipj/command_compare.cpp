@@ -44,16 +44,23 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
   add_data_flags(*command, data_flags, true);
   command->add_option("--target-acc", config.target_acc, "Target test accuracy (0 = model default: mlp 0.88)")
       ->check(finite_range(0.0, 0.9999));
-  command->add_option("--max-epochs", config.baseline_max_epochs, "Baseline epoch cap (0 = model default)");
-  command->add_option("--epochs", config.optimized_epochs,
-                      "Optimized recipe's schedule length (0 = model default)");
+  command->add_option("--max-epochs", config.baseline_max_epochs, "Baseline epoch cap (0 = model default)")
+      ->check(non_negative_integer(1000000));
+  command
+      ->add_option("--epochs", config.optimized_epochs,
+                   "Optimized recipe's schedule length (0 = model default)")
+      ->check(non_negative_integer(1000000));
   command
       ->add_option("--seed", config.seed,
                    "Seed for both runs (0, 1, 2 tuned the recipes: 3 or higher is held out)")
+      ->check(seed_value())
       ->capture_default_str();
-  command->add_option("--limit", config.limit, "First N training samples (0 = all)");
-  command->add_option("--test-limit", config.test_limit, "First N test samples (0 = all)");
-  command->add_option("--threads", config.threads, "Cores to use (0 = all)");
+  command->add_option("--limit", config.limit, "First N training samples (0 = all)")
+      ->check(non_negative_integer(kMaxSamples));
+  command->add_option("--test-limit", config.test_limit, "First N test samples (0 = all)")
+      ->check(non_negative_integer(kMaxSamples));
+  command->add_option("--threads", config.threads, "Cores to use (0 = all)")
+      ->check(non_negative_integer(4096));
   command->add_option("--out", config.out_dir,
                       "Folder for compare.json and the two run folders (default runs/)");
   static bool python_baseline = false;

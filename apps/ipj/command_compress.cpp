@@ -37,13 +37,19 @@ CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner) {
       ->check(finite_range(0.0, 0.99))
       ->capture_default_str();
   command->add_flag("--structured", options.structured, "Remove whole hidden units / channels");
-  command->add_option("--epochs", options.epochs, "Fine-tuning epochs (0 = none)")->capture_default_str();
+  command->add_option("--epochs", options.epochs, "Fine-tuning epochs (0 = none)")
+      ->check(non_negative_integer(1000000))
+      ->capture_default_str();
   command->add_option("--lr", options.learning_rate, "Fine-tuning learning rate (SGD, momentum 0.9)")
-      ->check(finite_range(1e-12, 100.0))
+      ->check(positive_number(100.0))
       ->capture_default_str();
   command->add_option("--data", options.data_dir, "Data set folder (default: the model's)");
-  command->add_option("--limit", options.train_limit, "Fine-tune on the first N training samples only");
-  command->add_option("--test-limit", options.test_limit, "Evaluate on the first N test samples only");
+  command
+      ->add_option("--limit", options.train_limit, "Fine-tune on the first N training samples only (0 = all)")
+      ->check(non_negative_integer(kMaxSamples));
+  command
+      ->add_option("--test-limit", options.test_limit, "Evaluate on the first N test samples only (0 = all)")
+      ->check(non_negative_integer(kMaxSamples));
   add_data_flags(*command, data_flags, false);
   command->callback([&runner] {
     runner = [] {
@@ -53,8 +59,7 @@ CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner) {
       parse_model_input_flags(input_flags, options.import.input_shape, options.import.mean,
                               options.import.std);
       const Json report = quant::run_prune(options);
-      for (const Json& warning : report.value("warnings", Json::array()))
-        std::cerr << "ipj: warning: " << warning.get<std::string>() << "\n";
+      print_warnings(report);
       if (flags.json) {
         print_json(report);
         return 0;
@@ -68,6 +73,8 @@ CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner) {
                      std::to_string(report["pruned_macs"].get<std::int64_t>())});
       table.add_row(
           {"zero weights", "-", format_number("%.1f%%", report["weight_sparsity"].get<double>() * 100.0)});
+      table.add_row({"parameters removed", "-",
+                     format_number("%.2f%%", report["removed_params_fraction"].get<double>() * 100.0)});
       std::cout << table.render();
       std::printf("%s pruning, accuracy drop %.2f pt; wrote %s\n",
                   report["method"].get<std::string>().c_str(), report["acc_drop_pt"].get<double>(),
@@ -105,44 +112,69 @@ CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--input-shape", input_shape, kInputShapeHelp);
   command->add_option("--teacher-input-shape", teacher_input_shape,
                       "TorchScript --teacher: what it takes per sample (default: the images, C,H,W)");
-  command->add_option("--epochs", options.epochs, "Training epochs")->capture_default_str();
+  command->add_option("--epochs", options.epochs, "Training epochs")
+      ->check(positive_integer(1000000))
+      ->capture_default_str();
   command->add_option("--lr", options.learning_rate, "Learning rate (SGD, momentum 0.9)")
-      ->check(finite_range(1e-12, 100.0))
+      ->check(positive_number(100.0))
       ->capture_default_str();
   command->add_option("--batch", options.batch_size, "Mini-batch size")
-      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20))
+      ->check(positive_integer(kMaxBatch))
       ->capture_default_str();
   command->add_option("--temperature", options.temperature, "Softmax temperature T")
       ->check(finite_range(1e-3, 1000.0))
       ->capture_default_str();
   command->add_option("--alpha", options.alpha, "Weight of the distillation term (0 = labels only)")
-      ->check(finite_range(0.0, 1.0))
+      ->check(probability())
       ->capture_default_str();
-  command->add_option("--seed", options.seed, "Seed for initialisation and shuffling")->capture_default_str();
-  command->add_option(
-      "--labeled", options.labeled_limit,
-      "Keep labels for the first N training samples only; the rest is learnt from the teacher");
-  command->add_option("--data", data_dir, "Data set folder (IDX, CIFAR-10 binary or image folder)")
+  command->add_option("--seed", options.seed, "Seed for initialisation and shuffling")
+      ->check(seed_value())
+      ->capture_default_str();
+  command
+      ->add_option(
+          "--labeled", options.labeled_limit,
+          "Keep labels for the first N training samples only; the rest is learnt from the teacher (0 = all)")
+      ->check(non_negative_integer(kMaxSamples));
+  command
+      ->add_option("--data", data_dir,
+                   "Data set folder (IDX, CIFAR-10 binary or image folder; default: the teacher's training "
+                   "data, else Fashion-MNIST)")
       ->capture_default_str();
   add_data_flags(*command, data_flags, true);
-  command->add_option("--limit", limit, "Use only the first N training samples");
-  command->add_option("--test-limit", test_limit, "Use only the first N test samples");
+  command->add_option("--limit", limit, "Use only the first N training samples (0 = all)")
+      ->check(non_negative_integer(kMaxSamples));
+  command->add_option("--test-limit", test_limit, "Use only the first N test samples (0 = all)")
+      ->check(non_negative_integer(kMaxSamples));
   command->add_option("--out", options.out_dir,
                       "Run folder for the student's checkpoint.pt and results.json");
-  command->callback([&runner] {
-    runner = [] {
+  command->callback([&runner, command] {
+    runner = [command] {
       require_writable_folder(options.out_dir, "--out");  // before any work
       options.show_progress = !flags.quiet && !flags.json;
-      options.data_dir = data_dir;
       options.student = parse_model_flags(student, input_shape, "--student");
-      const data::Dataset dataset = data::load_dataset(data_dir, limit, test_limit, data_options(data_flags));
       infer::LoadOptions
           teacher_options;  // used by TorchScript teachers only: normalised images, like students
       if (!teacher_input_shape.empty())
         teacher_options.input_shape = infer::parse_shape(teacher_input_shape, "--teacher-input-shape");
+      // Without --data: the data the teacher was trained on (its checkpoint or ipj.json records it).
+      const bool data_given = command->count("--data") > 0;
+      std::string folder = data_dir;
+      data::DataOptions folder_options = data_options(data_flags);
+      if (!data_given) {
+        const infer::InferenceModelPtr recorded = infer::load_inference_model(teacher_path, teacher_options);
+        if (!recorded->data_dir.empty()) {
+          folder = recorded->data_dir;
+          folder_options = data::merge_data_options(recorded->data_options, folder_options);
+        }
+      }
+      options.data_dir = folder;
+      const data::Dataset dataset = data::load_dataset(folder, limit, test_limit, folder_options);
       teacher_options.mean = dataset.normalization.mean;
       teacher_options.std = dataset.normalization.std;
       const infer::InferenceModelPtr teacher = infer::load_inference_model(teacher_path, teacher_options);
+      const std::string mismatch =
+          data_given ? data::describe_data_mismatch(teacher->trained_data, dataset) : "";
+      if (!mismatch.empty()) std::cerr << "ipj: warning: " << mismatch << "\n";
       Json report = train::run_distillation(
           options, dataset, [&](const torch::Tensor& pixels) { return teacher->forward(pixels); });
       report["teacher"] = teacher_path;

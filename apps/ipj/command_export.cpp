@@ -63,7 +63,9 @@ CLI::App* register_export_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--format", format, "onnx | torchscript")->capture_default_str();
   command->add_option("--out", options.out_path, "Where to write the exported model (atomically)")
       ->required();
-  command->add_option("--opset", options.opset, "ONNX opset (13-17)")->capture_default_str();
+  command->add_option("--opset", options.opset, "ONNX opset (13-17)")
+      ->check(integer_range(13, 17))
+      ->capture_default_str();
   command->add_flag(
       "--verify", options.verify,
       "Check the ONNX file on ONNX Runtime (Node.js + onnxruntime-node) against ipj at batch 1 and 7");

@@ -16,19 +16,25 @@ CLI::App* register_launch_command(CLI::App& app, CommandRunner& runner) {
   static dist::LaunchOptions options;
   static bool json = false;
   command->add_option("--nproc-per-node", options.nproc_per_node, "Ranks to start on this machine")
+      ->check(positive_integer(1024))
       ->capture_default_str();
-  command->add_option("--nnodes", options.nnodes, "Machines in the job")->capture_default_str();
+  command->add_option("--nnodes", options.nnodes, "Machines in the job")
+      ->check(positive_integer(100000))
+      ->capture_default_str();
   command->add_option("--node-rank", options.node_rank, "This machine's index, 0 .. nnodes-1")
+      ->check(non_negative_integer(99999))
       ->capture_default_str();
   command->add_option("--master-addr", options.master_addr, "Address of the machine that runs rank 0")
       ->capture_default_str();
   command
       ->add_option("--master-port", options.master_port,
                    "Rendezvous port on the master (0: a free port, single machine only)")
+      ->check(non_negative_integer(65535))
       ->capture_default_str();
   command
       ->add_option("--grace-s", options.grace_s,
                    "After a failure or a signal: seconds between SIGTERM and SIGKILL to the ranks")
+      ->check(finite_range(0.0, 3600.0))
       ->capture_default_str();
   command->add_flag("--json", json, "After the job, print a JSON summary on stderr");
   command->add_option("command", options.command, "The command every rank runs, after --")->required();

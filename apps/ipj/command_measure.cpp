@@ -21,7 +21,7 @@ CLI::App* register_measure_command(CLI::App& app, CommandRunner& runner) {
   static bool no_wait_descendants = false;
   add_output_flags(*command, flags);
   command->add_option("--interval-ms", interval_ms, "Sampling period of the meters")
-      ->check(CLI::Range(1, 10000))
+      ->check(positive_integer(10000))
       ->capture_default_str();
   command->add_option("--grid-g-per-kwh", grid, "Grid carbon intensity (gCO2e/kWh) for the CO2 figure")
       ->check(finite_range(0.0, 1e5));

@@ -44,7 +44,7 @@ CLI::App* register_models_command(CLI::App& app, CommandRunner& runner) {
   static int classes = 10;
   add_output_flags(*command, flags);
   command->add_option("--input", input, "Input shape CxHxW (default 1x28x28, Fashion-MNIST)");
-  command->add_option("--classes", classes, "Number of classes")->check(CLI::Range(2, 100000));
+  command->add_option("--classes", classes, "Number of classes")->check(integer_range(2, 100000));
   command->callback([&runner] {
     runner = [] {
       const models::InputShape shape = parse_input_shape(input);

@@ -36,27 +36,32 @@ CLI::App* register_quantize_command(CLI::App& app, CommandRunner& runner) {
       ->check(finite_range(0.0, 100.0))
       ->capture_default_str();
   command->add_option("--calib", options.calib_samples, "Training samples used for calibration (static)")
+      ->check(positive_integer(kMaxSamples))
       ->capture_default_str();
   command->add_option("--observer", observer, "Activation observer: minmax | percentile")
       ->capture_default_str();
   command->add_option("--percentile", options.percentile, "Percentile kept by the percentile observer")
       ->check(finite_range(50.0, 100.0))
       ->capture_default_str();
-  command->add_option("--epochs", options.qat_epochs, "QAT fine-tuning epochs")->capture_default_str();
+  command->add_option("--epochs", options.qat_epochs, "QAT fine-tuning epochs")
+      ->check(positive_integer(1000000))
+      ->capture_default_str();
   command->add_option("--lr", options.qat_learning_rate, "QAT learning rate (SGD, momentum 0.9)")
-      ->check(finite_range(1e-12, 100.0))
+      ->check(positive_number(100.0))
       ->capture_default_str();
   command->add_option("--engine", options.engine, "Quantized engine: auto | onednn | qnnpack | fbgemm")
       ->capture_default_str();
   command->add_option(
       "--data", options.data_dir,
       "Data set folder (default: the one the model was trained on; Fashion-MNIST for TorchScript)");
-  command->add_option("--test-limit", options.test_limit, "Evaluate on the first N test samples only");
+  command
+      ->add_option("--test-limit", options.test_limit, "Evaluate on the first N test samples only (0 = all)")
+      ->check(non_negative_integer(kMaxSamples));
   add_data_flags(*command, data_flags, false);
   command
       ->add_option("--limit", options.train_limit,
                    "qat: train on the first N training samples only (0 = all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_integer(kMaxSamples));
   command->callback([&runner] {
     runner = [] {
       require_writable_file(options.out_path, "--out");  // before any work
@@ -67,6 +72,7 @@ CLI::App* register_quantize_command(CLI::App& app, CommandRunner& runner) {
       options.observer = quant::parse_observer_kind(observer);
       options.show_progress = !flags.quiet && !flags.json;
       const quant::QuantizeResult result = quant::run_quantize(options);
+      print_warnings(result.report);
       if (flags.json) {
         print_json(result.report);
       } else {

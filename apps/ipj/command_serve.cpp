@@ -52,12 +52,12 @@ CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--host", options.host, "Address to bind (127.0.0.1: this machine only)")
       ->capture_default_str();
   command->add_option("--port", options.port, "TCP port, 0..65535 (0 = any free port, printed at start)")
-      ->check(CLI::Range(0, 65535))
+      ->check(non_negative_integer(65535))
       ->capture_default_str();
   command
       ->add_option("--max-connections", options.http.max_connections,
                    "Open connections at most; more are answered 503 and closed")
-      ->check(CLI::Range(1, 1000000))
+      ->check(positive_integer(1000000))
       ->capture_default_str();
   command
       ->add_option("--max-connections-per-client", options.http.max_connections_per_client,
@@ -68,7 +68,7 @@ CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner) {
   command
       ->add_option("--io-threads", options.http.io_threads,
                    "HTTP threads (event loops; batches never run there)")
-      ->check(CLI::Range(1, 64))
+      ->check(positive_integer(64))
       ->capture_default_str();
   command
       ->add_option("--header-timeout-s", options.http.header_timeout_s,
@@ -88,19 +88,24 @@ CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner) {
       ->check(positive_seconds)
       ->capture_default_str();
   command->add_option("--max-body-bytes", options.http.max_body_bytes, "Largest request body (413 above)")
+      ->check(positive_integer(std::int64_t{1} << 40))
       ->capture_default_str();
   command
       ->add_option("--max-tensor-bytes", options.request.max_tensor_bytes,
                    "Largest FP32 input tensor a request may declare (413 above)")
+      ->check(positive_integer(std::int64_t{1} << 40))
       ->capture_default_str();
   command
       ->add_option("--drain-s", options.drain_s,
                    "On SIGTERM: seconds to let in-flight requests finish, in [0, 3600]")
       ->check(drain_seconds)
       ->capture_default_str();
-  command->add_option("--usd-per-kwh", options.usd_per_kwh,
-                      "Electricity price: adds cost per 1000 inferences to /metrics");
-  command->add_option("--cpu-tdp-w", options.cpu_tdp_w, "CPU power at full load for the energy estimate");
+  command
+      ->add_option("--usd-per-kwh", options.usd_per_kwh,
+                   "Electricity price: adds cost per 1000 inferences to /metrics")
+      ->check(finite_range(0.0, 1e5));
+  command->add_option("--cpu-tdp-w", options.cpu_tdp_w, "CPU power at full load for the energy estimate")
+      ->check(finite_range(0.0, 1e5));
   command->add_flag("--no-energy", no_energy, "Do not measure energy");
   command->callback([&runner] {
     runner = [] {
@@ -159,24 +164,20 @@ CLI::App* register_load_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--concurrency", concurrency_text, "Comma list of client counts")
       ->capture_default_str();
   command->add_option("--duration", options.duration_s, "Seconds per concurrency level (three windows)")
+      ->check(positive_number(86400.0))
       ->capture_default_str();
   command->add_option("--max-windows", options.max_windows, "Windows before giving up on stability")
+      ->check(positive_integer(10000))
       ->capture_default_str();
-  command->add_option("--batch", options.batch, "Rows per request")->capture_default_str();
+  command->add_option("--batch", options.batch, "Rows per request")
+      ->check(positive_integer(kMaxBatch))
+      ->capture_default_str();
   command->add_flag("--binary", options.binary, "Send and receive tensors with the binary extension");
   command->callback([&runner] {
     runner = [] {
       options.concurrency.clear();
-      std::stringstream stream(concurrency_text);
-      std::string part;
-      while (std::getline(stream, part, ',')) {
-        try {
-          options.concurrency.push_back(std::stoi(part));
-        } catch (const std::exception&) {
-          fail(ErrorCategory::usage,
-               "--concurrency '" + concurrency_text + "': expected integers, e.g. 1,8,64");
-        }
-      }
+      for (const std::int64_t clients : parse_integer_list(concurrency_text, "--concurrency", 1, 4096))
+        options.concurrency.push_back(static_cast<int>(clients));
       const auto levels = serve::run_load(options, !flags.quiet && !flags.json);
       Json rows = Json::array();
       for (const auto& level : levels)

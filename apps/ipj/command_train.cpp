@@ -37,7 +37,7 @@ void add_distributed_flags(CLI::App& command, DistributedFlags& distributed) {
   command
       .add_option("--dist-timeout-s", distributed.timeout_s,
                   "Seconds to wait for the other ranks (rendezvous and every collective)")
-      ->check(CLI::Range(1.0, 86400.0))
+      ->check(finite_range(1.0, 86400.0))
       ->capture_default_str();
 }
 
@@ -68,42 +68,56 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
                    "and DIR/test/<class>/")
       ->capture_default_str();
   add_data_flags(*command, data_flags, true);
-  command->add_option("--epochs", config.epochs, "Training epochs")->capture_default_str();
-  command->add_option("--batch", config.batch_size, "Mini-batch size")->capture_default_str();
+  command->add_option("--epochs", config.epochs, "Training epochs")
+      ->check(positive_integer(1000000))
+      ->capture_default_str();
+  command->add_option("--batch", config.batch_size, "Mini-batch size")
+      ->check(positive_integer(kMaxBatch))
+      ->capture_default_str();
   command->add_option("--lr", config.learning_rate, "Learning rate")
-      ->check(finite_range(0.0, 100.0))
+      ->check(positive_number(100.0))
       ->capture_default_str();
   add_choice_option(*command, "--optimizer", config.optimizer, "sgd | adamw");
   command->add_option("--momentum", config.momentum, "SGD momentum")
-      ->check(finite_range(0.0, 1.0))
+      ->check(finite_range(0.0, 0.9999))
       ->capture_default_str();
   command->add_option("--weight-decay", config.weight_decay, "Weight decay")
       ->check(finite_range(0.0, 1.0))
       ->capture_default_str();
   add_choice_option(*command, "--schedule", config.schedule, "none | step | cosine");
-  command->add_option("--step-size", config.step_size, "Step schedule: epochs per decay (0 = epochs/3)");
+  command->add_option("--step-size", config.step_size, "Step schedule: epochs per decay (0 = epochs/3)")
+      ->check(non_negative_integer(1000000));
   command->add_option("--step-gamma", config.step_gamma, "Step schedule: decay factor")
-      ->check(finite_range(0.0, 1.0))
+      ->check(positive_number(1.0))
       ->capture_default_str();
   command
       ->add_option("--warmup-epochs", config.warmup_epochs,
                    "Linear learning-rate warmup over this many epochs (fractions allowed; 0 = none)")
+      ->check(finite_range(0.0, 1000000.0))
       ->capture_default_str();
   command->add_option("--seed", config.seed, "Seed for initialisation, shuffling and augmentation")
+      ->check(seed_value())
       ->capture_default_str();
-  command->add_option("--threads", config.threads, "Cores to use (0 = all)")->capture_default_str();
+  command->add_option("--threads", config.threads, "Cores to use (0 = all)")
+      ->check(non_negative_integer(4096))
+      ->capture_default_str();
   add_choice_option(*command, "--thread-plan", config.thread_plan,
                     "tuned (per precision and model) | python (Python torch's default)");
   add_choice_option(*command, "--allocator", config.allocator,
                     "tuned (reuse large freed blocks: no page faults per batch) | system (glibc defaults)");
-  command->add_option("--limit", config.limit, "Use only the first N training samples (0 = all)");
-  command->add_option("--test-limit", config.test_limit, "Use only the first N test samples (0 = all)");
+  command->add_option("--limit", config.limit, "Use only the first N training samples (0 = all)")
+      ->check(non_negative_integer(kMaxSamples));
+  command->add_option("--test-limit", config.test_limit, "Use only the first N test samples (0 = all)")
+      ->check(non_negative_integer(kMaxSamples));
   command->add_flag("--augment", config.augment, "Random crop (pad 4) + horizontal flip");
   command
       ->add_option("--prefetch", config.prefetch_batches,
                    "Batches prepared ahead on a background thread (0 = off)")
+      ->check(non_negative_integer(64))
       ->capture_default_str();
-  command->add_option("--eval-batch", config.eval_batch_size, "Evaluation batch size")->capture_default_str();
+  command->add_option("--eval-batch", config.eval_batch_size, "Evaluation batch size")
+      ->check(positive_integer(kMaxBatch))
+      ->capture_default_str();
   add_choice_option(*command, "--precision", config.precision,
                     "fp32 | bf16 | fp16 | auto (fastest precision native here: bf16 with AVX512_BF16/AMX)");
   command->add_option("--device", device, "cpu | cuda | cuda:N (CUDA needs an IPJ_WITH_CUDA build)")
@@ -113,6 +127,7 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   command
       ->add_option("--accum", config.accumulation_steps,
                    "Gradient accumulation: micro-batches per optimizer step")
+      ->check(positive_integer(4096))
       ->capture_default_str();
   add_choice_option(*command, "--optimizer-impl", config.optimizer_impl,
                     "fused (SGD: one-pass momentum, gradients set to none) | torch (torch::optim as is)");
@@ -124,11 +139,12 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
   command
       ->add_option("--target-acc", config.target_acc,
                    "Stop once test accuracy reaches this fraction (0 = off)")
-      ->check(finite_range(0.0, 1.0));
+      ->check(probability());
   command->add_flag(
       "--no-energy", [](std::int64_t) { config.measure_energy = false; },
       "Do not measure energy (overhead comparisons); energy_source is \"none\"");
   command->add_option("--energy-interval-ms", config.energy_interval_ms, "Energy meter sampling period")
+      ->check(positive_integer(10000))
       ->capture_default_str();
   command
       ->add_option("--cpu-tdp-w", config.cpu_tdp_w,
@@ -138,7 +154,7 @@ CLI::App* register_train_command(CLI::App& app, CommandRunner& runner) {
                       "Run folder for checkpoint.pt and results.json (default runs/MODEL-TIME)");
   command->add_flag("--no-save", no_save, "Write no checkpoint or results file");
   command->add_option("--repeat", repeat, "Run K seeds (seed, seed+1, ...) and report median and range")
-      ->check(CLI::Range(1, 100));
+      ->check(positive_integer(100));
   command->add_flag("--resume", config.resume, "Continue the run in --out from its last checkpoint");
   add_distributed_flags(*command, distributed);
   static std::string recipe_path;

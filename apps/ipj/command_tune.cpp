@@ -311,24 +311,26 @@ CLI::App* register_tune_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--input-shape", flags.input_shape, kInputShapeHelp);
   command->add_option("--data", flags.data_dir, "Data folder (IDX .gz/plain or CIFAR-10 binary)")
       ->capture_default_str();
-  command->add_option("--target-acc", flags.target_acc,
-                      "Target test accuracy (0 = the model's default: mlp 0.88, cnn 0.90)");
+  command
+      ->add_option("--target-acc", flags.target_acc,
+                   "Target test accuracy (0 = the model's default: mlp 0.88, cnn 0.90)")
+      ->check(probability());
   auto* seconds = command->add_option("--budget-s", flags.budget_s,
                                       "Budget in trial seconds, held-out runs included (default 300)");
   auto* joules =
       command->add_option("--budget-j", flags.budget_j, "Budget in trial joules instead of seconds");
   seconds->excludes(joules);
-  seconds->check(CLI::PositiveNumber);
-  joules->check(CLI::PositiveNumber);
+  seconds->check(positive_number(1e9));
+  joules->check(positive_number(1e12));
   command->add_option("--max-trials", flags.max_trials, "Stop the search after N trials (0 = budget only)")
-      ->check(CLI::Range(0, 100000));
+      ->check(non_negative_integer(100000));
   command->add_option("--heldout", flags.heldout, "Held-out seeds the winner is re-run on")
-      ->check(CLI::Range(0, 10))
+      ->check(non_negative_integer(10))
       ->capture_default_str();
   command
       ->add_option("--confirm", flags.confirm,
                    "The best N trials are re-run on a second seed (seed+100); the winner is chosen on both")
-      ->check(CLI::Range(0, 10))
+      ->check(non_negative_integer(10))
       ->capture_default_str();
   command->add_option("--space", flags.space_file, "Search-space file (docs/TUNE.md; see --print-space)");
   command->add_flag("--print-space", flags.print_space, "Print the search space as a space file and exit");
@@ -337,14 +339,19 @@ CLI::App* register_tune_command(CLI::App& app, CommandRunner& runner) {
   command
       ->add_option("--seed", flags.seed,
                    "Seed of the search and of the trials' training (held-out: seed+1..)")
+      ->check(seed_value())
       ->capture_default_str();
-  command->add_option("--limit", flags.limit, "First N training samples (0 = all)");
-  command->add_option("--test-limit", flags.test_limit, "First N test samples (0 = all)");
+  command->add_option("--limit", flags.limit, "First N training samples (0 = all)")
+      ->check(non_negative_integer(kMaxSamples));
+  command->add_option("--test-limit", flags.test_limit, "First N test samples (0 = all)")
+      ->check(non_negative_integer(kMaxSamples));
   command->add_option("--device", flags.device, "cpu | cuda | cuda:N")->capture_default_str();
   command->add_flag("--allow-power-limit", flags.allow_power_limit,
                     "GPUs: also search the NVML power limit (restored on exit and on SIGINT/SIGTERM/SIGHUP)");
-  command->add_option("--cpu-tdp-w", flags.cpu_tdp_w, "CPU power for the energy estimate (0 = default)");
+  command->add_option("--cpu-tdp-w", flags.cpu_tdp_w, "CPU power for the energy estimate (0 = default)")
+      ->check(finite_range(0.0, 1e5));
   command->add_option("--energy-interval-ms", flags.energy_interval_ms, "Energy meter sampling period")
+      ->check(positive_integer(10000))
       ->capture_default_str();
   command->callback(
       [&runner, command] { runner = [command] { return run_tune_command(*command, flags, output); }; });

@@ -135,6 +135,7 @@ std::shared_ptr<InferenceModel> program_variant(quant::LayerProgram program, con
     const data::Dataset calibration =
         data::load_dataset(calibration_dir, options.calibration_samples, 1,
                            data::merge_data_options(data_options, options.calibration_data_options));
+    quant::check_data_shape(program.input_shape, calibration.train, calibration_dir);
     params = quant::calibrate(program, calibration.train, options.calibration_samples, 256,
                               quant::ObserverKind::minmax, 100.0);
   } else if (variant != "int8-dynamic") {
@@ -180,6 +181,7 @@ InferenceModelPtr from_checkpoint(const std::string& path, const LoadOptions& op
   result->sample_shape = info.at("input_shape").get<std::vector<std::int64_t>>();
   result->data_dir = data_dir;
   result->data_options = data_options;
+  result->trained_data = train::trained_data_record(info, trained.state.config, trained.path);
   return result;
 }
 
@@ -218,6 +220,8 @@ InferenceModelPtr from_program(const std::string& path, const LoadOptions& optio
   auto result = program_variant(std::move(file.program), variant, data_dir, data_options, options);
   describe_file_model(*result,
                       {variant, "ipj-program", path, model_name, sample_shape, data_dir, data_options});
+  result->trained_data =
+      data::data_record_from_json(file.extra.value("data_record", Json()), "'" + path + "'");
   return result;
 }
 
@@ -234,6 +238,8 @@ InferenceModelPtr from_int8(const std::string& path, const LoadOptions& options)
                        loaded.extra().value("data_dir", std::string()),
                        data::data_options_from_json(loaded.extra().value("data_options", Json::object()))});
   result->parameter_bytes = loaded.parameter_bytes();
+  result->trained_data =
+      data::data_record_from_json(loaded.extra().value("data_record", Json()), "'" + path + "'");
   return result;
 }
 
@@ -248,13 +254,16 @@ InferenceModelPtr from_graph(const std::string& path, const LoadOptions& options
   auto result = graph_variant(std::move(file.graph), variant, data_dir, data_options, options);
   describe_file_model(*result,
                       {variant, "ipj-graph", path, model_name, sample_shape, data_dir, data_options});
+  result->trained_data =
+      data::data_record_from_json(file.extra.value("data_record", Json()), "'" + path + "'");
   return result;
 }
 
 // int8 variants of a TorchScript file: imported into the graph IR (with its --mean/--std), checked against
 // the module on random inputs, then converted.
 std::shared_ptr<InferenceModel> torchscript_int8(const torch::jit::Module& module, const std::string& path,
-                                                 const std::string& variant, const LoadOptions& options) {
+                                                 const std::string& variant, const LoadOptions& options,
+                                                 const data::DataRecord& trained_data) {
   if (options.input_shape.empty())
     fail(ErrorCategory::usage, "int8 variants of TorchScript files need --input-shape (e.g. 1,28,28)");
   quant::ImportOptions import;
@@ -269,7 +278,8 @@ std::shared_ptr<InferenceModel> torchscript_int8(const torch::jit::Module& modul
     fail(ErrorCategory::unsupported, "'" + path + "': ipj's imported graph differs from the module by " +
                                          std::to_string(difference) +
                                          " (relative); int8 is not available for it");
-  return graph_variant(std::move(graph), variant, "", data::DataOptions(), options);
+  // int8-static calibrates on the data the file was trained on (`ipj train` records it), else --data.
+  return graph_variant(std::move(graph), variant, trained_data.directory, trained_data.options, options);
 }
 
 // int8-dynamic of a TorchScript file: its nn.Linear layers in int8 on the module as it is (any operator).
@@ -300,6 +310,8 @@ InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& g
   LoadOptions options = given;
   train::fill_inputs_from_trained_info(extra_files[train::kTorchScriptInfoName], path, options.input_shape,
                                        options.mean, options.std);
+  const data::DataRecord trained_data =
+      train::trained_data_record(extra_files[train::kTorchScriptInfoName], path);
   if (!module.find_method("forward"))
     fail(ErrorCategory::invalid_input,
          "'" + path + "' has no forward method (save a scripted or traced module)");
@@ -317,7 +329,7 @@ InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& g
   else if (variant == "int8-dynamic")
     result = torchscript_dynamic(module, path, options, reshape);
   else if (variant.rfind("int8", 0) == 0)
-    result = torchscript_int8(module, path, variant, options);
+    result = torchscript_int8(module, path, variant, options, trained_data);
   else
     result =
         std::make_shared<ScriptModel>(variant == "jit" ? freeze_for_inference(module) : module, options.mean,
@@ -327,6 +339,9 @@ InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& g
   result->path = path;
   result->model_name = module.type()->name() ? module.type()->name()->name() : "torchscript";
   result->sample_shape = options.input_shape;
+  result->trained_data = trained_data;
+  result->data_dir = trained_data.directory;  // "" when the file records no data
+  result->data_options = trained_data.options;
   if (!stored.empty())
     result->parameter_bytes = quant::script_model_bytes(module);
   else if (variant.rfind("int8", 0) != 0)
@@ -350,13 +365,18 @@ std::vector<std::int64_t> parse_shape(const std::string& text, const std::string
     try {
       std::size_t used = 0;
       const long long value = std::stoll(part, &used);
-      if (used != part.size() || value <= 0) throw std::invalid_argument(part);
+      if (used != part.size() || value <= 0 || value > (1 << 20)) throw std::invalid_argument(part);
       shape.push_back(value);
     } catch (const std::exception&) {
       fail(ErrorCategory::usage,
-           flag + " '" + text + "': expected positive integers separated by commas, e.g. 1,28,28");
+           flag + " '" + text +
+               "': expected positive integers up to 1048576 separated by commas, e.g. 1,28,28");
     }
   }
+  std::int64_t values = 1;
+  for (const std::int64_t size : shape)
+    if ((values *= size) > (std::int64_t{1} << 28))
+      fail(ErrorCategory::usage, flag + " '" + text + "' is too large: at most 268435456 values per sample");
   if (shape.empty()) fail(ErrorCategory::usage, flag + " is empty: give e.g. 1,28,28");
   return shape;
 }

@@ -6,8 +6,12 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <new>
+#include <optional>
 
 #include "ipj/core/error.hpp"
+#include "ipj/data/batch_loader.hpp"
+#include "ipj/data/data_record.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/device/device_report.hpp"
 #include "ipj/device/process_settings.hpp"
@@ -45,9 +49,81 @@ device::ThreadWorkload inference_thread_workload(const InferenceModel& model) {
   return device::thread_workload(model.variant == "fp32", convolutional);
 }
 
+namespace {
+
+// The first line of a failure's message (LibTorch messages carry backtraces).
+std::string first_line(const std::string& message) {
+  return message.substr(0, message.find('\n'));
+}
+
+// Runs `step`; an ipj::Error other than io, or a LibTorch/std exception, becomes a skipped row (the first
+// such failure is kept in `first_failure` for the case that nothing at all could be measured).
+template <typename Step>
+bool try_variant_step(ModelBenchReport& report, const std::string& variant, std::int64_t batch, Step step,
+                      std::optional<Error>& first_failure) {
+  try {
+    step();
+    return true;
+  } catch (const Error& error) {
+    if (error.category() == ErrorCategory::io) throw;
+    report.skipped.push_back({variant, batch, first_line(error.what())});
+    if (!first_failure) first_failure = Error(error.category(), error.what());
+  } catch (const std::bad_alloc&) {
+    report.skipped.push_back({variant, batch, "out of memory"});
+    if (!first_failure) first_failure = Error(ErrorCategory::runtime, "out of memory; use a smaller --batch");
+  } catch (const std::exception& error) {
+    report.skipped.push_back({variant, batch, first_line(error.what())});
+    if (!first_failure)
+      first_failure =
+          Error(ErrorCategory::unsupported, "variant " + variant + ": " + first_line(error.what()));
+  }
+  return false;
+}
+
+// Test accuracy of one variant; a model that cannot run on the data set's images is invalid input (the data
+// or the flags do not fit the model), and more classes than outputs make the accuracy meaningless.
+double variant_accuracy(const InferenceModel& model, const data::Dataset& dataset,
+                        std::vector<std::string>& warnings) {
+  torch::Tensor logits;
+  try {
+    data::for_each_pixel_batch_in_order(dataset.test, 1, 1,
+                                        [&](const torch::Tensor& pixels, const torch::Tensor&) {
+                                          if (!logits.defined()) logits = model.forward(pixels);
+                                        });
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& error) {
+    const auto& images = dataset.test;
+    fail(ErrorCategory::invalid_input, "'" + model.path + "' cannot run on the images of '" +
+                                           dataset.directory + "' (" + std::to_string(images.channels) + "x" +
+                                           std::to_string(images.height) + "x" +
+                                           std::to_string(images.width) + "): " + first_line(error.what()) +
+                                           "; check --data, --input-shape, --channels and --resize");
+  }
+  const std::int64_t outputs = logits.defined() && logits.dim() == 2 ? logits.size(1) : 0;
+  if (outputs > 0 && dataset.num_classes > outputs) {
+    const std::string warning = "'" + dataset.directory + "' has " + std::to_string(dataset.num_classes) +
+                                " classes but the model gives " + std::to_string(outputs) +
+                                " outputs: its test accuracy there means nothing";
+    if (std::find(warnings.begin(), warnings.end(), warning) == warnings.end()) warnings.push_back(warning);
+  }
+  return train::pixel_accuracy([&](const torch::Tensor& x) { return model.forward(x); }, dataset.test, 256);
+}
+
+}  // namespace
+
 ModelBenchReport run_model_bench(const ModelBenchOptions& options) {
   if (options.variants.empty() || options.batches.empty())
     fail(ErrorCategory::usage, "--variants and --batch must not be empty");
+  for (const std::string& variant : options.variants) {  // a misspelt name is a usage error, not a skip
+    if (variant == "file" ||
+        std::find(variant_names().begin(), variant_names().end(), variant) != variant_names().end())
+      continue;
+    std::string known = "file";
+    for (const std::string& name : variant_names())
+      known += ", " + name;
+    fail(ErrorCategory::usage, "--variants: unknown variant '" + variant + "': use " + known);
+  }
   energy::MeterOptions meter_options;
   meter_options.cpu_tdp_w = options.cpu_tdp_w;
   energy::MonitorOptions monitor_options;
@@ -59,36 +135,60 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& options) {
   report.model_path = options.model_path;
   report.window_s = options.bench.window_s;
   std::optional<data::Dataset> dataset;  // read once, for the first variant that needs it
+  std::optional<Error> first_failure;
   LoadOptions load = options.load;
   for (const std::string& variant : options.variants) {
     load.variant = variant;
     if (options.show_progress) spdlog::info("loading {} as {}", options.model_path, variant);
-    const InferenceModelPtr model = load_inference_model(options.model_path, load);
+    InferenceModelPtr model;
+    if (!try_variant_step(
+            report, variant, 0, [&] { model = load_inference_model(options.model_path, load); },
+            first_failure))
+      continue;
     const device::ScopedProcessSettings threads(
         device::plan_threads(inference_thread_workload(*model), options.threads));
     BenchedVariant benched{model->variant,    model->format,          model->path,
                            model->model_name, model->parameter_bytes, std::nullopt};
     if (options.measure_accuracy) {
-      if (!dataset)
+      if (!dataset) {
         dataset =
             data::load_dataset(accuracy_data_folder(load, *model), 1, options.test_limit,
                                data::merge_data_options(model->data_options, load.calibration_data_options));
-      benched.test_acc = train::pixel_accuracy([&](const torch::Tensor& x) { return model->forward(x); },
-                                               dataset->test, 256);
+        const std::string mismatch =
+            load.calibration_data.empty() ? "" : data::describe_data_mismatch(model->trained_data, *dataset);
+        if (!mismatch.empty()) report.warnings.push_back(mismatch);
+      }
+      if (!try_variant_step(
+              report, variant, 0,
+              [&] { benched.test_acc = variant_accuracy(*model, *dataset, report.warnings); }, first_failure))
+        continue;
     }
+    bool measured = false;
     for (const std::int64_t batch : options.batches) {
-      BenchRow row =
-          run_latency_bench(*model, batch, options.bench, options.measure_energy ? &monitor : nullptr);
-      row.test_acc = benched.test_acc;
-      if (options.show_progress)
-        spdlog::info("{} batch {}: p50 {:.3f} ms, {:.0f}/s", row.variant, batch, row.p50_ms,
-                     row.throughput_per_s);
-      report.rows.push_back(std::move(row));
+      try_variant_step(
+          report, variant, batch,
+          [&] {
+            BenchRow row =
+                run_latency_bench(*model, batch, options.bench, options.measure_energy ? &monitor : nullptr);
+            row.test_acc = benched.test_acc;
+            if (options.show_progress)
+              spdlog::info("{} batch {}: p50 {:.3f} ms, {:.0f}/s", row.variant, batch, row.p50_ms,
+                           row.throughput_per_s);
+            report.rows.push_back(std::move(row));
+            measured = true;
+          },
+          first_failure);
     }
-    report.variants.push_back(std::move(benched));
-    // Under the last variant's thread plan, as before the plans were scoped: the environment's thread counts
-    // are those the last rows ran with.
-    if (report.variants.size() == options.variants.size()) report.environment = device::device_report();
+    if (measured) report.variants.push_back(std::move(benched));
+    // Under the thread plan of the last variant measured: the environment's thread counts are those the
+    // last rows ran with.
+    if (measured) report.environment = device::device_report();
+  }
+  if (report.rows.empty()) {
+    const Error failure = first_failure.value_or(Error(ErrorCategory::internal, "no row was benched"));
+    fail(failure.category(),
+         std::string(failure.what()) +
+             (report.skipped.size() > 1 ? " (every variant failed; the first is shown)" : ""));
   }
   if (dataset) report.dataset = accuracy_dataset_json(*dataset);
   return report;
@@ -106,12 +206,19 @@ Json to_json(const ModelBenchReport& report) {
   Json rows = Json::array();
   for (const BenchRow& row : report.rows)
     rows.push_back(to_json(row));
+  Json skipped = Json::array();
+  for (const SkippedRow& row : report.skipped)
+    skipped.push_back({{"variant", row.variant},
+                       {"batch", row.batch > 0 ? Json(row.batch) : Json(nullptr)},
+                       {"reason", row.reason}});
   Json json = {{"schema_version", kResultsSchemaVersion},
                {"kind", "bench"},
                {"model", report.model_path},
                {"window_s", report.window_s},
                {"variants", variants},
                {"rows", rows},
+               {"skipped", skipped},
+               {"warnings", report.warnings},
                {"environment", report.environment}};
   if (!report.dataset.is_null()) json["dataset"] = report.dataset;
   return json;

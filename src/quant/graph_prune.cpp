@@ -70,7 +70,7 @@ std::string channel_readers(const Graph& graph, const std::vector<std::vector<st
 
 }  // namespace
 
-Graph prune_structured(const Graph& graph, double fraction) {
+Graph prune_structured(const Graph& graph, double fraction, std::string* tied) {
   if (!(fraction >= 0.0 && fraction < 1.0)) fail(ErrorCategory::usage, "--sparsity must be in [0, 1)");
   torch::NoGradGuard no_grad;
   Graph pruned = graph;
@@ -86,7 +86,10 @@ Graph prune_structured(const Graph& graph, double fraction) {
                                                  : channel_readers(graph, readers, shapes, index, 1, found);
     if (!blocker.empty()) {
       const std::string why = node.groups != 1 ? blocker : "feeds " + blocker;
-      if (kept.size() < 400) kept += (kept.empty() ? "" : "; ") + ("'" + node.name + "' " + why);
+      if (kept.size() < 400)
+        kept += (kept.empty() ? "" : "; ") + ("'" + node.name + "' " + why);
+      else if (kept.size() < 405)
+        kept += "; ...";
       continue;
     }
     const std::int64_t outputs = node.weight.size(0);
@@ -112,6 +115,7 @@ Graph prune_structured(const Graph& graph, double fraction) {
                                          "': the channels of every conv/linear are tied (" + kept +
                                          "). Use magnitude pruning (omit --structured)");
   pruned.model_name = graph.model_name + "-pruned";
+  if (tied != nullptr) *tied = kept;
   return pruned;
 }
 

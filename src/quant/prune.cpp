@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "ipj/core/error.hpp"
@@ -29,7 +30,7 @@ std::int64_t parameter_count(const LayerProgram& program) {
 
 }  // namespace
 
-LayerProgram prune_structured(const LayerProgram& program, double fraction) {
+LayerProgram prune_structured(const LayerProgram& program, double fraction, std::string* tied) {
   if (!(fraction >= 0.0 && fraction < 1.0)) fail(ErrorCategory::usage, "--sparsity must be in [0, 1)");
   torch::NoGradGuard no_grad;
   LayerProgram pruned = program;
@@ -60,6 +61,8 @@ LayerProgram prune_structured(const LayerProgram& program, double fraction) {
     }
   }
   pruned.model_name = program.model_name + "-pruned";
+  if (tied != nullptr && !weighted_layers.empty())
+    *tied = "the last layer (its " + std::to_string(program.num_classes) + " outputs are the classes)";
   return pruned;
 }
 
@@ -153,11 +156,29 @@ void save_model(const std::string& path, const Graph& graph, const Json& extra) 
   save_graph(path, graph, extra);
 }
 
+// "removed_params_fraction" and, when structured pruning removed less than half of what --sparsity asked,
+// a warning saying what kept the channels.
+void add_removed_fraction(Json& report, const PruneOptions& options, const std::string& tied) {
+  const auto original = report["original_params"].get<std::int64_t>();
+  const auto pruned = report["pruned_params"].get<std::int64_t>();
+  const double removed = original > 0 ? static_cast<double>(original - pruned) / original : 0.0;
+  report["removed_params_fraction"] = removed;
+  if (!options.structured || !(removed < 0.5 * options.sparsity)) return;
+  char numbers[160];
+  std::snprintf(numbers, sizeof numbers,
+                "structured pruning removed %.2f%% of the parameters, far below --sparsity %g (%.0f%% of the "
+                "units of each prunable layer)",
+                removed * 100.0, options.sparsity, options.sparsity * 100.0);
+  report["warnings"].push_back(std::string(numbers) +
+                               ": most parameters sit in layers whose channels are tied (" +
+                               (tied.empty() ? std::string("none reported") : tied) +
+                               "); magnitude pruning (omit --structured) zeroes weights anywhere");
+}
+
 template <typename Model>
 Json prune_model(const Model& original, const PruneOptions& options, const data::Dataset& dataset,
-                 const std::string& data_dir, const data::DataOptions& data_options,
-                 const std::string& source_path) {
-  check_data_shape(original.input_shape, dataset.train, data_dir);
+                 const SourceData& data, const std::string& source_path, Json warnings) {
+  const std::string& data_dir = data.directory;
   auto accuracy = [&](const Model& model) {
     torch::NoGradGuard no_grad;
     return train::pixel_accuracy([&](const torch::Tensor& x) { return float_forward(model, x); },
@@ -166,8 +187,9 @@ Json prune_model(const Model& original, const PruneOptions& options, const data:
   const double original_acc = accuracy(original);
   Model pruned;
   std::vector<torch::Tensor> masks;
+  std::string tied;
   if (options.structured) {
-    pruned = prune_structured(original, options.sparsity);
+    pruned = prune_structured(original, options.sparsity, &tied);
   } else {
     pruned = original;
     masks = prune_magnitude(pruned, options.sparsity);
@@ -178,27 +200,34 @@ Json prune_model(const Model& original, const PruneOptions& options, const data:
     fine_tune(pruned, dataset.train, options.epochs, options.learning_rate, options.batch_size, options.seed,
               options.show_progress, masks);
   const double pruned_acc = accuracy(pruned);
-  Json extra = {{"data_dir", data_dir},         {"data_options", data::to_json(data_options)},
-                {"source", source_path},        {"structured", options.structured},
-                {"sparsity", options.sparsity}, {"test_acc", pruned_acc}};
+  Json extra = {{"data_dir", data_dir},
+                {"data_options", data::to_json(data.options)},
+                {"data_record", data::to_json(data::data_record(dataset))},
+                {"source", source_path},
+                {"structured", options.structured},
+                {"sparsity", options.sparsity},
+                {"test_acc", pruned_acc}};
   save_model(options.out_path, pruned, extra);
-  return {{"schema_version", kResultsSchemaVersion},
-          {"kind", "prune"},
-          {"model", source_path},
-          {"method", options.structured ? "structured" : "magnitude"},
-          {"dataset", data::to_json(dataset)},
-          {"sparsity", options.sparsity},
-          {"fine_tune_epochs", options.epochs},
-          {"original_acc", original_acc},
-          {"pruned_acc_before_fine_tune", pruned_acc_before_tuning},
-          {"pruned_acc", pruned_acc},
-          {"acc_drop_pt", (original_acc - pruned_acc) * 100.0},
-          {"original_params", count_parameters(original)},
-          {"pruned_params", count_parameters(pruned)},
-          {"original_macs", count_macs(original)},
-          {"pruned_macs", count_macs(pruned)},
-          {"weight_sparsity", weight_sparsity(pruned)},
-          {"out", options.out_path}};
+  Json report = {{"schema_version", kResultsSchemaVersion},
+                 {"kind", "prune"},
+                 {"model", source_path},
+                 {"method", options.structured ? "structured" : "magnitude"},
+                 {"dataset", data::to_json(dataset)},
+                 {"sparsity", options.sparsity},
+                 {"fine_tune_epochs", options.epochs},
+                 {"original_acc", original_acc},
+                 {"pruned_acc_before_fine_tune", pruned_acc_before_tuning},
+                 {"pruned_acc", pruned_acc},
+                 {"acc_drop_pt", (original_acc - pruned_acc) * 100.0},
+                 {"original_params", count_parameters(original)},
+                 {"pruned_params", count_parameters(pruned)},
+                 {"original_macs", count_macs(original)},
+                 {"pruned_macs", count_macs(pruned)},
+                 {"weight_sparsity", weight_sparsity(pruned)},
+                 {"out", options.out_path},
+                 {"warnings", std::move(warnings)}};
+  add_removed_fraction(report, options, tied);
+  return report;
 }
 
 Json run_prune_graph(const PruneOptions& options) {
@@ -209,19 +238,23 @@ Json run_prune_graph(const PruneOptions& options) {
   if (!(options.learning_rate > 0.0 && options.learning_rate <= 100.0))
     fail(ErrorCategory::usage, "--lr must be a positive number up to 100");
   const SourceModel source = load_source_model(options.model_path, options.import);
-  const std::string data_dir = !options.data_dir.empty()  ? options.data_dir
-                               : !source.data_dir.empty() ? source.data_dir
-                                                          : std::string(data::kDefaultDataDirectory);
-  const data::DataOptions data_options = data::merge_data_options(source.data_options, options.data_options);
+  const SourceData data = source_data(source, options.data_dir, options.data_options);
   const data::Dataset dataset =
-      data::load_dataset(data_dir, options.train_limit, options.test_limit, data_options);
-  if (source.program)
-    return prune_model(*source.program, options, dataset, data_dir, data_options, source.path);
+      data::load_dataset(data.directory, options.train_limit, options.test_limit, data.options);
+  Json warnings = Json::array();
+  add_data_warning(source, options.data_dir, dataset, warnings);
+  // Before any forward pass: images of another shape or more classes than outputs are the user's data
+  // problem (exit 3), not a LibTorch shape error.
+  check_data_shape(source.program ? source.program->input_shape : source.graph->input_shape, dataset.train,
+                   data.directory);
+  check_data_classes(source.program ? source.program->num_classes : source.graph->num_classes, dataset,
+                     source.path);
+  if (source.program) return prune_model(*source.program, options, dataset, data, source.path, warnings);
   torch::Tensor sample;
   data::for_each_pixel_batch_in_order(
       dataset.test, 64, 64, [&](const torch::Tensor& pixels, const torch::Tensor&) { sample = pixels; });
   check_import(source, sample);
-  return prune_model(*source.graph, options, dataset, data_dir, data_options, source.path);
+  return prune_model(*source.graph, options, dataset, data, source.path, warnings);
 }
 
 }  // namespace

@@ -127,16 +127,19 @@ QuantizeResult run_quantize(const QuantizeOptions& options) {
     return run_quantize_script(options);
   const auto start = std::chrono::steady_clock::now();
   SourceModel source = load_source_model(options.model_path, options.import);
-  const std::string data_dir = !options.data_dir.empty()  ? options.data_dir
-                               : !source.data_dir.empty() ? source.data_dir
-                                                          : std::string(data::kDefaultDataDirectory);
+  const SourceData data = source_data(source, options.data_dir, options.data_options);
+  const std::string& data_dir = data.directory;
+  const data::DataOptions& data_options = data.options;
   const bool needs_training_set = options.mode == QuantMode::qat;
-  const data::DataOptions data_options = data::merge_data_options(source.data_options, options.data_options);
   const data::Dataset dataset =
       data::load_dataset(data_dir, needs_training_set ? options.train_limit : options.calib_samples,
                          options.test_limit, data_options);
+  Json warnings = Json::array();
+  add_data_warning(source, options.data_dir, dataset, warnings);
   check_data_shape(source.program ? source.program->input_shape : source.graph->input_shape, dataset.train,
                    data_dir);
+  check_data_classes(source.program ? source.program->num_classes : source.graph->num_classes, dataset,
+                     source.path);
   const double import_difference = check_import(source, first_test_pixels(dataset.test, 64));
 
   QuantizeResult result;
@@ -166,6 +169,7 @@ QuantizeResult run_quantize(const QuantizeOptions& options) {
                 {"source_checkpoint", source.path},
                 {"data_dir", data_dir},
                 {"data_options", data::to_json(data_options)},
+                {"data_record", data::to_json(data::data_record(dataset))},
                 {"calib_samples", options.calib_samples},
                 {"observer", options.observer == ObserverKind::minmax ? "minmax" : "percentile"}};
   if (source.import_check) extra["import_max_rel_diff"] = import_difference;
@@ -179,6 +183,7 @@ QuantizeResult run_quantize(const QuantizeOptions& options) {
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.report = quantize_report(options, result, source.path, model_name, dataset.test.count, wall_s);
   result.report["dataset"] = data::to_json(dataset);
+  result.report["warnings"] = warnings;
   if (source.import_check) result.report["import_max_rel_diff"] = import_difference;
   return result;
 }

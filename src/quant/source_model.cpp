@@ -32,6 +32,7 @@ SourceModel from_checkpoint(const std::string& path) {
   source.data_dir = trained.state.config.value("data", std::string(data::kDefaultDataDirectory));
   source.data_options =
       data::data_options_from_json(trained.state.config.value("data_options", Json::object()));
+  source.trained_data = train::trained_data_record(info, trained.state.config, trained.path);
   source.path = trained.path;
   return source;
 }
@@ -46,6 +47,11 @@ SourceModel from_torchscript(const std::string& path, const ImportOptions& given
   train::fill_inputs_from_trained_info(extra_files[train::kTorchScriptInfoName], path, import.input_shape,
                                        import.mean, import.std);
   SourceModel source;
+  source.trained_data = train::trained_data_record(extra_files[train::kTorchScriptInfoName], path);
+  if (source.trained_data.known()) {  // an `ipj train` OUT/model.pt: its data is the default
+    source.data_dir = source.trained_data.directory;
+    source.data_options = source.trained_data.options;
+  }
   source.graph = import_torchscript(*module, path, import);
   source.path = path;
   source.import_check = [module, import, graph = *source.graph](const torch::Tensor& pixels) {
@@ -114,6 +120,8 @@ SourceModel load_source_model(const std::string& path, const ImportOptions& impo
       source.program = std::move(file.program);
       source.data_dir = file.extra.value("data_dir", std::string());
       source.data_options = data::data_options_from_json(file.extra.value("data_options", Json::object()));
+      source.trained_data =
+          data::data_record_from_json(file.extra.value("data_record", Json()), "'" + path + "'");
       source.path = path;
       break;
     }
@@ -122,6 +130,8 @@ SourceModel load_source_model(const std::string& path, const ImportOptions& impo
       source.graph = std::move(file.graph);
       source.data_dir = file.extra.value("data_dir", std::string());
       source.data_options = data::data_options_from_json(file.extra.value("data_options", Json::object()));
+      source.trained_data =
+          data::data_record_from_json(file.extra.value("data_record", Json()), "'" + path + "'");
       source.path = path;
       break;
     }
@@ -135,6 +145,33 @@ SourceModel load_source_model(const std::string& path, const ImportOptions& impo
   }
   source.format = format;
   return source;
+}
+
+SourceData source_data(const SourceModel& source, const std::string& given_dir,
+                       const data::DataOptions& given) {
+  SourceData result;
+  result.directory = !given_dir.empty()         ? given_dir
+                     : !source.data_dir.empty() ? source.data_dir
+                                                : std::string(data::kDefaultDataDirectory);
+  // The model's recorded --channels/--resize apply to other data too: they make its images fit the model.
+  result.options = data::merge_data_options(source.data_options, given);
+  return result;
+}
+
+void add_data_warning(const SourceModel& source, const std::string& given_dir, const data::Dataset& dataset,
+                      Json& warnings) {
+  if (given_dir.empty()) return;
+  const std::string mismatch = data::describe_data_mismatch(source.trained_data, dataset);
+  if (!mismatch.empty()) warnings.push_back(mismatch);
+}
+
+void check_data_classes(int model_classes, const data::Dataset& dataset, const std::string& path) {
+  if (model_classes <= 0 || dataset.num_classes <= model_classes) return;
+  fail(ErrorCategory::invalid_input,
+       "data set '" + dataset.directory + "' has " + std::to_string(dataset.num_classes) + " classes but '" +
+           path + "' gives " + std::to_string(model_classes) +
+           " outputs: use the data it was trained on (leave --data out for an ipj-trained model) or a model "
+           "with one output per class");
 }
 
 void check_data_shape(const std::vector<std::int64_t>& shape, const data::ImageSet& images,

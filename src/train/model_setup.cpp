@@ -32,6 +32,40 @@ void fill_inputs_from_trained_info(const std::string& info_text, const std::stri
   }
 }
 
+data::DataRecord trained_data_record(const Json& model_info, const Json& config, const std::string& path) {
+  const std::string where = "'" + path + "'";
+  if (model_info.is_object() && model_info.contains("data"))
+    return data::data_record_from_json(model_info["data"], where);
+  data::DataRecord record;
+  if (!config.is_object() || !config.contains("data")) return record;
+  try {
+    record.directory = config.at("data").get<std::string>();
+    record.options = data::data_options_from_json(config.value("data_options", Json::object()));
+    if (model_info.is_object()) {
+      record.num_classes = model_info.value("num_classes", 0);
+      const auto shape = model_info.value("input_shape", std::vector<std::int64_t>{});
+      if (shape.size() == 3) record.channels = static_cast<int>(shape[0]);
+    }
+  } catch (const Json::exception& error) {
+    fail(ErrorCategory::invalid_input, where + ": its config or model_info is damaged (" +
+                                           std::string(error.what()) + "); retrain it with this ipj");
+  }
+  return record;
+}
+
+data::DataRecord trained_data_record(const std::string& info_text, const std::string& path) {
+  if (info_text.empty()) return {};
+  Json info;
+  try {
+    info = Json::parse(info_text);
+  } catch (const Json::exception& error) {
+    fail(ErrorCategory::invalid_input, "'" + path + "': its " + std::string(kTorchScriptInfoName) +
+                                           " (written by ipj train) is damaged: " + error.what() +
+                                           "; give --input-shape, --mean and --std, or retrain");
+  }
+  return trained_data_record(info, Json(nullptr), path);
+}
+
 models::InputShape image_shape(const data::Dataset& dataset) {
   return {dataset.train.channels, dataset.train.height, dataset.train.width};
 }
@@ -44,6 +78,7 @@ Json describe_model_source(const models::ModelSource& source, const data::Datase
             {"mean", dataset.normalization.mean},
             {"std", dataset.normalization.std}};
   if (!dataset.class_names.empty()) info["classes"] = dataset.class_names;  // image folders: index -> name
+  info["data"] = data::to_json(data::data_record(dataset));  // the default data of bench, prune, ...
   if (source.is_file()) {
     const models::FileFingerprint fingerprint = models::fingerprint_file(source.file);
     info["source"] = "torchscript";

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ipj/data/data_options.hpp"
+#include "ipj/data/data_record.hpp"
 
 namespace ipj::infer {
 
@@ -29,6 +30,9 @@ class InferenceModel {
   std::string model_name;                  // mlp, cnn, ... or the TorchScript class name
   std::string data_dir;                    // the data set an ipj model was trained on ("" if unknown)
   data::DataOptions data_options;          // how that data set was read (--resize, --channels, ...)
+  // What the file records about its training data (class and channel count, ...); unknown for files that
+  // record nothing (TorchScript files not written by `ipj train`, older ipj files).
+  data::DataRecord trained_data;
 };
 using InferenceModelPtr = std::shared_ptr<const InferenceModel>;
 
@@ -56,7 +60,8 @@ InferenceModelPtr load_inference_model(const std::string& path, const LoadOption
 // uninitialized" for the vectors of a temporary LoadOptions{} inlined into callers).
 InferenceModelPtr load_inference_model(const std::string& path);
 
-// "1,28,28" -> {1, 28, 28}; throws ipj::Error(usage) naming the flag on bad text.
+// "1,28,28" -> {1, 28, 28}; throws ipj::Error(usage) naming the flag on bad text, on a size above 2^20 and
+// on more than 2^28 values per sample.
 std::vector<std::int64_t> parse_shape(const std::string& text, const std::string& flag);
 
 }  // namespace ipj::infer

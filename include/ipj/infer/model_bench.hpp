@@ -40,11 +40,20 @@ struct BenchedVariant {
   std::optional<double> test_acc;  // empty without the accuracy pass
 };
 
+// A variant (batch 0: all its batches) or one batch of it that could not be benched, and why.
+struct SkippedRow {
+  std::string variant;
+  std::int64_t batch = 0;
+  std::string reason;
+};
+
 struct ModelBenchReport {
   std::string model_path;
   double window_s = 0.0;
   std::vector<BenchedVariant> variants;
-  std::vector<BenchRow> rows;  // variant-major: variants x batches
+  std::vector<BenchRow> rows;         // variant-major: variants x batches
+  std::vector<SkippedRow> skipped;    // variants/batches that failed: the other rows are kept
+  std::vector<std::string> warnings;  // e.g. --data of another class or channel count than the model's
   // The accuracy pass's data set (data::to_json, test images only: no training counts or statistics); null
   // without the accuracy pass.
   Json dataset;
@@ -54,8 +63,11 @@ struct ModelBenchReport {
 // The results object of `ipj bench --json` (schema_version, kind "bench"; docs/RESULTS.md).
 Json to_json(const ModelBenchReport& report);
 
-// Throws ipj::Error(usage) for empty variant or batch lists, and what load_inference_model,
-// run_latency_bench and data::load_dataset throw. Each variant runs under its thread plan
+// Throws ipj::Error(usage) for empty variant or batch lists or an unknown variant name, and what
+// data::load_dataset throws. A variant that cannot be loaded or run here (load_inference_model's unsupported,
+// usage or invalid_input errors, LibTorch errors of its forward pass) or a batch size that fails is skipped
+// with its reason and the others are benched; when nothing could be measured the first failure is thrown.
+// io errors (the model file is unreadable) are thrown at once. Each variant runs under its thread plan
 // (inference_thread_workload), restored when the variant is done.
 ModelBenchReport run_model_bench(const ModelBenchOptions& options);
 

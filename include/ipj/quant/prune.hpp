@@ -17,8 +17,9 @@
 namespace ipj::quant {
 
 // Removes `fraction` of the outputs of every weighted layer but the last (at least one kept), and the
-// matching inputs of the next weighted layer (through pool/flatten).
-LayerProgram prune_structured(const LayerProgram& program, double fraction);
+// matching inputs of the next weighted layer (through pool/flatten). `tied` (optional) gets what kept
+// channels: here the last layer, whose outputs are the classes.
+LayerProgram prune_structured(const LayerProgram& program, double fraction, std::string* tied = nullptr);
 // Zeroes the `sparsity` fraction of smallest-magnitude weights per layer; returns one 0/1 mask per layer
 // index (undefined for layers without weights).
 std::vector<torch::Tensor> prune_magnitude(LayerProgram& program, double sparsity);
@@ -32,8 +33,9 @@ void fine_tune(LayerProgram& program, const data::ImageSet& images, int epochs, 
 
 // Graph versions. Structured: the conv/linear nodes whose channels reach only dense conv/linear readers
 // (through activations, pools, flatten) lose channels; those feeding a residual add, a depthwise conv or the
-// output keep them. Throws ipj::Error(unsupported) when no node can lose channels.
-Graph prune_structured(const Graph& graph, double fraction);
+// output keep them; `tied` (optional) gets which nodes kept their channels and why. Throws
+// ipj::Error(unsupported) when no node can lose channels.
+Graph prune_structured(const Graph& graph, double fraction, std::string* tied = nullptr);
 std::vector<torch::Tensor> prune_magnitude(Graph& graph, double sparsity);
 double weight_sparsity(const Graph& graph);
 void fine_tune(Graph& graph, const data::ImageSet& images, int epochs, double learning_rate,
@@ -58,7 +60,9 @@ struct PruneOptions {
   bool show_progress = true;
 };
 
-// Writes the pruned program to out_path and returns the report (accuracy, parameters and MACs before/after).
+// Writes the pruned program to out_path and returns the report (accuracy, parameters and MACs before/after,
+// "removed_params_fraction", and "warnings": e.g. structured pruning that removed less than half of
+// --sparsity, naming what tied the channels; --data of another class or channel count than the model's).
 Json run_prune(const PruneOptions& options);
 
 // A LayerProgram from an ipj checkpoint/run folder or an ipj program file, with the data folder it came from.

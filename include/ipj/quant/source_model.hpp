@@ -10,6 +10,7 @@
 #include <torch/types.h>
 
 #include "ipj/data/data_options.hpp"
+#include "ipj/data/data_record.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/quant/graph.hpp"
 #include "ipj/quant/layer_program.hpp"
@@ -32,6 +33,9 @@ struct SourceModel {
   std::string data_dir;  // the data set the model was trained on ("" when unknown)
   data::DataOptions
       data_options;  // how that data was read (--resize, --channels, ...); defaults when unknown
+  // What the file records about its training data (a checkpoint's or an ipj.json's "data", a program/graph
+  // file's "data_record"); unknown for other files.
+  data::DataRecord trained_data;
   std::string path;  // the file loaded (checkpoint.pt for a run folder)
   // TorchScript only: the importer's self-check, import_difference on these pixels ([B, C, H, W] in [0, 1]).
   std::function<double(const torch::Tensor&)> import_check;
@@ -40,6 +44,21 @@ struct SourceModel {
 // `import` gives the input shape and normalisation of TorchScript files (ignored for ipj's own files).
 // Throws ipj::Error(unsupported) for int8 files (already quantized) and for unsupported operators.
 SourceModel load_source_model(const std::string& path, const ImportOptions& import);
+
+// The data set of `ipj quantize/prune`: `given_dir` (--data) if set, else the one the model was trained on,
+// else Fashion-MNIST; `given` (--resize, --channels, ...) on top of the model's recorded options. `warnings`
+// gets one line when --data differs from the model's own data in class or channel count.
+struct SourceData {
+  std::string directory;
+  data::DataOptions options;
+};
+SourceData source_data(const SourceModel& source, const std::string& given_dir,
+                       const data::DataOptions& given);
+void add_data_warning(const SourceModel& source, const std::string& given_dir, const data::Dataset& dataset,
+                      Json& warnings);
+// Throws ipj::Error(invalid_input) when the data has more classes than the model has outputs
+// (`model_classes`, 0 = unknown): training on it would index past the logits, and its accuracy means nothing.
+void check_data_classes(int model_classes, const data::Dataset& dataset, const std::string& path);
 
 // Throws ipj::Error(invalid_input) naming `data_dir` when the images are not of the model's input shape
 // ([C, H, W], or a flat size C*H*W).

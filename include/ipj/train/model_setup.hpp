@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ipj/core/json_io.hpp"
+#include "ipj/data/data_record.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/models/classifier.hpp"
 #include "ipj/models/model_source.hpp"
@@ -31,11 +32,20 @@ void fill_inputs_from_trained_info(const std::string& info_text, const std::stri
                                    std::vector<std::int64_t>& input_shape, std::vector<float>& mean,
                                    std::vector<float>& std);
 
+// The data a model was trained on: model_info's "data" (data::DataRecord) when it has one; else, for
+// checkpoints of older ipj versions, the checkpoint's config "data"/"data_options" with model_info's class
+// count and channels (`config` null for TorchScript files: then unknown). Throws ipj::Error(invalid_input)
+// naming `path` when the record is damaged.
+data::DataRecord trained_data_record(const Json& model_info, const Json& config, const std::string& path);
+// The same from the ipj.json text of a TorchScript file ("" or no "data": unknown).
+data::DataRecord trained_data_record(const std::string& info_text, const std::string& path);
+
 // The images a data set holds, as the models' input shape.
 models::InputShape image_shape(const data::Dataset& dataset);
 
 // What inference needs without the training data (the checkpoint's model_info): "name", "input_shape" [C, H,
-// W] of the images, "num_classes", "mean", "std" (images are normalised with them before the model). A file
+// W] of the images, "num_classes", "mean", "std" (images are normalised with them before the model), "data"
+// (data::DataRecord: the data set's absolute path, format, channels, resize, mean/std, classes). A file
 // adds "source": "torchscript", "file", "file_bytes", "file_xxh3_64" and "model_input_shape" (what forward
 // takes per sample: [C, H, W] or [N]).
 Json describe_model_source(const models::ModelSource& source, const data::Dataset& dataset);

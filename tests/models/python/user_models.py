@@ -72,6 +72,23 @@ class SmallResidual(nn.Module):
         return self.fc(self.pool(self.blocks(self.stem(x))).flatten(1))
 
 
+class TiedResidual(nn.Module):
+    """Both convolutions feed a residual add: structured pruning can only narrow the tiny head (fc1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 16, 3, padding=1)
+        self.conv2 = nn.Conv2d(16, 16, 3, padding=1)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc1 = nn.Linear(16, 4)
+        self.fc2 = nn.Linear(4, 10)
+
+    def forward(self, x):
+        y = F.relu(self.conv1(x))
+        y = y + F.relu(self.conv2(y))
+        return self.fc2(F.relu(self.fc1(self.pool(y).flatten(1))))
+
+
 class NoParameters(nn.Module):
     def forward(self, x):
         return x.flatten(1)[:, :10]
@@ -100,7 +117,7 @@ def mobilenet_v2():
 ARCHITECTURES = {
     "mlp": Mlp, "flat_mlp": FlatMlp, "cnn_bn": CnnBn, "residual": SmallResidual, "resnet18": resnet18,
     "mobilenet_v2": mobilenet_v2, "wrong_classes": lambda: Mlp(classes=5), "wrong_input": lambda: Mlp(inputs=3 * 32 * 32),
-    "no_parameters": NoParameters, "tuple_output": TupleOutput,
+    "no_parameters": NoParameters, "tuple_output": TupleOutput, "tied_residual": TiedResidual,
 }
 
 
