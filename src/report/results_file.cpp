@@ -6,6 +6,7 @@
 
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/error.hpp"
+#include "ipj/core/json_io.hpp"
 #include "kinds.hpp"
 
 namespace ipj::report {
@@ -82,12 +83,12 @@ std::vector<std::string> known_kinds() {
 ResultsFile load_results_file(const std::string& path) {
   ResultsFile file;
   file.path = resolve_path(path);
-  const std::string text = read_file(file.path);
+  const std::string text = read_file(file.path, kJsonFileLimits.max_bytes);
   try {
-    file.json = Json::parse(text);
-  } catch (const nlohmann::json::exception& error) {
-    fail(ErrorCategory::invalid_input, "'" + file.path + "' is not JSON (" + error.what() +
-                                           "); give a results file written by ipj, e.g. runs/x/results.json");
+    file.json = parse_json_text(text, "'" + file.path + "'");
+  } catch (const Error& error) {
+    fail(ErrorCategory::invalid_input,
+         std::string(error.what()) + "; give a results file written by ipj, e.g. runs/x/results.json");
   }
   if (!file.json.is_object())
     fail(ErrorCategory::invalid_input,
