@@ -195,18 +195,17 @@ RawFacts raw_facts(const std::string& path) {
   return facts;
 }
 
+// `has`: what the file holds after the header, in words ("3145728", "at most ...").
 [[noreturn]] void fail_size_mismatch(const std::string& path, const IdxHeader& header,
-                                     std::uint64_t data_bytes, const std::string& how) {
+                                     std::uint64_t data_bytes, const std::string& has) {
   const auto declared = static_cast<std::uint64_t>(header.element_count);
   if (data_bytes < declared)
     fail(ErrorCategory::invalid_input, "'" + path + "' is truncated: header promises " +
-                                           std::to_string(declared) + " bytes of data, file has " + how +
-                                           std::to_string(data_bytes) +
+                                           std::to_string(declared) + " bytes of data, file has " + has +
                                            "; re-download or regenerate it (nothing was loaded)");
   fail(ErrorCategory::invalid_input, "'" + path + "' has unexpected bytes after the " +
                                          std::to_string(declared) + " bytes of data its header declares (" +
-                                         how + std::to_string(data_bytes) +
-                                         "); the header or the file is corrupt (nothing was loaded)");
+                                         has + "); the header or the file is corrupt (nothing was loaded)");
 }
 
 // Inflates the whole file into a small buffer, counting bytes and keeping none, stopping at `stop_at` bytes:
@@ -233,19 +232,23 @@ void check_declared_size(const std::string& path, const IdxHeader& header) {
   const auto declared = static_cast<std::uint64_t>(header.element_count);
   if (!facts.gzip) {
     const std::uint64_t data_bytes = facts.file_bytes - std::min(facts.file_bytes, header.header_bytes);
-    if (data_bytes != declared) fail_size_mismatch(path, header, data_bytes, "");
+    if (data_bytes != declared) fail_size_mismatch(path, header, data_bytes, std::to_string(data_bytes));
     return;
   }
   constexpr std::uint64_t kMaxDeflateRatio = 1032;
   if (declared > facts.file_bytes * kMaxDeflateRatio)
     fail_size_mismatch(path, header, facts.file_bytes * kMaxDeflateRatio,
-                       "(" + std::to_string(facts.file_bytes) + " gzip bytes, at most 1032:1) at most ");
+                       "at most " + std::to_string(facts.file_bytes * kMaxDeflateRatio) + " (" +
+                           std::to_string(facts.file_bytes) + " bytes of gzip inflate at most 1032:1)");
   const std::uint64_t total = header.header_bytes + declared;
   constexpr std::uint64_t kCountAbove = std::uint64_t{64} << 20;  // smaller: reading it is as cheap
   if (facts.trailer_size == static_cast<std::uint32_t>(total) || declared <= kCountAbove) return;
   const std::uint64_t inflated = count_inflated_bytes(path, total + 1);
+  const std::uint64_t data_bytes = inflated - std::min(inflated, header.header_bytes);
   if (inflated != total)
-    fail_size_mismatch(path, header, inflated - std::min(inflated, header.header_bytes), "");
+    fail_size_mismatch(path, header, data_bytes,
+                       inflated > total ? "at least " + std::to_string(data_bytes)
+                                        : std::to_string(data_bytes) + " (counted by inflating it)");
 }
 
 }  // namespace

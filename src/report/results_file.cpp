@@ -84,11 +84,12 @@ ResultsFile load_results_file(const std::string& path) {
   ResultsFile file;
   file.path = resolve_path(path);
   const std::string text = read_file(file.path, kJsonFileLimits.max_bytes);
+  check_json_depth(text, kJsonFileLimits.max_depth, "'" + file.path + "'");
   try {
-    file.json = parse_json_text(text, "'" + file.path + "'");
-  } catch (const Error& error) {
-    fail(ErrorCategory::invalid_input,
-         std::string(error.what()) + "; give a results file written by ipj, e.g. runs/x/results.json");
+    file.json = Json::parse(text);
+  } catch (const nlohmann::json::exception& error) {
+    fail(ErrorCategory::invalid_input, "'" + file.path + "' is not JSON (" + error.what() +
+                                           "); give a results file written by ipj, e.g. runs/x/results.json");
   }
   if (!file.json.is_object())
     fail(ErrorCategory::invalid_input,
