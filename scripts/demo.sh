@@ -4,6 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-bash scripts/build.sh
+bash scripts/build.sh --target ipj  # only what the main job needs; scripts/test.sh builds the rest
 ./build/bin/ipj devices
 ./build/bin/ipj compare --model mlp --out runs/demo-compare

@@ -6,14 +6,6 @@
 #include "program_training.hpp"
 
 namespace ipj::quant {
-namespace {
-
-bool weighted(const Layer& layer) {
-  return layer.kind == LayerKind::linear || layer.kind == LayerKind::conv2d;
-}
-
-}  // namespace
-
 std::vector<QuantParams> calibrate(const LayerProgram& program, const data::ImageSet& images,
                                    std::int64_t samples, std::int64_t batch_size, ObserverKind observer,
                                    double percentile) {
@@ -26,7 +18,7 @@ std::vector<QuantParams> calibrate(const LayerProgram& program, const data::Imag
       });
   std::vector<QuantParams> params(program.layers.size());
   for (std::size_t index = 0; index < program.layers.size(); ++index)
-    if (weighted(program.layers[index])) params[index] = observers[index].quant_params();
+    if (has_weights(program.layers[index])) params[index] = observers[index].quant_params();
   return params;
 }
 
@@ -50,7 +42,7 @@ std::vector<QuantParams> quantization_aware_training(LayerProgram& program, cons
     x = torch::fake_quantize_per_tensor_affine(x, 1.0 / 255.0, 0, 0, 255);
     for (std::size_t index = 0; index < program.layers.size(); ++index) {
       const Layer& layer = program.layers[index];
-      if (weighted(layer)) {
+      if (has_weights(layer)) {
         const torch::Tensor scales = weight_scales(layer.weight).to(torch::kFloat);  // [out]
         const torch::Tensor zeros = torch::zeros({scales.size(0)}, torch::kInt);
         const torch::Tensor weight =
@@ -79,7 +71,7 @@ std::vector<QuantParams> quantization_aware_training(LayerProgram& program, cons
   std::vector<QuantParams> params(program.layers.size());
   for (std::size_t index = 0; index < program.layers.size(); ++index) {
     const Layer& layer = program.layers[index];
-    if (weighted(layer)) params[index] = affine_params(range_low[index], range_high[index]);
+    if (has_weights(layer)) params[index] = affine_params(range_low[index], range_high[index]);
   }
   return params;
 }

@@ -188,4 +188,8 @@ std::int64_t multiply_accumulates(const LayerProgram& program) {
   return total;
 }
 
+bool has_weights(const Layer& layer) {
+  return layer.kind == LayerKind::linear || layer.kind == LayerKind::conv2d;
+}
+
 }  // namespace ipj::quant

@@ -17,6 +17,14 @@
 
 namespace ipj::quant {
 
+// The float forward pass of either model representation (quantize and prune evaluate both).
+inline torch::Tensor float_forward(const LayerProgram& program, const torch::Tensor& x) {
+  return run_float(program, x);
+}
+inline torch::Tensor float_forward(const Graph& graph, const torch::Tensor& x) {
+  return run_graph(graph, x);
+}
+
 struct PixelTraining {
   int epochs = 1;
   double learning_rate = 0.01;

@@ -19,14 +19,10 @@
 namespace ipj::quant {
 namespace {
 
-bool weighted(const Layer& layer) {
-  return layer.kind == LayerKind::linear || layer.kind == LayerKind::conv2d;
-}
-
 std::int64_t parameter_count(const LayerProgram& program) {
   std::int64_t count = 0;
   for (const Layer& layer : program.layers)
-    if (weighted(layer)) count += layer.weight.numel() + layer.bias.numel();
+    if (has_weights(layer)) count += layer.weight.numel() + layer.bias.numel();
   return count;
 }
 
@@ -38,7 +34,7 @@ LayerProgram prune_structured(const LayerProgram& program, double fraction) {
   LayerProgram pruned = program;
   std::vector<std::size_t> weighted_layers;
   for (std::size_t index = 0; index < pruned.layers.size(); ++index)
-    if (weighted(pruned.layers[index])) weighted_layers.push_back(index);
+    if (has_weights(pruned.layers[index])) weighted_layers.push_back(index);
   for (std::size_t position = 0; position + 1 < weighted_layers.size(); ++position) {
     Layer& layer = pruned.layers[weighted_layers[position]];
     Layer& next = pruned.layers[weighted_layers[position + 1]];
@@ -72,7 +68,7 @@ std::vector<torch::Tensor> prune_magnitude(LayerProgram& program, double sparsit
   std::vector<torch::Tensor> masks(program.layers.size());
   for (std::size_t index = 0; index < program.layers.size(); ++index) {
     Layer& layer = program.layers[index];
-    if (!weighted(layer)) continue;
+    if (!has_weights(layer)) continue;
     const std::int64_t count = layer.weight.numel();
     const auto pruned_count = static_cast<std::int64_t>(std::floor(count * sparsity));
     torch::Tensor mask = torch::ones_like(layer.weight);
@@ -89,7 +85,7 @@ std::vector<torch::Tensor> prune_magnitude(LayerProgram& program, double sparsit
 double weight_sparsity(const LayerProgram& program) {
   std::int64_t zeros = 0, total = 0;
   for (const Layer& layer : program.layers) {
-    if (!weighted(layer)) continue;
+    if (!has_weights(layer)) continue;
     zeros += layer.weight.eq(0).sum().item<std::int64_t>();
     total += layer.weight.numel();
   }
@@ -137,12 +133,6 @@ SourceProgram load_source_program(const std::string& path) {
 
 namespace {
 
-torch::Tensor float_forward(const LayerProgram& program, const torch::Tensor& x) {
-  return run_float(program, x);
-}
-torch::Tensor float_forward(const Graph& graph, const torch::Tensor& x) {
-  return run_graph(graph, x);
-}
 std::int64_t count_parameters(const LayerProgram& program) {
   return parameter_count(program);
 }

@@ -14,17 +14,12 @@
 #include "ipj/quant/quantized_graph.hpp"
 #include "ipj/quant/source_model.hpp"
 #include "ipj/train/evaluate.hpp"
+#include "program_training.hpp"
 
 namespace ipj::quant {
 namespace {
 
 // What differs between the two model representations.
-torch::Tensor float_forward(const LayerProgram& program, const torch::Tensor& x) {
-  return run_float(program, x);
-}
-torch::Tensor float_forward(const Graph& graph, const torch::Tensor& x) {
-  return run_graph(graph, x);
-}
 std::int64_t float_bytes(const LayerProgram& program) {
   return float_parameter_bytes(program);
 }

@@ -31,10 +31,6 @@ std::string engine_name(at::QEngine engine) {
   }
 }
 
-bool weighted(const Layer& layer) {
-  return layer.kind == LayerKind::linear || layer.kind == LayerKind::conv2d;
-}
-
 }  // namespace
 
 struct QuantizedProgram::Packed {
@@ -110,7 +106,7 @@ QuantizedProgram QuantizedProgram::convert(const LayerProgram& program, QuantMod
   for (std::size_t index = 0; index < program.layers.size(); ++index) {
     Layer& layer = result.program_.layers[index];
     const bool quantize_this =
-        layer.kind == LayerKind::linear || (mode != QuantMode::dynamic && weighted(layer));
+        layer.kind == LayerKind::linear || (mode != QuantMode::dynamic && has_weights(layer));
     if (quantize_this) {
       const torch::Tensor scales = weight_scales(layer.weight);
       const torch::Tensor zero_points = torch::zeros({scales.size(0)}, torch::kLong);

@@ -398,12 +398,17 @@ Candidate candidate_at(const SearchSpace& space, const Point& point) {
   return candidate;
 }
 
-std::string describe(const Candidate& candidate) {
+std::string describe_values(const Json& values) {
   std::string text;
-  for (const auto& [key, value] : candidate.values.items()) {
+  for (const auto& [key, value] : values.items()) {
     if (key == kLrScale) continue;
     text += (text.empty() ? "" : " ") + (key == "precision" ? plain(value) : key + "=" + plain(value));
   }
+  return text;
+}
+
+std::string describe(const Candidate& candidate) {
+  const std::string text = describe_values(candidate.values);
   char rate[48];
   std::snprintf(rate, sizeof rate, " lr=%.4g", candidate.recipe.value("lr", 0.0));
   return text + rate;

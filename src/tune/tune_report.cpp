@@ -6,6 +6,7 @@
 
 #include "ipj/core/number_format.hpp"
 #include "ipj/core/text_table.hpp"
+#include "ipj/tune/search_space.hpp"
 #include "ipj/tune/tuner.hpp"
 
 namespace ipj::tune {
@@ -15,17 +16,8 @@ std::string number(const Json& value, const char* pattern, const char* missing =
   return format_number(value, pattern, missing);
 }
 
-std::string plain(const Json& value) {
-  return value.is_string() ? value.get<std::string>() : value.dump();
-}
-
 std::string settings_text(const Json& values, const Json& recipe) {
-  std::string text;
-  for (const auto& [key, value] : values.items()) {
-    if (key == "lr_scale") continue;
-    text += (text.empty() ? "" : " ") + (key == "precision" ? plain(value) : key + "=" + plain(value));
-  }
-  return text + " lr=" + number(recipe.value("lr", Json()), "%.4g");
+  return describe_values(values) + " lr=" + number(recipe.value("lr", Json()), "%.4g");
 }
 
 bool dominates(const Json& a, const Json& b) {

@@ -26,18 +26,7 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-testing::ProcessResult ipj(const std::string& arguments) {
-  return testing::run_process(testing::ipj_binary() + " " + arguments);
-}
-
-// The failure contract: the exit code, exactly one line on stderr that mentions `fragment`, nothing on
-// stdout.
-void expect_failure(const testing::ProcessResult& result, int exit_code, const std::string& fragment) {
-  EXPECT_EQ(result.exit_code, exit_code) << result.err;
-  EXPECT_NE(result.err.find(fragment), std::string::npos) << result.err;
-  EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
-  EXPECT_TRUE(result.out.empty()) << result.out;
-}
+using testing::ipj;
 
 // Flips `count` bytes at seeded random positions (XOR 0xff), as the reproduction did.
 void flip_bytes(const std::string& path, int count, unsigned seed) {
@@ -73,19 +62,21 @@ TEST(CliCheckedFiles, CheckpointWithFlippedBytesIsRefusedByEveryCommandNamingIt)
                 .exit_code,
             0);
   flip_bytes(trained.checkpoint, 100, 1);
-  expect_failure(ipj("bench --model " + trained.run + " --batch 2 --no-energy --quiet"), 3,
-                 trained.checkpoint);
-  expect_failure(ipj("train --model mlp --epochs 2 --batch 50 --quiet --no-energy --resume --data " +
-                     trained.data + " --out " + trained.run),
-                 3, trained.checkpoint);
-  expect_failure(
+  testing::expect_cli_failure(ipj("bench --model " + trained.run + " --batch 2 --no-energy --quiet"), 3,
+                              trained.checkpoint);
+  testing::expect_cli_failure(
+      ipj("train --model mlp --epochs 2 --batch 50 --quiet --no-energy --resume --data " + trained.data +
+          " --out " + trained.run),
+      3, trained.checkpoint);
+  testing::expect_cli_failure(
       ipj("quantize --model " + trained.run + " --mode dynamic --quiet --out " + trained.dir.file("q.pt")), 3,
       trained.checkpoint);
-  expect_failure(ipj("prune --model " + trained.checkpoint + " --sparsity 0.5 --quiet --out " +
-                     trained.dir.file("p.pt")),
-                 3, trained.checkpoint);
-  expect_failure(ipj("distill --teacher " + trained.run + " --epochs 1 --quiet --data " + trained.data), 3,
-                 trained.checkpoint);
+  testing::expect_cli_failure(ipj("prune --model " + trained.checkpoint + " --sparsity 0.5 --quiet --out " +
+                                  trained.dir.file("p.pt")),
+                              3, trained.checkpoint);
+  testing::expect_cli_failure(
+      ipj("distill --teacher " + trained.run + " --epochs 1 --quiet --data " + trained.data), 3,
+      trained.checkpoint);
   // ipj serve stops at start, naming the model and the file.
   std::filesystem::create_directories(trained.dir.file("repo/mlp/1"));
   std::filesystem::copy_file(trained.checkpoint, trained.dir.file("repo/mlp/1/model.pt"));
@@ -115,9 +106,9 @@ TEST(CliCheckedFiles, DamagedInt8AndProgramFilesAreRefusedNamingThem) {
   EXPECT_EQ(python.exit_code, 0) << python.err;
   for (const std::string& path : {int8, pruned}) {
     flip_bytes(path, 1, 3);
-    expect_failure(ipj("bench --model " + path + " --batch 2 --no-energy --quiet"), 3, path);
+    testing::expect_cli_failure(ipj("bench --model " + path + " --batch 2 --no-energy --quiet"), 3, path);
   }
-  expect_failure(
+  testing::expect_cli_failure(
       ipj("quantize --model " + pruned + " --mode dynamic --quiet --out " + trained.dir.file("x.pt")), 3,
       pruned);
 }
@@ -166,46 +157,47 @@ TEST(CliHostileFiles, IdxHeaderLargerThanItsDataExitsThreeFastInBoundedMemory) {
 
 TEST(CliCheckedFiles, BatchThatCannotFitInMemoryIsAUsageError) {
   TrainedRun trained;
-  expect_failure(ipj("bench --model " + trained.run + " --batch 100000000 --no-accuracy --no-energy --quiet"),
-                 2, "--batch 100000000");
+  testing::expect_cli_failure(
+      ipj("bench --model " + trained.run + " --batch 100000000 --no-accuracy --no-energy --quiet"), 2,
+      "--batch 100000000");
 }
 
 TEST(CliErrors, AbsurdNumbersAreUsageErrorsNamingTheFlag) {
-  expect_failure(ipj("train --lr 1e300 --no-save"), 2, "--lr");
-  expect_failure(ipj("train --lr nan --no-save"), 2, "--lr");
-  expect_failure(ipj("train --lr -1 --no-save"), 2, "--lr");
-  expect_failure(ipj("train --momentum inf --no-save"), 2, "--momentum");
-  expect_failure(ipj("train --weight-decay 1e9 --no-save"), 2, "--weight-decay");
-  expect_failure(ipj("train --target-acc nan --no-save"), 2, "--target-acc");
-  expect_failure(ipj("train --cpu-tdp-w inf --no-save"), 2, "--cpu-tdp-w");
-  expect_failure(ipj("train --threads 100000 --no-save"), 2, "--threads");
-  expect_failure(ipj("quantize --model m --out q.pt --max-drop nan"), 2, "--max-drop");
-  expect_failure(ipj("quantize --model m --out q.pt --percentile 1e9"), 2, "--percentile");
-  expect_failure(ipj("prune --model m --out p.pt --sparsity nan"), 2, "--sparsity");
-  expect_failure(ipj("prune --model m --out p.pt --lr inf"), 2, "--lr");
-  expect_failure(ipj("distill --teacher m --temperature inf"), 2, "--temperature");
-  expect_failure(ipj("distill --teacher m --alpha nan"), 2, "--alpha");
-  expect_failure(ipj("distill --teacher m --batch 0"), 2, "--batch");
-  expect_failure(ipj("compare --target-acc nan"), 2, "--target-acc");
-  expect_failure(ipj("bench --model m --window-s nan"), 2, "--window-s");
-  expect_failure(ipj("bench --model m --warmup-s -1"), 2, "--warmup-s");
-  expect_failure(ipj("bench --model m --std 0 --mean 0.5"), 2, "--std");
-  expect_failure(ipj("bench --model m --mean nan --std 1"), 2, "--mean");
-  expect_failure(ipj("measure --grid-g-per-kwh nan -- true"), 2, "--grid-g-per-kwh");
-  expect_failure(ipj("measure --cpu-tdp-w inf -- true"), 2, "--cpu-tdp-w");
-  expect_failure(ipj("models --input 1x99999x99999"), 2, "--input");
-  expect_failure(ipj("models --input 1x28x28junk"), 2, "--input");
+  testing::expect_cli_failure(ipj("train --lr 1e300 --no-save"), 2, "--lr");
+  testing::expect_cli_failure(ipj("train --lr nan --no-save"), 2, "--lr");
+  testing::expect_cli_failure(ipj("train --lr -1 --no-save"), 2, "--lr");
+  testing::expect_cli_failure(ipj("train --momentum inf --no-save"), 2, "--momentum");
+  testing::expect_cli_failure(ipj("train --weight-decay 1e9 --no-save"), 2, "--weight-decay");
+  testing::expect_cli_failure(ipj("train --target-acc nan --no-save"), 2, "--target-acc");
+  testing::expect_cli_failure(ipj("train --cpu-tdp-w inf --no-save"), 2, "--cpu-tdp-w");
+  testing::expect_cli_failure(ipj("train --threads 100000 --no-save"), 2, "--threads");
+  testing::expect_cli_failure(ipj("quantize --model m --out q.pt --max-drop nan"), 2, "--max-drop");
+  testing::expect_cli_failure(ipj("quantize --model m --out q.pt --percentile 1e9"), 2, "--percentile");
+  testing::expect_cli_failure(ipj("prune --model m --out p.pt --sparsity nan"), 2, "--sparsity");
+  testing::expect_cli_failure(ipj("prune --model m --out p.pt --lr inf"), 2, "--lr");
+  testing::expect_cli_failure(ipj("distill --teacher m --temperature inf"), 2, "--temperature");
+  testing::expect_cli_failure(ipj("distill --teacher m --alpha nan"), 2, "--alpha");
+  testing::expect_cli_failure(ipj("distill --teacher m --batch 0"), 2, "--batch");
+  testing::expect_cli_failure(ipj("compare --target-acc nan"), 2, "--target-acc");
+  testing::expect_cli_failure(ipj("bench --model m --window-s nan"), 2, "--window-s");
+  testing::expect_cli_failure(ipj("bench --model m --warmup-s -1"), 2, "--warmup-s");
+  testing::expect_cli_failure(ipj("bench --model m --std 0 --mean 0.5"), 2, "--std");
+  testing::expect_cli_failure(ipj("bench --model m --mean nan --std 1"), 2, "--mean");
+  testing::expect_cli_failure(ipj("measure --grid-g-per-kwh nan -- true"), 2, "--grid-g-per-kwh");
+  testing::expect_cli_failure(ipj("measure --cpu-tdp-w inf -- true"), 2, "--cpu-tdp-w");
+  testing::expect_cli_failure(ipj("models --input 1x99999x99999"), 2, "--input");
+  testing::expect_cli_failure(ipj("models --input 1x28x28junk"), 2, "--input");
 }
 
 TEST(CliErrors, SymbolicLinkLoopsAreIoErrorsNamingThePath) {
   testing::TempDir dir;
   const std::string loop = dir.file("loop");
   std::filesystem::create_symlink(loop, loop);
-  expect_failure(ipj("train --no-save --data " + loop), 4, loop);
-  expect_failure(ipj("bench --quiet --model " + loop), 4, loop);
-  expect_failure(ipj("quantize --model " + loop + " --out " + dir.file("q.pt")), 4, loop);
-  expect_failure(ipj("train --out " + loop), 4, loop);
-  expect_failure(ipj("quantize --model m --out " + loop), 4, loop);
+  testing::expect_cli_failure(ipj("train --no-save --data " + loop), 4, loop);
+  testing::expect_cli_failure(ipj("bench --quiet --model " + loop), 4, loop);
+  testing::expect_cli_failure(ipj("quantize --model " + loop + " --out " + dir.file("q.pt")), 4, loop);
+  testing::expect_cli_failure(ipj("train --out " + loop), 4, loop);
+  testing::expect_cli_failure(ipj("quantize --model m --out " + loop), 4, loop);
 }
 
 TEST(CliErrors, UnreadableDataIsAnIoError) {
@@ -217,7 +209,7 @@ TEST(CliErrors, UnreadableDataIsAnIoError) {
   std::filesystem::permissions(dir.file("data"), std::filesystem::perms::none);
   // root reads anything: run as nobody then (setpriv, util-linux), as a user without the permission would.
   const std::string as_user = ::geteuid() == 0 ? "setpriv --reuid=65534 --regid=65534 --clear-groups " : "";
-  expect_failure(
+  testing::expect_cli_failure(
       testing::run_process(as_user + testing::ipj_binary() + " train --no-save --data " + dir.file("data")),
       4, dir.file("data"));
   std::filesystem::permissions(dir.file("data"), std::filesystem::perms::owner_all);
@@ -228,12 +220,12 @@ TEST(CliErrors, UnwritableOutFailsBeforeAnyWork) {
   const std::string blocked = dir.file("file/run");  // a folder inside a plain file cannot exist
   write_file_atomically(dir.file("file"), "x");
   const auto start = Clock::now();
-  expect_failure(ipj("train --epochs 5 --out " + blocked), 4, "--out");
-  expect_failure(ipj("compare --out " + blocked), 4, "--out");
-  expect_failure(ipj("distill --teacher m --out " + blocked), 4, "--out");
-  expect_failure(ipj("quantize --model m --out " + blocked + "/q.pt"), 4, "--out");
-  expect_failure(ipj("prune --model m --out " + blocked + "/p.pt"), 4, "--out");
-  expect_failure(ipj("train --out /proc/ipj-cannot-write"), 4, "/proc/ipj-cannot-write");
+  testing::expect_cli_failure(ipj("train --epochs 5 --out " + blocked), 4, "--out");
+  testing::expect_cli_failure(ipj("compare --out " + blocked), 4, "--out");
+  testing::expect_cli_failure(ipj("distill --teacher m --out " + blocked), 4, "--out");
+  testing::expect_cli_failure(ipj("quantize --model m --out " + blocked + "/q.pt"), 4, "--out");
+  testing::expect_cli_failure(ipj("prune --model m --out " + blocked + "/p.pt"), 4, "--out");
+  testing::expect_cli_failure(ipj("train --out /proc/ipj-cannot-write"), 4, "/proc/ipj-cannot-write");
   // No data set was loaded and no model trained: each failure comes at once.
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 20.0);
 }
@@ -304,9 +296,12 @@ TEST(CliMeasure, SigtermIsForwardedToTheWholeTreeAndTheReportIsStillPrinted) {
 TEST(CliMeasure, CommandThatCannotStartIsToldApartFromOneThatExitsTwo) {
   testing::TempDir dir;
   write_file_atomically(dir.file("not-executable"), "#!/bin/sh\nexit 0\n");
-  expect_failure(ipj("measure -- /nonexistent/command"), 127, "cannot run '/nonexistent/command'");
-  expect_failure(ipj("measure -- ipj-no-such-command-anywhere"), 127, "ipj-no-such-command-anywhere");
-  expect_failure(ipj("measure -- " + dir.file("not-executable")), 126, dir.file("not-executable"));
+  testing::expect_cli_failure(ipj("measure -- /nonexistent/command"), 127,
+                              "cannot run '/nonexistent/command'");
+  testing::expect_cli_failure(ipj("measure -- ipj-no-such-command-anywhere"), 127,
+                              "ipj-no-such-command-anywhere");
+  testing::expect_cli_failure(ipj("measure -- " + dir.file("not-executable")), 126,
+                              dir.file("not-executable"));
   const auto exits_two = ipj("measure --json -- sh -c 'exit 2'");
   EXPECT_EQ(exits_two.exit_code, 2);
   EXPECT_EQ(json::parse(exits_two.out)["exit_code"], 2);  // the report is printed: it ran

@@ -12,9 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-testing::ProcessResult ipj(const std::string& arguments) {
-  return testing::run_process(testing::ipj_binary() + " " + arguments);
-}
+using testing::ipj;
 
 // The source a report's energy must carry, from the meters it lists (discover_meters): the CPU estimate
 // when no CPU sensor was found (it makes the total "estimated"), else NVML's integrated power, else counters.
@@ -41,9 +39,6 @@ void write_fake_powercap(const testing::TempDir& dir, const std::string& energy_
 }
 
 // The failure contract: non-zero exit, exactly one line on stderr that mentions `fragment`.
-void expect_failure(const testing::ProcessResult& result, int exit_code, const std::string& fragment) {
-  testing::expect_cli_failure(result, exit_code, fragment);
-}
 
 }  // namespace
 
@@ -67,7 +62,7 @@ TEST(Cli, ModelsJsonListsAllModels) {
   ASSERT_EQ(listing["models"].size(), 4u);
   EXPECT_EQ(listing["models"][0]["name"], "mlp");
   EXPECT_EQ(listing["models"][0]["parameters"], 669706);
-  expect_failure(ipj("models --input 28x28"), 2, "--input");
+  testing::expect_cli_failure(ipj("models --input 28x28"), 2, "--input");
 }
 
 TEST(Cli, TrainJsonContractAndResultsFile) {
@@ -121,32 +116,33 @@ TEST(Cli, TrainEnergySourceIsCounterWithASensorAndEstimatedWithout) {
 }
 
 TEST(Cli, BadFlagsExitTwoNamingTheFlag) {
-  expect_failure(ipj("train --epochs abc"), 2, "--epochs");
-  expect_failure(ipj("train --no-such-flag"), 2, "--no-such-flag");
-  expect_failure(ipj("train --model vgg --no-save"), 2, "vgg");
-  expect_failure(ipj("train --batch 0 --no-save"), 2, "--batch");
-  expect_failure(ipj("train --optimizer lamb --no-save"), 2, "--optimizer");
-  expect_failure(ipj("train --precision fp8 --no-save"), 2, "--precision");
-  expect_failure(ipj("frobnicate"), 2, "frobnicate");
-  expect_failure(ipj("train --device gpu --no-save"), 2, "--device");
+  testing::expect_cli_failure(ipj("train --epochs abc"), 2, "--epochs");
+  testing::expect_cli_failure(ipj("train --no-such-flag"), 2, "--no-such-flag");
+  testing::expect_cli_failure(ipj("train --model vgg --no-save"), 2, "vgg");
+  testing::expect_cli_failure(ipj("train --batch 0 --no-save"), 2, "--batch");
+  testing::expect_cli_failure(ipj("train --optimizer lamb --no-save"), 2, "--optimizer");
+  testing::expect_cli_failure(ipj("train --precision fp8 --no-save"), 2, "--precision");
+  testing::expect_cli_failure(ipj("frobnicate"), 2, "frobnicate");
+  testing::expect_cli_failure(ipj("train --device gpu --no-save"), 2, "--device");
 }
 
 TEST(Cli, CudaDeviceOnACpuOnlyBuildIsUnsupported) {
   const json report = json::parse(ipj("devices --json").out);
   if (report["torch"]["cuda_built"].get<bool>())
     GTEST_SKIP() << "CUDA build: covered by the GPU check script";
-  expect_failure(ipj("train --device cuda --no-save"), 5, "IPJ_WITH_CUDA");
-  expect_failure(ipj("train --precision fp16 --no-save"), 5, "bf16");
-  expect_failure(ipj("train --compile graphs --no-save"), 5, "CUDA graphs");
+  testing::expect_cli_failure(ipj("train --device cuda --no-save"), 5, "IPJ_WITH_CUDA");
+  testing::expect_cli_failure(ipj("train --precision fp16 --no-save"), 5, "bf16");
+  testing::expect_cli_failure(ipj("train --compile graphs --no-save"), 5, "CUDA graphs");
 }
 
 TEST(Cli, BadDataExitsNamingTheFile) {
   testing::TempDir dir;
-  expect_failure(ipj("train --no-save --data " + dir.file("missing")), 4, dir.file("missing"));
+  testing::expect_cli_failure(ipj("train --no-save --data " + dir.file("missing")), 4, dir.file("missing"));
   testing::write_synthetic_idx_dataset(dir.file("corrupt"), 30, 10, true);
   testing::write_bytes(dir.file("corrupt/train-images-idx3-ubyte.gz"),
                        {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2});
-  expect_failure(ipj("train --no-save --data " + dir.file("corrupt")), 3, "train-images-idx3-ubyte.gz");
+  testing::expect_cli_failure(ipj("train --no-save --data " + dir.file("corrupt")), 3,
+                              "train-images-idx3-ubyte.gz");
 }
 
 TEST(Cli, TrainsOnSyntheticCifarFolder) {
@@ -188,7 +184,7 @@ TEST(CliMeasure, ExitStatusPassesThroughAndJsonContract) {
   }
   EXPECT_EQ(ipj("measure -- true").exit_code, 0);
   EXPECT_EQ(ipj("measure -- sh -c 'kill -TERM $$'").exit_code, 128 + 15);
-  expect_failure(ipj("measure -- /nonexistent/command"), 127, "/nonexistent/command");
+  testing::expect_cli_failure(ipj("measure -- /nonexistent/command"), 127, "/nonexistent/command");
 }
 
 TEST(CliMeasure, UsesAFakePowercapTreeAndReportsCosts) {
@@ -264,7 +260,7 @@ TEST(CliCompare, UnreachedTargetIsReportedAsNull) {
   EXPECT_TRUE(report["baseline"]["time_to_target_s"].is_null());
   EXPECT_TRUE(report["speedup"].is_null());
   EXPECT_TRUE(report["energy_ratio"].is_null());
-  expect_failure(ipj("compare --model vgg"), 2, "vgg");
+  testing::expect_cli_failure(ipj("compare --model vgg"), 2, "vgg");
 }
 
 TEST(CliCompare, HumanTableShowsBothRecipesSideBySide) {
@@ -308,8 +304,10 @@ TEST(CliCompare, PythonBaselineGivesTheImplementationSpeedupOnAHeldOutSeed) {
   EXPECT_TRUE(report["held_out"].get<bool>());
   EXPECT_EQ(report["tuning_seeds"], json::array({0, 1, 2}));
   // Models the Python loop does not have, and an interpreter that does not exist, are usage errors.
-  expect_failure(ipj("compare --model resnet18 --limit 100 --python-baseline"), 2, "--python-baseline");
-  expect_failure(ipj("compare --limit 100 --python-baseline --python /nonexistent/python3"), 2, "--python");
+  testing::expect_cli_failure(ipj("compare --model resnet18 --limit 100 --python-baseline"), 2,
+                              "--python-baseline");
+  testing::expect_cli_failure(ipj("compare --limit 100 --python-baseline --python /nonexistent/python3"), 2,
+                              "--python");
 }
 
 }  // namespace ipj

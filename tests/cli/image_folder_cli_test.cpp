@@ -17,9 +17,7 @@ namespace {
 
 using nlohmann::json;
 
-testing::ProcessResult ipj(const std::string& arguments) {
-  return testing::run_process(testing::ipj_binary() + " " + arguments);
-}
+using testing::ipj;
 
 json run_json(const std::string& arguments) {
   const auto result = ipj(arguments + " --json");

@@ -14,9 +14,7 @@ namespace {
 
 using nlohmann::json;
 
-testing::ProcessResult ipj(const std::string& arguments) {
-  return testing::run_process(testing::ipj_binary() + " " + arguments);
-}
+using testing::ipj;
 
 }  // namespace
 

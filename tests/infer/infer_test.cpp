@@ -242,9 +242,7 @@ TEST(InferBench, WindowsLatenciesThroughputAndEnergyAreConsistent) {
   (void)unknown;
 }
 
-testing::ProcessResult ipj(const std::string& arguments) {
-  return testing::run_process(testing::ipj_binary() + " " + arguments);
-}
+using testing::ipj;
 
 TEST(InferCli, QuantizeAndBenchJsonContracts) {
   testing::TempDir dir;

@@ -29,14 +29,7 @@ Graph import_model(const std::string& model, const std::string& how) {
                                  testing::graph_model_import_options(model));
 }
 
-// Test images as raw pixels [N, 1, 28, 28] in [0, 1].
-torch::Tensor test_pixels(std::int64_t count) {
-  torch::Tensor pixels;
-  data::for_each_pixel_batch_in_order(
-      testing::fashion_subset().test, count, count,
-      [&](const torch::Tensor& batch, const torch::Tensor&) { pixels = batch; });
-  return pixels;
-}
+using testing::test_pixels;
 
 double relative_error(const torch::Tensor& actual, const torch::Tensor& expected) {
   return ((actual - expected).norm() / expected.norm()).item<double>();

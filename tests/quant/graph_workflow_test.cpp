@@ -30,9 +30,7 @@ using testing::graph_models;
 
 const std::string kNormalization = " --input-shape 1,28,28 --mean 0.286 --std 0.353";
 
-testing::ProcessResult ipj(const std::string& arguments) {
-  return testing::run_process(testing::ipj_binary() + " " + arguments);
-}
+using testing::ipj;
 
 QuantizeOptions residual_options(const std::string& out_path) {
   QuantizeOptions options;

@@ -17,14 +17,7 @@ namespace {
 
 using testing::trained_checkpoint;
 
-torch::Tensor test_pixels(std::int64_t count) {
-  const data::Dataset& data = testing::fashion_subset();
-  // [N, 1, 28, 28] in [0, 1], the first `count` test images
-  return torch::from_blob(const_cast<std::uint8_t*>(data.test.pixels.data()), {count, 1, 28, 28},
-                          torch::kUInt8)
-             .to(torch::kFloat) /
-         255.0;
-}
+using testing::test_pixels;
 
 torch::Tensor classifier_logits(const train::TrainedModel& trained, const torch::Tensor& pixels) {
   torch::NoGradGuard no_grad;

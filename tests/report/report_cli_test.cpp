@@ -25,9 +25,7 @@ namespace fs = std::filesystem;
 
 const std::string kFixtures = testing::test_source_dir() + "/report/fixtures/";
 
-testing::ProcessResult ipj(const std::string& arguments) {
-  return testing::run_process(testing::ipj_binary() + " " + arguments);
-}
+using testing::ipj;
 
 // Runs ipj; its stdout goes to `output` when given (run_process captures stdout itself: no shell redirect).
 void run_or_fail(const std::string& arguments, const std::string& output = "") {

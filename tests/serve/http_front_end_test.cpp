@@ -13,6 +13,7 @@
 #include "ipj/core/error.hpp"
 #include "ipj/serve/http_front_end.hpp"
 #include "raw_http.hpp"
+#include "support/test_support.hpp"
 
 namespace ipj::serve {
 namespace {
@@ -20,9 +21,7 @@ namespace {
 using testing::RawConnection;
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using testing::seconds_since;
 
 // GET /echo/... answers its target; POST /echo answers its body; GET /slow/N answers after N ms from another
 // thread (as a batcher worker would).

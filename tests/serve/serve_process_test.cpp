@@ -43,9 +43,7 @@ std::string make_repository(const testing::TempDir& work, const std::string& con
   return root;
 }
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using testing::seconds_since;
 
 // One GET /v2/health/ready on a fresh connection: its latency in seconds, or 99 when it failed.
 double probe_ready(int port) {

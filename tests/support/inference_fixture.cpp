@@ -34,4 +34,13 @@ std::string trained_checkpoint(const std::string& model) {
   return trained[model] = folder.file(model + "/" + train::kCheckpointFileName);
 }
 
+torch::Tensor test_pixels(std::int64_t count) {
+  const data::Dataset& data = fashion_subset();
+  // [N, 1, 28, 28] in [0, 1], the first `count` test images
+  return torch::from_blob(const_cast<std::uint8_t*>(data.test.pixels.data()), {count, 1, 28, 28},
+                          torch::kUInt8)
+             .to(torch::kFloat) /
+         255.0;
+}
+
 }  // namespace ipj::testing

@@ -188,6 +188,10 @@ std::string python_path() {
   return IPJ_PYTHON;
 }
 
+ProcessResult ipj(const std::string& arguments) {
+  return run_process(ipj_binary() + " " + arguments);
+}
+
 void expect_cli_failure(const ProcessResult& result, int exit_code, const std::string& fragment) {
   EXPECT_EQ(result.exit_code, exit_code) << result.err;
   EXPECT_NE(result.err.find(fragment), std::string::npos) << result.err;

@@ -2,6 +2,7 @@
 // and running the ipj binary as a real process.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -62,8 +63,15 @@ struct ProcessUsage {
 // run_process for one command (`exec`ed by /bin/sh, so that `usage` is the command's own).
 ProcessResult run_process_measured(const std::string& command, ProcessUsage& usage);
 
+// Seconds from `start` to now on the steady clock.
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 // Path of the built `ipj` executable.
 std::string ipj_binary();
+// Runs the built `ipj` with `arguments` (shell words), capturing its output.
+ProcessResult ipj(const std::string& arguments);
 // The tests' source folder (fixtures, Python scripts) and the Python with Debian's python3-torch. Functions,
 // not macros in every test file: the paths then reach only test_support's own objects, so that ccache reuses
 // the other test objects across clones in different folders.

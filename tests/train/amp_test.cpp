@@ -12,22 +12,17 @@
 #include "ipj/train/repeat.hpp"
 #include "ipj/train/trainer.hpp"
 #include "support/test_support.hpp"
+#include "train/train_fixtures.hpp"
 
 namespace ipj::train {
 namespace {
 
-const data::Dataset& fashion_subset() {
+const data::Dataset& amp_subset() {
   static const data::Dataset dataset = [] {
     data::Dataset loaded = data::load_dataset(data::kDefaultDataDirectory, 4000, 1000);
     return loaded;
   }();
   return dataset;
-}
-
-TrainHooks quiet() {
-  TrainHooks hooks;
-  hooks.show_progress = false;
-  return hooks;
 }
 
 }  // namespace
@@ -93,7 +88,7 @@ TEST(GradScaler, InfBacksOffSkipsTheStepAndLeavesWeightsUntouched) {
 }
 
 TEST(Accumulation, MicroBatchesEqualOneLargeBatchIncludingAShortLastGroup) {
-  data::Dataset dataset = fashion_subset();
+  data::Dataset dataset = amp_subset();
   dataset.train.truncate(600);  // 600 = 9 x 64 + 24: the last group is 16 + 8 samples
   dataset.test.truncate(200);
   TrainConfig large;
@@ -122,7 +117,7 @@ TEST(Accumulation, MicroBatchesEqualOneLargeBatchIncludingAShortLastGroup) {
 
 TEST(Amp, Bf16TrainingLearnsAndResumesWithScalerState) {
   testing::TempDir dir;
-  data::Dataset dataset = fashion_subset();
+  data::Dataset dataset = amp_subset();
   dataset.train.truncate(1500);
   dataset.test.truncate(500);
   TrainConfig config;
@@ -152,7 +147,7 @@ TEST(Amp, Bf16TrainingLearnsAndResumesWithScalerState) {
 }
 
 TEST(TargetAccuracy, StopsWhenReachedAndReportsNullWhenNot) {
-  data::Dataset dataset = fashion_subset();
+  data::Dataset dataset = amp_subset();
   dataset.test.truncate(500);
   TrainConfig config;
   config.model = "mlp";

@@ -10,6 +10,7 @@
 #include "ipj/train/checkpoint.hpp"
 #include "ipj/train/trainer.hpp"
 #include "support/test_support.hpp"
+#include "train/train_fixtures.hpp"
 
 namespace ipj::train {
 namespace {
@@ -26,12 +27,6 @@ TrainConfig small_config() {
   config.batch_size = 64;
   config.seed = 5;
   return config;
-}
-
-TrainHooks quiet() {
-  TrainHooks hooks;
-  hooks.show_progress = false;
-  return hooks;
 }
 
 void expect_same_parameters(models::Classifier& a, models::Classifier& b) {

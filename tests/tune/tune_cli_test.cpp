@@ -23,13 +23,7 @@
 namespace ipj {
 namespace {
 
-testing::ProcessResult ipj(const std::string& arguments) {
-  return testing::run_process(testing::ipj_binary() + " " + arguments);
-}
-
-void expect_failure(const testing::ProcessResult& result, int exit_code, const std::string& fragment) {
-  testing::expect_cli_failure(result, exit_code, fragment);
-}
+using testing::ipj;
 
 std::vector<Json> json_lines(const std::string& path) {
   std::vector<Json> lines;
@@ -204,15 +198,16 @@ TEST(TuneCli, TunesAUsersTorchScriptFileWhoseRecipeNamesItsModel) {
                             R"({"schema_version": 1, "fixed": {"model_source": "zoo"}})",
                             R"({"schema_version": 1, "fixed": {"model": "cnn"}})"}) {
     write_file_atomically(dir.file("identity.json"), space);
-    expect_failure(ipj("tune" + run + " --target-acc 0.8 --space " + dir.file("identity.json") + " --out " +
-                       dir.file("refused")),
-                   3, "part of the run's identity");
+    testing::expect_cli_failure(ipj("tune" + run + " --target-acc 0.8 --space " + dir.file("identity.json") +
+                                    " --out " + dir.file("refused")),
+                                3, "part of the run's identity");
   }
-  expect_failure(ipj("tune" + run + " --out " + dir.file("refused")), 2, "--target-acc is required");
+  testing::expect_cli_failure(ipj("tune" + run + " --out " + dir.file("refused")), 2,
+                              "--target-acc is required");
   // A file that does not fit the data fails once, before the search (not as a failed trial after another).
-  expect_failure(ipj("tune --model " + model + " --input-shape 3,32,32 --data " + dir.file("data") +
-                     " --target-acc 0.8 --quiet --out " + dir.file("misfit")),
-                 2, "--input-shape 3,32,32 does not match the data set's images");
+  testing::expect_cli_failure(ipj("tune --model " + model + " --input-shape 3,32,32 --data " +
+                                  dir.file("data") + " --target-acc 0.8 --quiet --out " + dir.file("misfit")),
+                              2, "--input-shape 3,32,32 does not match the data set's images");
 
   // Relative --model, --data and --out, from the folder that holds them.
   const std::string out = dir.file("tune");
@@ -240,7 +235,7 @@ TEST(TuneCli, TunesAUsersTorchScriptFileWhoseRecipeNamesItsModel) {
   Json relative = settings;
   relative["model"] = "flat_mlp_scripted.pt";
   write_json_file(out + "/tune_settings.json", relative);
-  expect_failure(
+  testing::expect_cli_failure(
       testing::run_process("cd / && " + testing::ipj_binary() + " tune --out " + out + " --resume"), 2,
       "run `ipj tune --resume` from the folder where the run started");
   write_json_file(out + "/tune_settings.json", settings);
@@ -288,27 +283,29 @@ TEST(TuneCli, TunesAUsersTorchScriptFileWhoseRecipeNamesItsModel) {
   const auto changed = ipj("train --recipe " + out + "/recipe.json" + data);
   ASSERT_EQ(changed.exit_code, 0) << changed.err;
   EXPECT_NE(changed.err.find("changed since the recipe was tuned"), std::string::npos) << changed.err;
-  expect_failure(ipj("tune --out " + out + " --resume"), 2, "changed since this run started");
+  testing::expect_cli_failure(ipj("tune --out " + out + " --resume"), 2, "changed since this run started");
 }
 
 TEST(TuneCli, BadSpacesBudgetsAndFoldersGiveClearErrors) {
   testing::TempDir dir;
   write_file_atomically(dir.file("space.json"),
                         R"({"schema_version": 1, "dimensions": {"batch_size": [64]}})");
-  expect_failure(ipj("tune --space " + dir.file("space.json") + " --out " + dir.file("a")), 3,
-                 "unknown dimension \"batch_size\"");
-  expect_failure(ipj("tune --budget-s -5 --out " + dir.file("a")), 2, "--budget-s");
-  expect_failure(ipj("tune --budget-s 5 --budget-j 5 --out " + dir.file("a")), 2, "--budget-j");
-  expect_failure(ipj("tune --allow-power-limit --out " + dir.file("a")), 2, "--device cuda");
-  expect_failure(ipj("tune --resume --out " + dir.file("none")), 2, "start the run without --resume");
-  expect_failure(ipj("tune --model nope --out " + dir.file("a")), 2, "--model");
+  testing::expect_cli_failure(ipj("tune --space " + dir.file("space.json") + " --out " + dir.file("a")), 3,
+                              "unknown dimension \"batch_size\"");
+  testing::expect_cli_failure(ipj("tune --budget-s -5 --out " + dir.file("a")), 2, "--budget-s");
+  testing::expect_cli_failure(ipj("tune --budget-s 5 --budget-j 5 --out " + dir.file("a")), 2, "--budget-j");
+  testing::expect_cli_failure(ipj("tune --allow-power-limit --out " + dir.file("a")), 2, "--device cuda");
+  testing::expect_cli_failure(ipj("tune --resume --out " + dir.file("none")), 2,
+                              "start the run without --resume");
+  testing::expect_cli_failure(ipj("tune --model nope --out " + dir.file("a")), 2, "--model");
   std::filesystem::create_directories(dir.file("used"));
   write_file_atomically(dir.file("used/tune_settings.json"), "{}");
-  expect_failure(ipj("tune --out " + dir.file("used")), 2, "already holds a tune run");
+  testing::expect_cli_failure(ipj("tune --out " + dir.file("used")), 2, "already holds a tune run");
   write_file_atomically(dir.file("bad-recipe.json"), R"({"schema_version": 1, "batch": "big"})");
-  expect_failure(ipj("train --recipe " + dir.file("bad-recipe.json") + " --no-save"), 3,
-                 "\"batch\" must be a number");
-  expect_failure(ipj("compare --optimized-recipe " + dir.file("missing.json")), 4, "missing.json");
+  testing::expect_cli_failure(ipj("train --recipe " + dir.file("bad-recipe.json") + " --no-save"), 3,
+                              "\"batch\" must be a number");
+  testing::expect_cli_failure(ipj("compare --optimized-recipe " + dir.file("missing.json")), 4,
+                              "missing.json");
   const auto help = ipj("tune --help");
   EXPECT_EQ(help.exit_code, 0);
   EXPECT_NE(help.out.find("Example: ipj tune"), std::string::npos) << help.out;

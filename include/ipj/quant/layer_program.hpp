@@ -54,6 +54,9 @@ torch::Tensor run_float(const LayerProgram& program, const torch::Tensor& pixels
 // Pads the raw pixels for the first convolution (see input_padding); identity when input_padding == 0.
 torch::Tensor pad_input(const LayerProgram& program, const torch::Tensor& pixels);
 
+// Linear and conv2d layers: the ones with a weight and a bias.
+bool has_weights(const Layer& layer);
+
 // Bytes of the float32 weights and biases.
 std::int64_t float_parameter_bytes(const LayerProgram& program);
 // Multiply-accumulates per sample (linear and conv layers).

@@ -5,7 +5,8 @@
 // optimizer's momentum buffers, so checkpoints and resume keep working through the ordinary optimizer.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/optim/sgd.h>
+#include <torch/types.h>
 
 #include <vector>
 

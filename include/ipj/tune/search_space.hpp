@@ -84,6 +84,9 @@ Point start_point(const SearchSpace& space);
 Candidate candidate_at(const SearchSpace& space, const Point& point);
 // "bf16 batch 512 lr 0.2 cosine/3 ..." for progress lines: the values of the varying dimensions.
 std::string describe(const Candidate& candidate);
+// The settings part of describe() for a candidate's values ({"precision": "bf16", "batch": 256, ...}):
+// "bf16 batch=256 ..." (lr_scale left out: the rate is printed from the recipe).
+std::string describe_values(const Json& values);
 // A stable text key of a point ("2.0.1...") to find repeated proposals.
 std::string point_key(const Point& point);
 // True when the dimension's values are numbers (neighbouring indices are neighbouring values).
