@@ -122,11 +122,12 @@ TEST(CliCheckedFiles, CheckpointWithItsChecksumStrippedIsRefusedNamingIt) {
   bytes.resize(bytes.size() - 26);
   bytes[bytes.size() - 2] = '\0';  // zip comment length 0: a valid zip without a checksum
   write_file_atomically(trained.checkpoint, bytes);
-  expect_failure(ipj("bench --model " + trained.run + " --batch 2 --no-energy --quiet"), 3,
-                 trained.checkpoint);
-  expect_failure(ipj("train --model mlp --epochs 2 --batch 50 --quiet --no-energy --resume --data " +
-                     trained.data + " --out " + trained.run),
-                 3, "checksum was stripped");
+  testing::expect_cli_failure(ipj("bench --model " + trained.run + " --batch 2 --no-energy --quiet"), 3,
+                              trained.checkpoint);
+  testing::expect_cli_failure(
+      ipj("train --model mlp --epochs 2 --batch 50 --quiet --no-energy --resume --data " + trained.data +
+          " --out " + trained.run),
+      3, "checksum was stripped");
 }
 
 // Issue 22, the contract: `ipj train --data DIR` whose IDX header declares more than its data exits 3 within
@@ -148,7 +149,7 @@ TEST(CliHostileFiles, IdxHeaderLargerThanItsDataExitsThreeFastInBoundedMemory) {
       testing::ipj_binary() + " train --model mlp --epochs 1 --no-energy --quiet --data " + dir.path() +
           " --out " + dir.file("run"),
       usage);
-  expect_failure(result, 3, images_path);
+  testing::expect_cli_failure(result, 3, images_path);
   EXPECT_NE(result.err.find("truncated"), std::string::npos) << result.err;
   EXPECT_EQ(usage.term_signal, 0);
   EXPECT_LT(usage.wall_s, 5.0);
