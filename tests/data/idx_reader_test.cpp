@@ -275,8 +275,11 @@ TEST(IdxHeaderFuzz, MutatedHeadersAreRefusedNamingTheFileOrReadExactly) {
   rusage after{};
   ::getrusage(RUSAGE_SELF, &after);
   EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 32 * 1024) << "KiB of peak RSS growth";
-  EXPECT_GT(accepted, 100);  // the mutations must reach both sides, or the fuzz tests nothing
-  EXPECT_GT(refused, 200);
+  // The mutations must reach both sides, or the fuzz tests nothing (shares: the count depends on the
+  // machine).
+  EXPECT_GT(accepted + refused, 200);
+  EXPECT_GT(accepted, (accepted + refused) / 20);
+  EXPECT_GT(refused, (accepted + refused) / 4);
   std::printf("IDX fuzz: %d accepted, %d refused (seed %u)\n", accepted, refused, seed);
 }
 

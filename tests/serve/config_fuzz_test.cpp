@@ -175,8 +175,10 @@ TEST(ModelConfigFuzz, MutatedConfigsAreRefusedNamingTheFileOrKeepTheInvariants) 
     ASSERT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - case_start).count(), 1.0)
         << text.substr(0, 200);
   }
-  EXPECT_GT(accepted, 50);  // the mutator must reach both sides, or the fuzz tests nothing
-  EXPECT_GT(refused, 500);
+  // The mutator must reach both sides, or the fuzz tests nothing (shares: the count depends on the machine).
+  EXPECT_GT(accepted + refused, 200);
+  EXPECT_GT(accepted, (accepted + refused) / 20);
+  EXPECT_GT(refused, (accepted + refused) / 4);
   std::printf("config fuzz: %d accepted, %d refused (seed %u)\n", accepted, refused, seed);
 }
 
