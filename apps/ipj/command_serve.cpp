@@ -63,7 +63,7 @@ CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner) {
       ->add_option("--max-connections-per-client", options.http.max_connections_per_client,
                    "Open connections from one client IP address at most, in [0, 1000000]; more are answered "
                    "503 and closed (0 = --max-connections / 8, at least 8; raise it behind a proxy)")
-      ->check(CLI::Range(0, 1000000))
+      ->check(non_negative_integer(1000000))
       ->capture_default_str();
   command
       ->add_option("--io-threads", options.http.io_threads,
@@ -110,9 +110,12 @@ CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner) {
   command->callback([&runner] {
     runner = [] {
       options.measure_energy = !no_energy;
-      // SIGTERM/SIGINT: the handler only writes a byte to a pipe; a waiter thread reads it and drains.
+      // SIGTERM/SIGINT: the handler only writes a byte to a pipe; a waiter thread reads it and drains. It is
+      // installed once the models are loaded: until then a signal stops the process as by default (reading
+      // the repository and loading models cannot hold shutdown back; there is nothing to drain yet).
       static int wake_pipe[2] = {-1, -1};
       if (pipe(wake_pipe) != 0) fail(ErrorCategory::io, "cannot create the signal pipe");
+      serve::InferenceServer server(options);  // binds (a port in use fails before any model loads)
       struct sigaction action {};
       action.sa_handler = [](int) {
         const char byte = 1;
@@ -121,7 +124,6 @@ CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner) {
       sigemptyset(&action.sa_mask);
       sigaction(SIGTERM, &action, nullptr);
       sigaction(SIGINT, &action, nullptr);
-      serve::InferenceServer server(options);  // binds (a port in use fails before any model loads)
       const int port = server.port();
       std::atomic<bool> serving{true};
       std::thread waiter([&server, &serving] {

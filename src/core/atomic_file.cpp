@@ -4,13 +4,14 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "ipj/core/error.hpp"
 
@@ -147,12 +148,58 @@ void require_writable_file(const std::string& path, const std::string& flag) {
   probe_folder(folder_of(path), flag, path);
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorCategory::io, "cannot read '" + path + "': " + std::strerror(errno));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+void require_regular_file(const std::string& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0)
+    fail(ErrorCategory::io, "cannot read '" + path + "': " + std::strerror(errno));
+  if (S_ISREG(info.st_mode)) return;
+  const char* kind = S_ISDIR(info.st_mode)    ? "a folder"
+                     : S_ISCHR(info.st_mode)  ? "a character device"
+                     : S_ISBLK(info.st_mode)  ? "a block device"
+                     : S_ISFIFO(info.st_mode) ? "a FIFO (named pipe)"
+                     : S_ISSOCK(info.st_mode) ? "a socket"
+                                              : "not a regular file";
+  fail(ErrorCategory::invalid_input, "'" + path + "' is " + kind +
+                                         " (or a symbolic link to one), not a regular file: ipj reads only "
+                                         "regular files there; put a real file at that path");
+}
+
+std::string read_file(const std::string& path, std::uint64_t max_bytes) {
+  require_regular_file(path);
+  // O_NONBLOCK: should the path have been swapped for a FIFO since the check, open() does not wait for it.
+  const int descriptor = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (descriptor < 0) fail(ErrorCategory::io, "cannot read '" + path + "': " + std::strerror(errno));
+  struct Closer {
+    int descriptor;
+    ~Closer() { ::close(descriptor); }
+  } closer{descriptor};
+  struct stat info {};
+  if (::fstat(descriptor, &info) != 0)
+    fail(ErrorCategory::io, "cannot read '" + path + "': " + std::strerror(errno));
+  if (!S_ISREG(info.st_mode)) require_regular_file(path);  // replaced since the check: fails naming it
+  auto too_large = [&](std::uint64_t bytes) {
+    fail(ErrorCategory::invalid_input,
+         "'" + path + "' is " + std::to_string(bytes) + " bytes, more than the " + std::to_string(max_bytes) +
+             " bytes ipj reads from such a file; check that it is the right file");
+  };
+  if (static_cast<std::uint64_t>(info.st_size) > max_bytes)
+    too_large(static_cast<std::uint64_t>(info.st_size));
+  std::string contents(static_cast<std::size_t>(info.st_size), '\0');
+  std::size_t done = 0;
+  for (;;) {
+    if (done == contents.size()) {  // at the size fstat gave: the file may have grown since
+      if (contents.size() >= max_bytes + 1) too_large(contents.size());
+      contents.resize(std::min<std::uint64_t>(max_bytes + 1, contents.size() + (std::size_t{1} << 16)));
+    }
+    const ssize_t got = ::read(descriptor, contents.data() + done, contents.size() - done);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) fail(ErrorCategory::io, "cannot read '" + path + "': " + std::strerror(errno));
+    if (got == 0) break;
+    done += static_cast<std::size_t>(got);
+  }
+  if (done > max_bytes) too_large(done);
+  contents.resize(done);
+  return contents;
 }
 
 }  // namespace ipj

@@ -158,8 +158,14 @@ ChecksumStatus verify_zip_archive(const std::string& path) {
   return ChecksumStatus::verified;
 }
 
-void verify_ipj_archive(const std::string& path, const std::string& what) {
-  if (verify_zip_archive(path) == ChecksumStatus::verified) return;
+void require_checksum_for_format(const std::string& path, const std::string& what, ChecksumStatus status,
+                                 std::int64_t format) {
+  if (status == ChecksumStatus::verified) return;
+  if (format >= kFirstSealedArchiveFormat)
+    fail_damaged(path,
+                 "it is an ipj " + what + " of format " + std::to_string(format) +
+                     ", which ipj always writes with a checksum (the zip comment ipj-xxh64:...), but it has "
+                     "none: the checksum was stripped or lost");
   static std::mutex mutex;
   static std::set<std::string> warned;
   const std::lock_guard<std::mutex> lock(mutex);

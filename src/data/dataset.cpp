@@ -39,23 +39,31 @@ std::string find_idx_file(const fs::path& directory, const std::string& name) {
   return "";
 }
 
-ImageSet load_idx_split(const std::string& images_path, const std::string& labels_path, int num_classes) {
-  const IdxArray images = read_idx_file(images_path);
-  const IdxArray labels = read_idx_file(labels_path);
-  if (images.dims.size() != 3) {
+// The two headers agree (3 and 1 dimensions, as many images as labels): checked before any data is read, so
+// that a header declaring far more images than its labels costs nothing.
+void check_idx_headers(const std::string& images_path, const std::vector<std::int64_t>& images,
+                       const std::string& labels_path, const std::vector<std::int64_t>& labels) {
+  if (images.size() != 3) {
     fail(ErrorCategory::invalid_input, "'" + images_path +
                                            "': expected 3 dimensions (count, rows, columns), found " +
-                                           std::to_string(images.dims.size()));
+                                           std::to_string(images.size()));
   }
-  if (labels.dims.size() != 1) {
+  if (labels.size() != 1) {
     fail(ErrorCategory::invalid_input,
-         "'" + labels_path + "': expected 1 dimension (count), found " + std::to_string(labels.dims.size()));
+         "'" + labels_path + "': expected 1 dimension (count), found " + std::to_string(labels.size()));
   }
-  if (images.dims[0] != labels.dims[0]) {
-    fail(ErrorCategory::invalid_input, "'" + images_path + "' has " + std::to_string(images.dims[0]) +
+  if (images[0] != labels[0]) {
+    fail(ErrorCategory::invalid_input, "'" + images_path + "' has " + std::to_string(images[0]) +
                                            " images but '" + labels_path + "' has " +
-                                           std::to_string(labels.dims[0]) + " labels");
+                                           std::to_string(labels[0]) + " labels");
   }
+}
+
+ImageSet load_idx_split(const std::string& images_path, const std::string& labels_path, int num_classes) {
+  check_idx_headers(images_path, read_idx_dims(images_path), labels_path, read_idx_dims(labels_path));
+  IdxArray labels = read_idx_file(labels_path);
+  IdxArray images = read_idx_file(images_path);
+  check_idx_headers(images_path, images.dims, labels_path, labels.dims);  // the files may have changed since
   for (size_t index = 0; index < labels.values.size(); ++index) {
     if (labels.values[index] >= num_classes) {
       fail(ErrorCategory::invalid_input,
@@ -68,8 +76,8 @@ ImageSet load_idx_split(const std::string& images_path, const std::string& label
   set.channels = 1;
   set.height = static_cast<int>(images.dims[1]);
   set.width = static_cast<int>(images.dims[2]);
-  set.pixels = images.values;
-  set.labels = labels.values;
+  set.pixels = std::move(images.values);
+  set.labels = std::move(labels.values);
   return set;
 }
 

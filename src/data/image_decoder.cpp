@@ -53,6 +53,16 @@ void begin_png(const std::string& path, const std::string& bytes, png_image& ima
     png_image_free(&image);
     fail_file(path, "damaged PNG header (" + message + ")");
   }
+  // A PNG row holds at least one bit a pixel and deflate inflates at most 1032:1: a header declaring more
+  // pixels than the file can hold is refused before any pixel buffer is allocated for them.
+  const std::uint64_t pixels = std::uint64_t{image.height} * image.width;
+  const std::uint64_t most = static_cast<std::uint64_t>(bytes.size()) * 8 * 1032;
+  if (pixels > most) {
+    png_image_free(&image);
+    fail_file(path, "its header declares " + std::to_string(image.height) + "x" +
+                        std::to_string(image.width) + " pixels, more than its " +
+                        std::to_string(bytes.size()) + " bytes can hold (damaged or truncated)");
+  }
 }
 
 DecodedImage decode_png(const std::string& path, const std::string& bytes, int channels) {

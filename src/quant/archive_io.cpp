@@ -20,7 +20,7 @@ void save_sealed_archive(torch::serialize::OutputArchive& archive, const std::st
 
 OpenedArchive open_ipj_archive(const std::string& path, const std::string& marker, std::int64_t version,
                                const std::string& what) {
-  verify_ipj_archive(path, what);
+  const ChecksumStatus checksum = verify_zip_archive(path);
   OpenedArchive opened;
   try {
     opened.archive.load_from(path);
@@ -31,13 +31,14 @@ OpenedArchive open_ipj_archive(const std::string& path, const std::string& marke
   c10::IValue format, meta_value;
   if (!opened.archive.try_read(marker, format) || !format.isInt())
     fail(ErrorCategory::invalid_input, "'" + path + "' is not an ipj " + what + " (no " + marker + ")");
-  if (format.toInt() != version)
+  if (format.toInt() < 1 || format.toInt() > version)
     fail(ErrorCategory::invalid_input, "'" + path + "' has " + what + " format " +
-                                           std::to_string(format.toInt()) + ", this ipj reads format " +
+                                           std::to_string(format.toInt()) + ", this ipj reads formats 1 to " +
                                            std::to_string(version));
+  require_checksum_for_format(path, what, checksum, format.toInt());
   try {
     opened.archive.read("meta_json", meta_value);
-    opened.meta = Json::parse(meta_value.toStringRef());
+    opened.meta = parse_json_text(meta_value.toStringRef(), "'" + path + "' meta_json");
   } catch (const Json::exception& error) {
     fail(ErrorCategory::invalid_input, "'" + path + "': damaged " + what + " metadata: " + error.what());
   } catch (const c10::Error& error) {

@@ -20,9 +20,10 @@ struct OpenedArchive {
   torch::serialize::InputArchive archive;  // the tensors are read from here by the format's loader
   Json meta;                               // the parsed "meta_json" entry
 };
-// Opens the ipj model archive at `path`: its checksum verified (verify_ipj_archive: a damaged file is
-// refused, an unsealed older one warned about), loaded, the integer entry `marker` (e.g.
-// "ipj_program_format") equal to `version`, and "meta_json" parsed. `what` names the kind in messages
+// Opens the ipj model archive at `path`: its checksum verified (a damaged file is refused; an unsealed one
+// only loads, with a warning, when its format predates checksums: require_checksum_for_format), loaded, the
+// integer entry `marker` (e.g. "ipj_program_format") in [1, `version`], and "meta_json" parsed. `what` names
+// the kind in messages
 // ("program file"). Throws ipj::Error(invalid_input) naming `path`, the marker or the version read.
 OpenedArchive open_ipj_archive(const std::string& path, const std::string& marker, std::int64_t version,
                                const std::string& what);

@@ -156,12 +156,15 @@ void save_model(const std::string& path, const Graph& graph, const Json& extra) 
   save_graph(path, graph, extra);
 }
 
-// "removed_params_fraction" and, when structured pruning removed less than half of what --sparsity asked,
-// a warning saying what kept the channels.
-void add_removed_fraction(Json& report, const PruneOptions& options, const std::string& tied) {
+// "removed_params_fraction": parameters removed (structured) or zeroed (`zeroed`, magnitude pruning) over all
+// parameters, as the TorchScript path reports it; when structured pruning removed less than half of what
+// --sparsity asked, a warning saying what kept the channels.
+void add_removed_fraction(Json& report, const PruneOptions& options, const std::string& tied,
+                          std::int64_t zeroed) {
   const auto original = report["original_params"].get<std::int64_t>();
   const auto pruned = report["pruned_params"].get<std::int64_t>();
-  const double removed = original > 0 ? static_cast<double>(original - pruned) / original : 0.0;
+  const double removed =
+      original > 0 ? static_cast<double>(options.structured ? original - pruned : zeroed) / original : 0.0;
   report["removed_params_fraction"] = removed;
   if (!options.structured || !(removed < 0.5 * options.sparsity)) return;
   char numbers[160];
@@ -226,7 +229,10 @@ Json prune_model(const Model& original, const PruneOptions& options, const data:
                  {"weight_sparsity", weight_sparsity(pruned)},
                  {"out", options.out_path},
                  {"warnings", std::move(warnings)}};
-  add_removed_fraction(report, options, tied);
+  std::int64_t zeroed = 0;  // magnitude pruning: weights its masks hold at zero
+  for (const torch::Tensor& mask : masks)
+    if (mask.defined()) zeroed += mask.numel() - mask.count_nonzero().item<std::int64_t>();
+  add_removed_fraction(report, options, tied, zeroed);
   return report;
 }
 

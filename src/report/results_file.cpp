@@ -6,6 +6,7 @@
 
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/error.hpp"
+#include "ipj/core/json_io.hpp"
 #include "kinds.hpp"
 
 namespace ipj::report {
@@ -82,7 +83,8 @@ std::vector<std::string> known_kinds() {
 ResultsFile load_results_file(const std::string& path) {
   ResultsFile file;
   file.path = resolve_path(path);
-  const std::string text = read_file(file.path);
+  const std::string text = read_file(file.path, kJsonFileLimits.max_bytes);
+  check_json_depth(text, kJsonFileLimits.max_depth, "'" + file.path + "'");
   try {
     file.json = Json::parse(text);
   } catch (const nlohmann::json::exception& error) {

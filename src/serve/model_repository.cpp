@@ -1,4 +1,6 @@
-// Repository scanning and config.json validation.
+// Repository scanning and config.json validation. Every file of the repository is read only when it is a
+// regular file inside the repository (links are followed, but not out of it); config.json is size- and
+// depth-bounded (kConfigFileLimits) before it is parsed.
 #include "ipj/serve/model_repository.hpp"
 
 #include <algorithm>
@@ -6,6 +8,7 @@
 #include <climits>
 #include <filesystem>
 
+#include "ipj/core/atomic_file.hpp"
 #include "ipj/core/error.hpp"
 
 namespace ipj::serve {
@@ -75,6 +78,28 @@ TensorSpec parse_tensor(const Json& entry, const std::string& path, const std::s
     spec.shape.push_back(dim.get<std::int64_t>());
   }
   return spec;
+}
+
+// Throws Error(invalid_input) naming `path` when it (following symbolic links) lies outside `root` (the
+// repository, canonical), Error(io) when it cannot be resolved (a dangling link, a loop, no permission).
+void require_inside_repository(const fs::path& path, const fs::path& root) {
+  std::error_code error;
+  const fs::path target = fs::canonical(path, error);
+  if (error)
+    fail(ErrorCategory::io, "cannot resolve '" + path.string() +
+                                "' in the model repository: " + error.message() + "; fix or remove it");
+  if (std::mismatch(root.begin(), root.end(), target.begin(), target.end()).first != root.end())
+    fail(ErrorCategory::invalid_input,
+         "'" + path.string() + "' resolves to '" + target.string() + "', outside the model repository '" +
+             root.string() +
+             "': ipj serve reads only files inside --model-repo; copy the file into the repository instead "
+             "of linking to it");
+}
+
+// A regular file inside the repository (require_regular_file: not a device such as /dev/zero, not a FIFO).
+void require_repository_file(const fs::path& path, const fs::path& root) {
+  require_regular_file(path.string());
+  require_inside_repository(path, root);
 }
 
 }  // namespace
@@ -148,6 +173,9 @@ ModelConfig parse_model_config(const Json& config, const std::string& name, cons
 std::vector<ModelConfig> read_model_repository(const std::string& directory) {
   if (!fs::is_directory(directory))
     fail(ErrorCategory::io, "model repository '" + directory + "' is not a folder (--model-repo DIR)");
+  std::error_code error;
+  const fs::path root = fs::canonical(directory, error);
+  if (error) fail(ErrorCategory::io, "model repository '" + directory + "': " + error.message());
   std::vector<ModelConfig> models;
   std::vector<fs::path> folders;
   for (const auto& entry : fs::directory_iterator(directory))
@@ -158,9 +186,10 @@ std::vector<ModelConfig> read_model_repository(const std::string& directory) {
     if (!fs::exists(config_path))
       fail(ErrorCategory::invalid_input,
            "'" + folder.string() + "' has no config.json (see docs/SERVING.md)");
+    require_repository_file(config_path, root);
     Json config;
     try {
-      config = read_json_file(config_path.string());
+      config = read_json_file(config_path.string(), kConfigFileLimits);
     } catch (const Json::exception& error) {
       bad(config_path.string(), std::string("not valid JSON: ") + error.what());
     }
@@ -178,6 +207,7 @@ std::vector<ModelConfig> read_model_repository(const std::string& directory) {
         fail(ErrorCategory::invalid_input,
              "version folder '" + entry.path().string() +
                  "' is not a version number in [1, 2^63-1]; rename it (e.g. 1)");
+      require_repository_file(entry.path() / "model.pt", root);
       versions.push_back(version);
     }
     if (versions.empty())

@@ -17,27 +17,30 @@
 namespace ipj::train {
 namespace {
 
-CheckpointState read_state(torch::serialize::InputArchive& archive, const std::string& path) {
+// `checksum`: what verify_zip_archive found before LibTorch read the file.
+CheckpointState read_state(torch::serialize::InputArchive& archive, const std::string& path,
+                           ChecksumStatus checksum) {
   c10::IValue format, epochs, config, metrics;
   if (!archive.try_read("ipj_checkpoint_format", format) || !format.isInt()) {
     fail(ErrorCategory::invalid_input,
          "'" + path + "' is not an ipj training checkpoint (no ipj_checkpoint_format)");
   }
-  if (format.toInt() != kCheckpointFormatVersion) {
+  if (format.toInt() < 1 || format.toInt() > kCheckpointFormatVersion) {
     fail(ErrorCategory::invalid_input, "'" + path + "' has checkpoint format " +
-                                           std::to_string(format.toInt()) + ", this ipj reads format " +
+                                           std::to_string(format.toInt()) + ", this ipj reads formats 1 to " +
                                            std::to_string(kCheckpointFormatVersion));
   }
+  require_checksum_for_format(path, "checkpoint", checksum, format.toInt());
   archive.read("completed_epochs", epochs);
   archive.read("config_json", config);
   archive.read("metrics_json", metrics);
   CheckpointState state;
   state.completed_epochs = static_cast<int>(epochs.toInt());
-  state.config = Json::parse(config.toStringRef());
-  state.epoch_metrics = Json::parse(metrics.toStringRef());
+  state.config = parse_json_text(config.toStringRef(), "'" + path + "' config_json");
+  state.epoch_metrics = parse_json_text(metrics.toStringRef(), "'" + path + "' metrics_json");
   c10::IValue model_info;
   if (archive.try_read("model_info_json", model_info) && model_info.isString())
-    state.model_info = Json::parse(model_info.toStringRef());
+    state.model_info = parse_json_text(model_info.toStringRef(), "'" + path + "' model_info_json");
   c10::IValue scale, tracker;
   if (archive.try_read("grad_scaler_scale", scale) &&
       archive.try_read("grad_scaler_growth_tracker", tracker)) {
@@ -50,15 +53,17 @@ CheckpointState read_state(torch::serialize::InputArchive& archive, const std::s
 
 constexpr const char* kWhat = "ipj checkpoint";
 
-void load_archive(torch::serialize::InputArchive& archive, const std::string& path,
-                  const torch::Device& device = torch::kCPU) {
-  verify_ipj_archive(path, "checkpoint");
+// Verifies the checksum (a damaged sealed file is refused here) and loads; returns whether it was sealed.
+ChecksumStatus load_archive(torch::serialize::InputArchive& archive, const std::string& path,
+                            const torch::Device& device = torch::kCPU) {
+  const ChecksumStatus checksum = verify_zip_archive(path);
   try {
     archive.load_from(path, device);
   } catch (const c10::Error& error) {
     fail(ErrorCategory::invalid_input,
          "'" + path + "' is not a readable checkpoint: " + error.what_without_backtrace());
   }
+  return checksum;
 }
 
 // The model of a checkpoint: a zoo name, or the user's TorchScript file it was trained from (checked to be
@@ -107,8 +112,8 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& model,
 CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& model,
                                 torch::optim::Optimizer& optimizer, const torch::Device& device) try {
   torch::serialize::InputArchive archive;
-  load_archive(archive, path, device);
-  CheckpointState state = read_state(archive, path);
+  const ChecksumStatus checksum = load_archive(archive, path, device);
+  CheckpointState state = read_state(archive, path, checksum);
   try {
     torch::serialize::InputArchive model_archive;
     archive.read("model", model_archive);
@@ -127,8 +132,8 @@ CheckpointState load_checkpoint(const std::string& path, torch::nn::Module& mode
 
 CheckpointState load_checkpoint_weights(const std::string& path, torch::nn::Module& model) try {
   torch::serialize::InputArchive archive;
-  load_archive(archive, path);
-  CheckpointState state = read_state(archive, path);
+  const ChecksumStatus checksum = load_archive(archive, path);
+  CheckpointState state = read_state(archive, path, checksum);
   try {
     torch::serialize::InputArchive model_archive;
     archive.read("model", model_archive);
@@ -144,8 +149,8 @@ CheckpointState load_checkpoint_weights(const std::string& path, torch::nn::Modu
 
 CheckpointState read_checkpoint_state(const std::string& path) try {
   torch::serialize::InputArchive archive;
-  load_archive(archive, path);
-  return read_state(archive, path);
+  const ChecksumStatus checksum = load_archive(archive, path);
+  return read_state(archive, path, checksum);
 } catch (...) {
   rethrow_as_load_error(path, kWhat);
 }

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "ipj/core/error.hpp"
+#include "ipj/core/json_io.hpp"
 #include "ipj/models/script_classifier.hpp"
 
 namespace ipj::train {
@@ -18,14 +19,14 @@ void fill_inputs_from_trained_info(const std::string& info_text, const std::stri
                                    std::vector<float>& std) {
   if (info_text.empty()) return;
   try {
-    const Json info = Json::parse(info_text);
+    const Json info = parse_json_text(info_text, "'" + path + "'");
     if (input_shape.empty() && info.contains("model_input_shape"))
       input_shape = info.at("model_input_shape").get<std::vector<std::int64_t>>();
     if (mean.empty() && std.empty() && info.contains("mean") && info.contains("std")) {
       mean = info.at("mean").get<std::vector<float>>();
       std = info.at("std").get<std::vector<float>>();
     }
-  } catch (const Json::exception& error) {
+  } catch (const std::exception& error) {  // not JSON, too deep (ipj::Error), or a wrong type
     fail(ErrorCategory::invalid_input, "'" + path + "': its " + std::string(kTorchScriptInfoName) +
                                            " (written by ipj train) is damaged: " + error.what() +
                                            "; give --input-shape, --mean and --std, or retrain");

@@ -10,13 +10,14 @@
 
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/error.hpp"
+#include "ipj/core/json_io.hpp"
 
 namespace ipj::tune {
 
 TrialLogContents read_trial_log(const std::string& path) {
   TrialLogContents contents;
   if (!std::filesystem::exists(path)) return contents;
-  const std::string text = read_file(path);
+  const std::string text = read_file(path, kJsonFileLimits.max_bytes);
   size_t begin = 0;
   int line_number = 0;
   while (begin < text.size()) {
@@ -29,6 +30,7 @@ TrialLogContents read_trial_log(const std::string& path) {
     Json record;
     bool parsed = false;
     try {
+      check_json_depth(line, kJsonFileLimits.max_depth, "'" + path + "' line " + std::to_string(line_number));
       record = Json::parse(line);
       parsed = record.is_object();
     } catch (const nlohmann::json::parse_error&) {

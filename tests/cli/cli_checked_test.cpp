@@ -113,6 +113,49 @@ TEST(CliCheckedFiles, DamagedInt8AndProgramFilesAreRefusedNamingThem) {
       pruned);
 }
 
+// Issue 22: a checkpoint whose checksum comment was removed loaded as "written before checksums" with a
+// warning. ipj writes format 2, always sealed: without its checksum it is refused, exit 3 naming it.
+TEST(CliCheckedFiles, CheckpointWithItsChecksumStrippedIsRefusedNamingIt) {
+  TrainedRun trained;
+  std::string bytes = read_file(trained.checkpoint);
+  ASSERT_EQ(bytes.compare(bytes.size() - 26, 10, "ipj-xxh64:"), 0);
+  bytes.resize(bytes.size() - 26);
+  bytes[bytes.size() - 2] = '\0';  // zip comment length 0: a valid zip without a checksum
+  write_file_atomically(trained.checkpoint, bytes);
+  testing::expect_cli_failure(ipj("bench --model " + trained.run + " --batch 2 --no-energy --quiet"), 3,
+                              trained.checkpoint);
+  testing::expect_cli_failure(
+      ipj("train --model mlp --epochs 2 --batch 50 --quiet --no-energy --resume --data " + trained.data +
+          " --out " + trained.run),
+      3, "checksum was stripped");
+}
+
+// Issue 22, the contract: `ipj train --data DIR` whose IDX header declares more than its data exits 3 within
+// 5 s and under 300 MB RSS (it used to reach 4.55 GB): a 3 MB gzip whose header declares 3,000,000 images.
+TEST(CliHostileFiles, IdxHeaderLargerThanItsDataExitsThreeFastInBoundedMemory) {
+  testing::TempDir dir;
+  testing::write_synthetic_idx_dataset(dir.path(), 20, 10, true);
+  std::vector<std::uint8_t> images = {0, 0, 8, 3, 0x00, 0x2d, 0xc6, 0xc0, 0, 0, 0, 28, 0, 0, 0, 28};
+  std::mt19937 random(22);
+  for (int index = 0; index < 3 << 20; ++index)
+    images.push_back(static_cast<std::uint8_t>(random()));
+  const std::string images_path = dir.file("train-images-idx3-ubyte.gz");
+  testing::write_gzip(images_path, images);
+  std::vector<std::uint8_t> labels = {0, 0, 8, 1, 0x00, 0x2d, 0xc6, 0xc0};  // 3,000,000 labels, all present
+  labels.resize(labels.size() + 3000000, 1);
+  testing::write_gzip(dir.file("train-labels-idx1-ubyte.gz"), labels);
+  testing::ProcessUsage usage;
+  const auto result = testing::run_process_measured(
+      testing::ipj_binary() + " train --model mlp --epochs 1 --no-energy --quiet --data " + dir.path() +
+          " --out " + dir.file("run"),
+      usage);
+  testing::expect_cli_failure(result, 3, images_path);
+  EXPECT_NE(result.err.find("truncated"), std::string::npos) << result.err;
+  EXPECT_EQ(usage.term_signal, 0);
+  EXPECT_LT(usage.wall_s, 5.0);
+  EXPECT_LT(usage.max_rss_kib, 300 * 1024) << "KiB";
+}
+
 TEST(CliCheckedFiles, BatchThatCannotFitInMemoryIsAUsageError) {
   TrainedRun trained;
   testing::expect_cli_failure(

@@ -1,6 +1,8 @@
 // Data set discovery and validation: IDX (gz and plain), CIFAR-10, the real Fashion-MNIST, and clear errors.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 
@@ -77,6 +79,31 @@ TEST(Dataset, ErrorsNameTheProblem) {
   testing::write_bytes(dir.file("t10k-labels-idx1-ubyte"),
                        encode_idx(IdxArray{{9}, std::vector<std::uint8_t>(9, 1)}));
   expect_error(dir.path(), ErrorCategory::invalid_input, "has 10 images but");
+}
+
+// Issue 22: the image and label headers are compared before any data is read, so that an images file whose
+// header declares 3,000,000 images (and inflates to gigabytes) next to 20 labels costs nothing.
+TEST(Dataset, ImageAndLabelCountsAreComparedBeforeAnyDataIsRead) {
+  testing::TempDir dir;
+  testing::write_synthetic_idx_dataset(dir.path(), 20, 10, true);
+  const std::string images = dir.file("train-images-idx3-ubyte.gz");
+  std::filesystem::remove(images);
+  testing::write_gzip_bomb(images, encode_idx(IdxArray{{3000000, 28, 28}, {}}), std::uint64_t{2} << 30);
+  rusage before{};
+  ::getrusage(RUSAGE_SELF, &before);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    load_dataset(dir.path());
+    FAIL() << "loaded";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::invalid_input) << error.what();
+    EXPECT_NE(std::string(error.what()).find(images + "' has 3000000 images but"), std::string::npos)
+        << error.what();
+  }
+  rusage after{};
+  ::getrusage(RUSAGE_SELF, &after);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 32 * 1024) << "KiB of peak RSS growth";
 }
 
 }  // namespace ipj::data

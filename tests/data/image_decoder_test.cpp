@@ -1,6 +1,7 @@
 // PNG/JPEG decoding and bilinear resizing against Pillow (golden files written at test time by Debian's
 // python3-pil): every PNG/JPEG mode, corrupt and empty files, and Pillow's BILINEAR resize byte for byte.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <nlohmann/json.hpp>
 
@@ -110,6 +111,29 @@ TEST(ImageDecoder, CorruptTruncatedEmptyAndForeignFilesNameTheFile) {
     EXPECT_EQ(error.category(), ErrorCategory::io);
     EXPECT_NE(std::string(error.what()).find("missing.png"), std::string::npos) << error.what();
   }
+}
+
+// Issue 22: a PNG header is not trusted with memory. A 4x4 PNG whose IHDR (with a valid CRC) declares
+// 16384x16384 pixels (2^28, the per-image limit) would have had 256 MiB allocated before libpng found the
+// data missing; its 80-odd bytes can hold at most bytes x 8 x 1032 pixels, so it is refused from the header.
+TEST(ImageDecoder, PngHeaderDeclaringMorePixelsThanTheFileCanHoldIsRefused) {
+  testing::TempDir dir;
+  testing::write_png(dir.file("small.png"), 4, 4, 1, std::vector<std::uint8_t>(16, 128));
+  std::string png = read_file(dir.file("small.png"));
+  ASSERT_EQ(png.compare(12, 4, "IHDR"), 0);
+  for (const int offset : {16, 20}) {  // width, height: big-endian 16384
+    png[static_cast<std::size_t>(offset)] = 0;
+    png[static_cast<std::size_t>(offset + 1)] = 0;
+    png[static_cast<std::size_t>(offset + 2)] = 0x40;
+    png[static_cast<std::size_t>(offset + 3)] = 0;
+  }
+  const auto crc = static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(png.data() + 12), 17));
+  for (int index = 0; index < 4; ++index)
+    png[static_cast<std::size_t>(29 + index)] = static_cast<char>(crc >> (24 - 8 * index));
+  const std::string path = dir.file("liar.png");
+  write_file_atomically(path, png);
+  expect_invalid([&] { read_image_header(path, png); }, "liar.png", "16384x16384 pixels, more than its");
+  expect_invalid([&] { decode_image_file(path, 1); }, "liar.png", "can hold");
 }
 
 TEST(ImageDecoder, ExtensionsAndChannelConversion) {

@@ -74,6 +74,29 @@ TEST(CheckedFiles, ProgramFilesAreSealedAndEveryFlippedByteIsRefused) {
       path, [&] { load_program(path); }, 80);
 }
 
+// Issue 22: int8 and program files of the current format are always sealed: with the checksum comment
+// stripped they are refused naming the file, not loaded as "written before checksums".
+TEST(CheckedFiles, Int8AndProgramFilesWithTheirChecksumStrippedAreRefused) {
+  testing::TempDir dir;
+  const SourceProgram source = load_source_program(testing::trained_checkpoint("mlp"));
+  const std::string int8 = dir.file("mlp-int8.pt"), pruned = dir.file("mlp-pruned.pt");
+  QuantizedProgram::convert(source.program, QuantMode::dynamic, {}, "auto").save(int8, Json::object());
+  save_program(pruned, prune_structured(source.program, 0.5), Json::object());
+  for (const std::string& path : {int8, pruned}) {
+    std::string bytes = read_file(path);
+    bytes.resize(bytes.size() - 26);  // the comment "ipj-xxh64:<16 hex>"
+    bytes[bytes.size() - 2] = '\0';   // zip comment length back to 0: a valid zip without a checksum
+    write_file_atomically(path, bytes);
+    EXPECT_EQ(verify_zip_archive(path), ChecksumStatus::absent);
+    expect_refused(
+        path, [&] { infer::load_inference_model(path); }, "stripped " + path);
+  }
+  expect_refused(
+      int8, [&] { QuantizedProgram::load(int8); }, "stripped int8");
+  expect_refused(
+      pruned, [&] { load_program(pruned); }, "stripped program");
+}
+
 TEST(CheckedFiles, DamagedTorchScriptFilesAreInvalidInputNamingTheFile) {
   testing::TempDir dir;
   const SourceProgram source = load_source_program(testing::trained_checkpoint("mlp"));

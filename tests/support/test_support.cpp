@@ -1,13 +1,17 @@
 // Test helpers: temp folders, synthetic data files, child processes, the CLI failure contract.
 #include "support/test_support.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <png.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -121,6 +125,44 @@ ProcessResult run_process(const std::string& command) {
   TempDir capture;
   const std::string out_path = capture.file("stdout"), err_path = capture.file("stderr");
   const int status = std::system((command + " >" + out_path + " 2>" + err_path + " </dev/null").c_str());
+  ProcessResult result;
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  auto slurp = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream buffer;
+    buffer << in.rdbuf();
+    return buffer.str();
+  };
+  result.out = slurp(out_path);
+  result.err = slurp(err_path);
+  return result;
+}
+
+ProcessResult run_process_measured(const std::string& command, ProcessUsage& usage) {
+  TempDir capture;
+  const std::string out_path = capture.file("stdout"), err_path = capture.file("stderr");
+  const std::string line = "exec " + command;  // nothing allocates between fork and exec
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    const int in = ::open("/dev/null", O_RDONLY);
+    const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in < 0 || out < 0 || err < 0) ::_exit(126);
+    ::dup2(in, 0);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    ::execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int status = 0;
+  rusage resources{};
+  while (::wait4(pid, &status, 0, &resources) < 0 && errno == EINTR) {
+  }
+  usage.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  usage.max_rss_kib = resources.ru_maxrss;
+  usage.term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   ProcessResult result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   auto slurp = [](const std::string& path) {

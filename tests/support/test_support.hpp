@@ -53,6 +53,16 @@ struct ProcessResult {
 // Runs `command` through /bin/sh, capturing stdout and stderr separately.
 ProcessResult run_process(const std::string& command);
 
+// What run_process_measured saw of the process: its wall time, its own peak resident set (wait4's
+// ru_maxrss: the command's, as the shell execs it) and the signal that ended it (0 if it exited).
+struct ProcessUsage {
+  double wall_s = 0.0;
+  long max_rss_kib = 0;
+  int term_signal = 0;
+};
+// run_process for one command (`exec`ed by /bin/sh, so that `usage` is the command's own).
+ProcessResult run_process_measured(const std::string& command, ProcessUsage& usage);
+
 // Seconds from `start` to now on the steady clock.
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

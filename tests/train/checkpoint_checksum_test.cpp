@@ -1,9 +1,11 @@
 // Checked checkpoints: a flipped byte anywhere (zip headers, tensor data, JSON metadata, the trailer) is
-// refused naming the file; checkpoints without a checksum (older ipj) still load; LibTorch's own errors on
-// damaged unsealed files come out as invalid_input naming the file, never as another exception.
+// refused naming the file; checkpoints without a checksum load only in format 1 (older ipj), a stripped
+// checksum of a format-2 file is refused; LibTorch's own errors on damaged unsealed files come out as
+// invalid_input naming the file, never as another exception.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <filesystem>
 #include <random>
 
 #include "ipj/core/atomic_file.hpp"
@@ -44,11 +46,35 @@ void expect_refused(const std::string& path, const std::string& context) {
   }
 }
 
-// The checkpoint as an older ipj wrote it: the same archive without the checksum comment.
+// A sealed archive with its checksum comment removed.
 std::string without_checksum(const std::string& sealed) {
   std::string legacy = sealed.substr(0, sealed.size() - 26);
   legacy[legacy.size() - 2] = '\0';  // zip comment length back to 0
   return legacy;
+}
+
+// The checkpoint as an ipj before checksums wrote it: format 1, unsealed (the layout save_checkpoint writes).
+std::string save_format1_checkpoint(const testing::TempDir& dir) {
+  torch::manual_seed(3);
+  auto model = models::create_model("mlp", models::InputShape{1, 8, 8}, 10);
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  torch::serialize::OutputArchive archive;
+  archive.write("ipj_checkpoint_format", c10::IValue(std::int64_t{1}));
+  archive.write("completed_epochs", c10::IValue(std::int64_t{1}));
+  archive.write("config_json", c10::IValue(Json{{"model", "mlp"}}.dump()));
+  archive.write("metrics_json", c10::IValue(Json::array().dump()));
+  const Json info = {
+      {"name", "mlp"}, {"input_shape", {1, 8, 8}}, {"num_classes", 10}, {"mean", {0.5}}, {"std", {0.25}}};
+  archive.write("model_info_json", c10::IValue(info.dump()));
+  torch::serialize::OutputArchive model_archive, optimizer_archive;
+  model->save(model_archive);
+  archive.write("model", model_archive);
+  optimizer.save(optimizer_archive);
+  archive.write("optimizer", optimizer_archive);
+  const std::string path = dir.file("old/checkpoint.pt");
+  std::filesystem::create_directories(dir.file("old"));
+  archive.save_to(path);
+  return path;
 }
 
 }  // namespace
@@ -98,18 +124,37 @@ TEST(CheckedCheckpoint, HundredFlippedBytesAndFlipsInEveryRegionAreRefused) {
   EXPECT_THROW(read_checkpoint_state(path), Error);
 }
 
-TEST(CheckedCheckpoint, OlderCheckpointsWithoutChecksumStillLoad) {
+TEST(CheckedCheckpoint, Format1CheckpointsWithoutChecksumStillLoad) {
   testing::TempDir dir;
-  const std::string path = save_small_checkpoint(dir);
-  write_file_atomically(path, without_checksum(read_file(path)));
+  const std::string path = save_format1_checkpoint(dir);
   EXPECT_EQ(verify_zip_archive(path), ChecksumStatus::absent);
   EXPECT_EQ(load_trained_model(path).state.completed_epochs, 1);  // with a warning on stderr
 }
 
-TEST(CheckedCheckpoint, LibTorchErrorsOnDamagedUnsealedFilesAreInvalidInputNamingTheFile) {
+// Issue 22: a damaged checkpoint whose checksum comment was removed loaded as "written before checksums".
+// Files of format 2 are always sealed, so one without a checksum is refused naming it.
+TEST(CheckedCheckpoint, CurrentFormatWithItsChecksumStrippedIsRefusedNamingIt) {
   testing::TempDir dir;
   const std::string path = save_small_checkpoint(dir);
-  const std::string legacy = without_checksum(read_file(path));
+  write_file_atomically(path, without_checksum(read_file(path)));
+  EXPECT_EQ(verify_zip_archive(path), ChecksumStatus::absent);
+  expect_refused(path, "stripped checksum");
+  try {
+    read_checkpoint_state(path);
+    ADD_FAILURE() << "loaded";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("checksum was stripped"), std::string::npos) << error.what();
+  }
+  torch::manual_seed(0);
+  auto model = models::create_model("mlp", models::InputShape{1, 8, 8}, 10);
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  EXPECT_THROW(load_checkpoint(path, *model, optimizer), Error);  // the --resume path
+}
+
+TEST(CheckedCheckpoint, LibTorchErrorsOnDamagedUnsealedFilesAreInvalidInputNamingTheFile) {
+  testing::TempDir dir;
+  const std::string path = save_format1_checkpoint(dir);
+  const std::string legacy = read_file(path);
   std::mt19937 random(5);
   int refused = 0;
   for (int sample = 0; sample < 40; ++sample) {

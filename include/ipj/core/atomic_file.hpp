@@ -4,6 +4,7 @@
 // this machine: a folder shared between machines may hold another host's live temporary). POSIX only.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <ostream>
 #include <string>
@@ -25,7 +26,18 @@ void replace_file_atomically(const std::string& path, const std::function<void(c
 void require_writable_folder(const std::string& path, const std::string& flag);
 void require_writable_file(const std::string& path, const std::string& flag);
 
-// Reads a whole file; throws ipj::Error(io) naming the path if it cannot.
-std::string read_file(const std::string& path);
+// Largest file read_file reads unless told otherwise (a data file: a CIFAR batch, an image, a results file).
+inline constexpr std::uint64_t kMaxReadFileBytes = std::uint64_t{1} << 30;
+
+// Throws ipj::Error(invalid_input) naming `path` unless it is (or links to) a regular file: a device such as
+// /dev/zero, a FIFO, a socket or a folder would be read without end, block, or mean nothing. Error(io) when
+// it does not exist or cannot be inspected.
+void require_regular_file(const std::string& path);
+
+// Reads a whole regular file of at most `max_bytes`, checked before reading (and again while reading, for a
+// file that grows): Error(invalid_input) naming the path, the size and the limit when it is larger, or when
+// it is not a regular file (require_regular_file; a FIFO is never opened for reading, so it cannot block);
+// Error(io) naming the path when it cannot be read.
+std::string read_file(const std::string& path, std::uint64_t max_bytes = kMaxReadFileBytes);
 
 }  // namespace ipj

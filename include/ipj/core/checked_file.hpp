@@ -1,9 +1,10 @@
 // Checked files: an xxHash64 checksum sealed into every archive and results file ipj writes, verified on
 // load, so that a damaged file is refused naming it instead of loading silently. LibTorch-free
-// (docs/RESULTS.md). Limits: a checksum detects damage, not tampering (anyone can recompute it); files
-// without one still load.
+// (docs/RESULTS.md). Limits: a checksum detects damage, not tampering (anyone can recompute it); archives
+// without one load only when their format version predates checksums.
 #pragma once
 
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <string>
@@ -30,8 +31,18 @@ void seal_zip_archive(const std::string& path);
 // damaged; Error(io) when it cannot be read.
 ChecksumStatus verify_zip_archive(const std::string& path);
 
-// Verifies `path` and logs a warning naming it when an ipj file (`what`, e.g. "checkpoint") has no checksum.
-void verify_ipj_archive(const std::string& path, const std::string& what);
+// The first format version of every ipj archive kind (checkpoint, int8, program, graph, int8 graph files)
+// that ipj always seals: format 1 files were written both before and after checksums existed, format 2 ones
+// only with one. Format 2 has the same layout as format 1.
+inline constexpr std::int64_t kFirstSealedArchiveFormat = 2;
+
+// For an ipj archive (`what`, e.g. "checkpoint") whose checksum verify_zip_archive found in `status` and
+// whose format version the loader then read: a verified file passes; an unsealed one passes, with a warning
+// naming it, only when `format` predates checksums (< kFirstSealedArchiveFormat) -- LibTorch's per-entry CRC
+// checks the rest --; any other unsealed file is Error(invalid_input) naming it (its checksum was stripped or
+// lost: a damaged file).
+void require_checksum_for_format(const std::string& path, const std::string& what, ChecksumStatus status,
+                                 std::int64_t format);
 
 // Called in a catch (...) block around code that reads `path`: rethrows an ipj::Error as it is and turns any
 // other exception (LibTorch's c10::Error, a JSON error, bad_alloc from a damaged size) into

@@ -15,8 +15,14 @@ struct IdxArray {
 
 // Reads `path` (".gz" or not: gzip is detected from the content). Throws ipj::Error(io) when unreadable and
 // ipj::Error(invalid_input) for a wrong magic number, an unsupported type code, a truncated or oversized
-// file. Inflation stops at the first byte past the size the header declares (bounded memory and time).
+// file, or a path that is not a regular file (a device, a FIFO). The size the header declares is checked
+// against the file before any data is allocated (plain: its length; gzip: the 1032:1 deflate limit, the
+// trailer's size and, for large data whose trailer disagrees, a counting pass that keeps nothing); inflation
+// stops at the first byte past the declared size (bounded memory and time).
 IdxArray read_idx_file(const std::string& path);
+// Only the validated header's dimensions (reads 20 bytes at most): to check files against each other before
+// any of them is loaded.
+std::vector<std::int64_t> read_idx_dims(const std::string& path);
 
 // Decompresses (if gzip) and returns the whole content of a file, stopping with ipj::Error(invalid_input) as
 // soon as it exceeds `max_bytes`. Throws ipj::Error naming the file.

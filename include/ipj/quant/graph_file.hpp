@@ -10,7 +10,8 @@
 
 namespace ipj::quant {
 
-inline constexpr int kGraphFormatVersion = 1;
+// 2: the layout of 1, always sealed with a checksum (core/checked_file.hpp); format 1 files are still read.
+inline constexpr int kGraphFormatVersion = 2;
 
 struct GraphFile {
   Graph graph;

@@ -9,7 +9,8 @@
 
 namespace ipj::quant {
 
-inline constexpr int kProgramFormatVersion = 1;
+// 2: the layout of 1, always sealed with a checksum (core/checked_file.hpp); format 1 files are still read.
+inline constexpr int kProgramFormatVersion = 2;
 
 struct ProgramFile {
   LayerProgram program;

@@ -19,7 +19,8 @@
 
 namespace ipj::quant {
 
-inline constexpr int kInt8GraphFormatVersion = 1;
+// 2: the layout of 1, always sealed with a checksum (core/checked_file.hpp); format 1 files are still read.
+inline constexpr int kInt8GraphFormatVersion = 2;
 
 // Nodes whose output gets its own quint8 parameters in static int8: conv2d, linear, add, and the input when
 // it is normalised explicitly (raw pixels in [0, 1] are exact with scale 1/255, zero point 0). Pools,

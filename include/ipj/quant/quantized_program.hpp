@@ -16,7 +16,8 @@
 
 namespace ipj::quant {
 
-inline constexpr int kInt8FormatVersion = 1;
+// 2: the layout of 1, always sealed with a checksum (core/checked_file.hpp); format 1 files are still read.
+inline constexpr int kInt8FormatVersion = 2;
 
 enum class QuantMode { dynamic, static_ptq, qat };
 std::string quant_mode_name(QuantMode mode);  // "dynamic" | "static" | "qat"

@@ -14,7 +14,8 @@
 namespace ipj::train {
 
 inline constexpr const char* kCheckpointFileName = "checkpoint.pt";
-inline constexpr int kCheckpointFormatVersion = 1;
+// 2: the layout of 1, always sealed with a checksum (core/checked_file.hpp); format 1 files are still read.
+inline constexpr int kCheckpointFormatVersion = 2;
 
 struct CheckpointState {
   int completed_epochs = 0;
