@@ -28,23 +28,9 @@ CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner) {
       "Example: ipj serve --model-repo models --port 8000 --usd-per-kwh 0.30");
   static serve::ServeOptions options;
   static bool no_energy = false;
-  // CLI::Range lets NaN through (every comparison with NaN is false): these checks refuse it.
-  const CLI::Validator positive_seconds(
-      [](std::string& text) {
-        const double value = std::strtod(text.c_str(), nullptr);
-        return std::isfinite(value) && value > 0.0 && value <= 86400.0
-                   ? std::string()
-                   : "must be a number of seconds in (0, 86400], got " + text;
-      },
-      "SECONDS");
-  const CLI::Validator drain_seconds(
-      [](std::string& text) {
-        const double value = std::strtod(text.c_str(), nullptr);
-        return std::isfinite(value) && value >= 0.0 && value <= 3600.0
-                   ? std::string()
-                   : "must be a number of seconds in [0, 3600], got " + text;
-      },
-      "SECONDS");
+  // Shared checks (cli_support): NaN and non-numbers refused, the range named in the message.
+  const CLI::Validator positive_seconds = positive_number(86400.0);
+  const CLI::Validator drain_seconds = finite_range(0.0, 3600.0);
   command
       ->add_option("--model-repo", options.model_repository,
                    "DIR/<model>/config.json + DIR/<model>/<version>/model.pt")
