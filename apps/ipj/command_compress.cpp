@@ -85,32 +85,35 @@ CLI::App* register_prune_command(CLI::App& app, CommandRunner& runner) {
   return command;
 }
 
-CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner) {
-  auto* command = app.add_subcommand(
-      "distill",
-      "Knowledge distillation: train a student model on a teacher's softened outputs plus the labels\n"
-      "Example: ipj distill --teacher runs/cnn --student mlp --epochs 3 --temperature 4 --alpha 0.7 --out "
-      "runs/kd");
-  static CommonOutputFlags flags;
-  static train::DistillOptions options;
-  static std::string teacher_path, data_dir = data::kDefaultDataDirectory;
-  static std::string student = "mlp", input_shape, teacher_input_shape;
-  static std::int64_t limit = 0, test_limit = 0;
-  static DataFlags data_flags;
-  add_output_flags(*command, flags);
+namespace {
+
+// What `ipj distill`'s flags fill in.
+struct DistillFlags {
+  CommonOutputFlags output;
+  train::DistillOptions options;
+  std::string teacher_path, data_dir = data::kDefaultDataDirectory;
+  std::string student = "mlp", input_shape, teacher_input_shape;
+  std::int64_t limit = 0, test_limit = 0;
+  DataFlags data;
+};
+
+void add_distill_flags(CLI::App& app, DistillFlags& f) {
+  CLI::App* command = &app;
+  train::DistillOptions& options = f.options;
+  add_output_flags(*command, f.output);
   command
-      ->add_option("--teacher", teacher_path,
+      ->add_option("--teacher", f.teacher_path,
                    "Teacher: ipj checkpoint/run folder, int8/program file, TorchScript (takes normalised "
                    "images, as students do)")
       ->required();
   command
       ->add_option(
-          "--student", student,
+          "--student", f.student,
           "Student: a zoo model (see ipj models) or a TorchScript file; a file's trained weights go to "
           "OUT/model.pt")
       ->capture_default_str();
-  command->add_option("--input-shape", input_shape, kInputShapeHelp);
-  command->add_option("--teacher-input-shape", teacher_input_shape,
+  command->add_option("--input-shape", f.input_shape, kInputShapeHelp);
+  command->add_option("--teacher-input-shape", f.teacher_input_shape,
                       "TorchScript --teacher: what it takes per sample (default: the images, C,H,W)");
   command->add_option("--epochs", options.epochs, "Training epochs")
       ->check(positive_integer(1000000))
@@ -136,62 +139,80 @@ CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner) {
           "Keep labels for the first N training samples only; the rest is learnt from the teacher (0 = all)")
       ->check(non_negative_integer(kMaxSamples));
   command
-      ->add_option("--data", data_dir,
+      ->add_option("--data", f.data_dir,
                    "Data set folder (IDX, CIFAR-10 binary or image folder; default: the teacher's training "
                    "data, else Fashion-MNIST)")
       ->capture_default_str();
-  add_data_flags(*command, data_flags, true);
-  command->add_option("--limit", limit, "Use only the first N training samples (0 = all)")
+  add_data_flags(*command, f.data, true);
+  command->add_option("--limit", f.limit, "Use only the first N training samples (0 = all)")
       ->check(non_negative_integer(kMaxSamples));
-  command->add_option("--test-limit", test_limit, "Use only the first N test samples (0 = all)")
+  command->add_option("--test-limit", f.test_limit, "Use only the first N test samples (0 = all)")
       ->check(non_negative_integer(kMaxSamples));
   command->add_option("--out", options.out_dir,
                       "Run folder for the student's checkpoint.pt and results.json");
+}
+
+// The teacher (TorchScript teachers take normalised images, like students) and the data set: without --data,
+// the data the teacher was trained on (its checkpoint or ipj.json records it).
+std::pair<infer::InferenceModelPtr, data::Dataset> load_teacher_and_data(DistillFlags& f, bool data_given) {
+  infer::LoadOptions teacher_options;
+  if (!f.teacher_input_shape.empty())
+    teacher_options.input_shape = infer::parse_shape(f.teacher_input_shape, "--teacher-input-shape");
+  std::string folder = f.data_dir;
+  data::DataOptions folder_options = data_options(f.data);
+  if (!data_given) {
+    const infer::InferenceModelPtr recorded = infer::load_inference_model(f.teacher_path, teacher_options);
+    if (!recorded->data_dir.empty()) {
+      folder = recorded->data_dir;
+      folder_options = data::merge_data_options(recorded->data_options, folder_options);
+    }
+  }
+  f.options.data_dir = folder;
+  data::Dataset dataset = data::load_dataset(folder, f.limit, f.test_limit, folder_options);
+  teacher_options.mean = dataset.normalization.mean;
+  teacher_options.std = dataset.normalization.std;
+  infer::InferenceModelPtr teacher = infer::load_inference_model(f.teacher_path, teacher_options);
+  const std::string mismatch = data_given ? data::describe_data_mismatch(teacher->trained_data, dataset) : "";
+  if (!mismatch.empty()) std::cerr << "ipj: warning: " << mismatch << "\n";
+  return {std::move(teacher), std::move(dataset)};
+}
+
+int run_distill(DistillFlags& f, bool data_given) {
+  train::DistillOptions& options = f.options;
+  require_writable_folder(options.out_dir, "--out");  // before any work
+  options.show_progress = !f.output.quiet && !f.output.json;
+  options.student = parse_model_flags(f.student, f.input_shape, "--student");
+  const auto [teacher, dataset] = load_teacher_and_data(f, data_given);
+  Json report = train::run_distillation(
+      options, dataset, [&](const torch::Tensor& pixels) { return teacher->forward(pixels); });
+  report["teacher"] = f.teacher_path;
+  report["dataset"] = data::to_json(dataset);
+  if (f.output.json) {
+    print_json(report);
+    return 0;
+  }
+  std::printf("student %s: test accuracy %.4f (teacher %.4f, gap %.2f pt), %lld parameters\n",
+              options.student.label().c_str(), report["student_acc"].get<double>(),
+              report["teacher_acc"].get<double>(), report["acc_gap_pt"].get<double>(),
+              static_cast<long long>(report["student_params"].get<std::int64_t>()));
+  if (!options.out_dir.empty()) std::printf("wrote %s/checkpoint.pt\n", options.out_dir.c_str());
+  if (!options.out_dir.empty() && options.student.is_file())
+    std::printf("wrote %s/model.pt (TorchScript, trained)\n", options.out_dir.c_str());
+  return 0;
+}
+
+}  // namespace
+
+CLI::App* register_distill_command(CLI::App& app, CommandRunner& runner) {
+  auto* command = app.add_subcommand(
+      "distill",
+      "Knowledge distillation: train a student model on a teacher's softened outputs plus the labels\n"
+      "Example: ipj distill --teacher runs/cnn --student mlp --epochs 3 --temperature 4 --alpha 0.7 --out "
+      "runs/kd");
+  static DistillFlags flags;
+  add_distill_flags(*command, flags);
   command->callback([&runner, command] {
-    runner = [command] {
-      require_writable_folder(options.out_dir, "--out");  // before any work
-      options.show_progress = !flags.quiet && !flags.json;
-      options.student = parse_model_flags(student, input_shape, "--student");
-      infer::LoadOptions
-          teacher_options;  // used by TorchScript teachers only: normalised images, like students
-      if (!teacher_input_shape.empty())
-        teacher_options.input_shape = infer::parse_shape(teacher_input_shape, "--teacher-input-shape");
-      // Without --data: the data the teacher was trained on (its checkpoint or ipj.json records it).
-      const bool data_given = command->count("--data") > 0;
-      std::string folder = data_dir;
-      data::DataOptions folder_options = data_options(data_flags);
-      if (!data_given) {
-        const infer::InferenceModelPtr recorded = infer::load_inference_model(teacher_path, teacher_options);
-        if (!recorded->data_dir.empty()) {
-          folder = recorded->data_dir;
-          folder_options = data::merge_data_options(recorded->data_options, folder_options);
-        }
-      }
-      options.data_dir = folder;
-      const data::Dataset dataset = data::load_dataset(folder, limit, test_limit, folder_options);
-      teacher_options.mean = dataset.normalization.mean;
-      teacher_options.std = dataset.normalization.std;
-      const infer::InferenceModelPtr teacher = infer::load_inference_model(teacher_path, teacher_options);
-      const std::string mismatch =
-          data_given ? data::describe_data_mismatch(teacher->trained_data, dataset) : "";
-      if (!mismatch.empty()) std::cerr << "ipj: warning: " << mismatch << "\n";
-      Json report = train::run_distillation(
-          options, dataset, [&](const torch::Tensor& pixels) { return teacher->forward(pixels); });
-      report["teacher"] = teacher_path;
-      report["dataset"] = data::to_json(dataset);
-      if (flags.json) {
-        print_json(report);
-        return 0;
-      }
-      std::printf("student %s: test accuracy %.4f (teacher %.4f, gap %.2f pt), %lld parameters\n",
-                  options.student.label().c_str(), report["student_acc"].get<double>(),
-                  report["teacher_acc"].get<double>(), report["acc_gap_pt"].get<double>(),
-                  static_cast<long long>(report["student_params"].get<std::int64_t>()));
-      if (!options.out_dir.empty()) std::printf("wrote %s/checkpoint.pt\n", options.out_dir.c_str());
-      if (!options.out_dir.empty() && options.student.is_file())
-        std::printf("wrote %s/model.pt (TorchScript, trained)\n", options.out_dir.c_str());
-      return 0;
-    };
+    runner = [command] { return run_distill(flags, command->count("--data") > 0); };
   });
   return command;
 }

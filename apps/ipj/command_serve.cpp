@@ -20,14 +20,11 @@
 
 namespace ipj::cli {
 
-CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner) {
-  auto* command = app.add_subcommand(
-      "serve",
-      "Serve a model repository over the KServe v2 REST protocol with Triton-style dynamic batching;\n"
-      "Prometheus metrics with joules per inference at /metrics. SIGTERM/SIGINT drain and exit 0\n"
-      "Example: ipj serve --model-repo models --port 8000 --usd-per-kwh 0.30");
-  static serve::ServeOptions options;
-  static bool no_energy = false;
+namespace {
+
+// Every `ipj serve` flag, into `options` (and `no_energy`).
+void add_serve_flags(CLI::App& app, serve::ServeOptions& options, bool& no_energy) {
+  CLI::App* command = &app;
   // Shared checks (cli_support): NaN and non-numbers refused, the range named in the message.
   const CLI::Validator positive_seconds = positive_number(86400.0);
   const CLI::Validator drain_seconds = finite_range(0.0, 3600.0);
@@ -93,45 +90,62 @@ CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--cpu-tdp-w", options.cpu_tdp_w, "CPU power at full load for the energy estimate")
       ->check(finite_range(0.0, 1e5));
   command->add_flag("--no-energy", no_energy, "Do not measure energy");
+}
+
+// Serves until SIGTERM/SIGINT (then drains) or until the server stops; returns the exit code.
+int run_server(const serve::ServeOptions& options) {
+  // SIGTERM/SIGINT: the handler only writes a byte to a pipe; a waiter thread reads it and drains. It is
+  // installed once the models are loaded: until then a signal stops the process as by default (reading
+  // the repository and loading models cannot hold shutdown back; there is nothing to drain yet).
+  static int wake_pipe[2] = {-1, -1};
+  if (pipe(wake_pipe) != 0) fail(ErrorCategory::io, "cannot create the signal pipe");
+  serve::InferenceServer server(options);  // binds (a port in use fails before any model loads)
+  struct sigaction action {};
+  action.sa_handler = [](int) {
+    const char byte = 1;
+    [[maybe_unused]] const auto written = write(wake_pipe[1], &byte, 1);
+  };
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+  const int port = server.port();
+  std::atomic<bool> serving{true};
+  std::thread waiter([&server, &serving] {
+    char byte = 0;
+    while (read(wake_pipe[0], &byte, 1) < 0 && errno == EINTR) {
+    }
+    if (!serving) return;
+    spdlog::info("signal received: draining (ready -> 503, in-flight requests finish)");
+    server.drain();
+  });
+  spdlog::info("serving {} model(s) on http://{}:{} (ready: GET /v2/health/ready)", server.models().size(),
+               options.host, port);
+  std::printf("listening on %s:%d\n", options.host.c_str(), port);
+  std::fflush(stdout);
+  server.serve();
+  serving = false;
+  const char byte = 0;
+  [[maybe_unused]] const auto written = write(wake_pipe[1], &byte, 1);  // wakes the waiter if no signal came
+  waiter.join();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+CLI::App* register_serve_command(CLI::App& app, CommandRunner& runner) {
+  auto* command = app.add_subcommand(
+      "serve",
+      "Serve a model repository over the KServe v2 REST protocol with Triton-style dynamic batching;\n"
+      "Prometheus metrics with joules per inference at /metrics. SIGTERM/SIGINT drain and exit 0\n"
+      "Example: ipj serve --model-repo models --port 8000 --usd-per-kwh 0.30");
+  static serve::ServeOptions options;
+  static bool no_energy = false;
+  add_serve_flags(*command, options, no_energy);
   command->callback([&runner] {
     runner = [] {
       options.measure_energy = !no_energy;
-      // SIGTERM/SIGINT: the handler only writes a byte to a pipe; a waiter thread reads it and drains. It is
-      // installed once the models are loaded: until then a signal stops the process as by default (reading
-      // the repository and loading models cannot hold shutdown back; there is nothing to drain yet).
-      static int wake_pipe[2] = {-1, -1};
-      if (pipe(wake_pipe) != 0) fail(ErrorCategory::io, "cannot create the signal pipe");
-      serve::InferenceServer server(options);  // binds (a port in use fails before any model loads)
-      struct sigaction action {};
-      action.sa_handler = [](int) {
-        const char byte = 1;
-        [[maybe_unused]] const auto written = write(wake_pipe[1], &byte, 1);
-      };
-      sigemptyset(&action.sa_mask);
-      sigaction(SIGTERM, &action, nullptr);
-      sigaction(SIGINT, &action, nullptr);
-      const int port = server.port();
-      std::atomic<bool> serving{true};
-      std::thread waiter([&server, &serving] {
-        char byte = 0;
-        while (read(wake_pipe[0], &byte, 1) < 0 && errno == EINTR) {
-        }
-        if (!serving) return;
-        spdlog::info("signal received: draining (ready -> 503, in-flight requests finish)");
-        server.drain();
-      });
-      spdlog::info("serving {} model(s) on http://{}:{} (ready: GET /v2/health/ready)",
-                   server.models().size(), options.host, port);
-      std::printf("listening on %s:%d\n", options.host.c_str(), port);
-      std::fflush(stdout);
-      server.serve();
-      serving = false;
-      const char byte = 0;
-      [[maybe_unused]] const auto written =
-          write(wake_pipe[1], &byte, 1);  // wakes the waiter if no signal came
-      waiter.join();
-      spdlog::info("stopped");
-      return 0;
+      return run_server(options);
     };
   });
   return command;

@@ -95,80 +95,68 @@ Body make_body(const Json& metadata, const LoadOptions& options) {
   return body;
 }
 
-LoadLevel run_level(const LoadOptions& options, const Body& body, int concurrency, const std::string& path) {
+// What the client threads of one level share: finished requests and the energy sources seen (under mutex).
+struct LevelRecords {
   std::mutex mutex;
   std::vector<Record> records;
-  std::vector<std::string> sources;  // energy sources seen, under mutex
-  std::atomic<bool> stop{false};
-  const auto start = Clock::now();
-  std::vector<std::thread> clients;
-  for (int index = 0; index < concurrency; ++index) {
-    clients.emplace_back([&] {
-      httplib::Client client(options.url);
-      client.set_keep_alive(true);
-      client.set_tcp_nodelay(true);
-      client.set_read_timeout(60, 0);
-      std::vector<Record> local;
-      while (!stop) {
-        const auto sent = Clock::now();
-        const auto result = client.Post(path, body.headers, body.content, body.content_type);
-        const auto done = Clock::now();
-        Record record{std::chrono::duration<double>(done - start).count(),
-                      std::chrono::duration<double, std::milli>(done - sent).count(),
-                      result ? result->status : 0};
-        if (result && result->status == 200) {
-          const auto [joules, source] = response_energy(*result);
-          if (joules >= 0) {
-            record.energy_j = joules;
-            std::lock_guard<std::mutex> lock(mutex);
-            const auto known = std::find(sources.begin(), sources.end(), source);
-            record.energy_source = static_cast<int>(known - sources.begin());
-            if (known == sources.end()) sources.push_back(source);
-          }
-        }
-        local.push_back(record);
-        if (local.size() >= 256) {
-          std::lock_guard<std::mutex> lock(mutex);
-          records.insert(records.end(), local.begin(), local.end());
-          local.clear();
-        }
-      }
-      std::lock_guard<std::mutex> lock(mutex);
-      records.insert(records.end(), local.begin(), local.end());
-    });
+  std::vector<std::string> sources;
+
+  void add(std::vector<Record>& local) {
+    std::lock_guard<std::mutex> lock(mutex);
+    records.insert(records.end(), local.begin(), local.end());
+    local.clear();
   }
-  const double window_s = options.duration_s / 3.0;
-  std::vector<double> throughput;
-  LoadLevel level;
-  level.concurrency = concurrency;
-  const double warmup_s = std::min(0.5, window_s);
-  std::this_thread::sleep_for(std::chrono::duration<double>(warmup_s));
-  auto count_between = [&](double from, double to) {
+  int source_index(const std::string& source) {
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto known = std::find(sources.begin(), sources.end(), source);
+    const int index = static_cast<int>(known - sources.begin());
+    if (known == sources.end()) sources.push_back(source);
+    return index;
+  }
+  std::int64_t successes_between(double from, double to) {
     std::lock_guard<std::mutex> lock(mutex);
     std::int64_t count = 0;
     for (const Record& record : records)
       if (record.finished_s >= from && record.finished_s < to && record.status == 200) ++count;
     return count;
-  };
-  while (level.windows < options.max_windows) {
-    const double from = warmup_s + level.windows * window_s;
-    std::this_thread::sleep_until(start + std::chrono::duration<double>(from + window_s + 0.05));
-    throughput.push_back(static_cast<double>(count_between(from, from + window_s)) / window_s);
-    ++level.windows;
-    if (infer::windows_agree(throughput, 3, options.tolerance)) {
-      level.stable = true;
-      break;
-    }
   }
-  stop = true;
-  for (std::thread& client : clients)
-    client.join();
-  const double report_from = warmup_s + (level.windows - std::min(level.windows, 3)) * window_s;
-  const double report_to = warmup_s + level.windows * window_s;
+};
+
+// One client: a keep-alive connection sending `body` until `stop`, recording every answer.
+void run_client(const LoadOptions& options, const Body& body, const std::string& path,
+                Clock::time_point start, const std::atomic<bool>& stop, LevelRecords& shared) {
+  httplib::Client client(options.url);
+  client.set_keep_alive(true);
+  client.set_tcp_nodelay(true);
+  client.set_read_timeout(60, 0);
+  std::vector<Record> local;
+  while (!stop) {
+    const auto sent = Clock::now();
+    const auto result = client.Post(path, body.headers, body.content, body.content_type);
+    const auto done = Clock::now();
+    Record record{std::chrono::duration<double>(done - start).count(),
+                  std::chrono::duration<double, std::milli>(done - sent).count(),
+                  result ? result->status : 0};
+    if (result && result->status == 200) {
+      const auto [joules, source] = response_energy(*result);
+      if (joules >= 0) {
+        record.energy_j = joules;
+        record.energy_source = shared.source_index(source);
+      }
+    }
+    local.push_back(record);
+    if (local.size() >= 256) shared.add(local);
+  }
+  shared.add(local);
+}
+
+// Latency, throughput and energy of the requests that finished in [from, to).
+void summarize_level(const LoadOptions& options, const LevelRecords& shared, double from, double to,
+                     LoadLevel& level) {
   std::vector<double> latencies, energies;
   std::set<int> energy_sources;
-  for (const Record& record : records) {
-    if (record.finished_s < report_from || record.finished_s >= report_to) continue;
+  for (const Record& record : shared.records) {
+    if (record.finished_s < from || record.finished_s >= to) continue;
     if (record.status == 200) {
       latencies.push_back(record.latency_ms);
       if (record.energy_j >= 0) {
@@ -180,7 +168,7 @@ LoadLevel run_level(const LoadOptions& options, const Body& body, int concurrenc
       level.errors_by_status[record.status] += 1;
     }
   }
-  const double span = report_to - report_from;
+  const double span = to - from;
   level.requests = static_cast<std::int64_t>(latencies.size());
   level.requests_per_s = span > 0 ? static_cast<double>(level.requests) / span : 0.0;
   level.inferences_per_s = level.requests_per_s * static_cast<double>(options.batch);
@@ -188,17 +176,48 @@ LoadLevel run_level(const LoadOptions& options, const Body& body, int concurrenc
   level.p90_ms = infer::quantile(latencies, 0.90);
   level.p99_ms = infer::quantile(latencies, 0.99);
   level.energy_requests = static_cast<std::int64_t>(energies.size());
-  if (!energies.empty()) {
-    double sum = 0.0;
-    for (const double joules : energies)
-      sum += joules;
-    level.energy_mean_j = sum / static_cast<double>(energies.size());
-    level.energy_p50_j = infer::quantile(energies, 0.50);
-    level.energy_p99_j = infer::quantile(energies, 0.99);
-    for (const int source : energy_sources)
-      level.energy_source +=
-          (level.energy_source.empty() ? "" : "+") + sources[static_cast<std::size_t>(source)];
+  if (energies.empty()) return;
+  double sum = 0.0;
+  for (const double joules : energies)
+    sum += joules;
+  level.energy_mean_j = sum / static_cast<double>(energies.size());
+  level.energy_p50_j = infer::quantile(energies, 0.50);
+  level.energy_p99_j = infer::quantile(energies, 0.99);
+  for (const int source : energy_sources)
+    level.energy_source +=
+        (level.energy_source.empty() ? "" : "+") + shared.sources[static_cast<std::size_t>(source)];
+}
+
+// `concurrency` clients until three consecutive windows of duration/3 agree (or max_windows); reports the
+// last three windows.
+LoadLevel run_level(const LoadOptions& options, const Body& body, int concurrency, const std::string& path) {
+  LevelRecords shared;
+  std::atomic<bool> stop{false};
+  const auto start = Clock::now();
+  std::vector<std::thread> clients;
+  for (int index = 0; index < concurrency; ++index)
+    clients.emplace_back([&] { run_client(options, body, path, start, stop, shared); });
+  const double window_s = options.duration_s / 3.0;
+  std::vector<double> throughput;
+  LoadLevel level;
+  level.concurrency = concurrency;
+  const double warmup_s = std::min(0.5, window_s);
+  std::this_thread::sleep_for(std::chrono::duration<double>(warmup_s));
+  while (level.windows < options.max_windows) {
+    const double from = warmup_s + level.windows * window_s;
+    std::this_thread::sleep_until(start + std::chrono::duration<double>(from + window_s + 0.05));
+    throughput.push_back(static_cast<double>(shared.successes_between(from, from + window_s)) / window_s);
+    ++level.windows;
+    if (infer::windows_agree(throughput, 3, options.tolerance)) {
+      level.stable = true;
+      break;
+    }
   }
+  stop = true;
+  for (std::thread& client : clients)
+    client.join();
+  const double report_from = warmup_s + (level.windows - std::min(level.windows, 3)) * window_s;
+  summarize_level(options, shared, report_from, warmup_s + level.windows * window_s, level);
   return level;
 }
 

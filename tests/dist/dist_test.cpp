@@ -145,17 +145,23 @@ TEST(Launcher, CommandThatCannotStartFailsClearly) {
 TEST(Launcher, ForwardsSigtermToEveryRank) {
   testing::TempDir folder;
   const std::string marker = folder.file("stopped");
-  // Each rank records the SIGTERM it receives in a file; the launcher gets SIGTERM 1 s after it starts.
+  // Each rank records the SIGTERM it receives in a file; the launcher gets SIGTERM once both ranks have set
+  // their trap (a busy machine may take seconds to start them), at most 20 s after it starts.
   const std::string rank_script = folder.file("rank.sh");
-  std::ofstream(rank_script) << "trap 'echo $RANK >> " << marker << "; exit 0' TERM\nsleep 30 &\nwait\n";
+  const std::string ready = folder.file("ready");
+  std::ofstream(rank_script) << "trap 'echo $RANK >> " << marker << "; exit 0' TERM\necho $RANK >> " << ready
+                             << "\nsleep 30 &\nwait\n";
   const std::string job_script = folder.file("job.sh");
-  std::ofstream(job_script) << ipj_binary() << " launch --nproc-per-node 2 -- sh " << rank_script
-                            << " &\npid=$!\nsleep 1\nkill -TERM $pid\nwait $pid\necho status $?\n";
+  std::ofstream(job_script)
+      << ipj_binary() << " launch --nproc-per-node 2 -- sh " << rank_script
+      << " &\npid=$!\nfor i in $(seq 200); do [ \"$(cat " << ready
+      << " 2>/dev/null | wc -l)\" -ge 2 ] && break; sleep 0.1; done\nkill -TERM $pid\nwait "
+         "$pid\necho status $?\n";
   const auto start = std::chrono::steady_clock::now();
   const auto result = run_process("sh " + job_script);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_NE(result.out.find("status 143"), std::string::npos) << result.out << result.err;
-  EXPECT_LT(seconds, 15.0);
+  EXPECT_LT(seconds, 40.0);  // the ranks end at the signal, not after their 30 s sleep
   std::ifstream stopped(marker);
   std::string first, second;
   stopped >> first >> second;

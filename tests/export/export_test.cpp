@@ -18,6 +18,7 @@
 #include "ipj/quant/quantize.hpp"
 #include "ipj/train/checkpoint.hpp"
 #include "ipj/train/trainer.hpp"
+#include "support/test_cache.hpp"
 
 namespace ipj::exporter {
 namespace {
@@ -48,8 +49,8 @@ const std::string& python_models() {
   static const std::string dir = [] {
     const std::string out = scratch().file("python");
     std::filesystem::create_directories(out);
-    const auto result = testing::run_process(testing::python_path() + " " + testing::test_source_dir() +
-                                             "/quant/make_graph_models.py " + out);
+    const std::string script = testing::test_source_dir() + "/quant/make_graph_models.py";
+    const auto result = testing::run_cached_maker(testing::python_path() + " " + script, out, "", {script});
     if (result.exit_code != 0) throw std::runtime_error("model script failed: " + result.err);
     return out;
   }();

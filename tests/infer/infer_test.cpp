@@ -16,6 +16,7 @@
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/infer/latency_bench.hpp"
 #include "ipj/infer/model_bench.hpp"
+#include "support/test_cache.hpp"
 
 namespace ipj::infer {
 namespace {
@@ -36,8 +37,9 @@ struct Golden {
   testing::TempDir dir;
   torch::Tensor input, expected, normalized_expected;
   Golden() {
-    const auto result = testing::run_process(testing::python_path() + " " + testing::test_source_dir() +
-                                             "/infer/make_torchscript_golden.py " + dir.path());
+    const std::string script = testing::test_source_dir() + "/infer/make_torchscript_golden.py";
+    const auto result =
+        testing::run_cached_maker(testing::python_path() + " " + script, dir.path(), "", {script});
     if (result.exit_code != 0) throw std::runtime_error("golden script failed: " + result.err);
     torch::jit::Module holder = torch::jit::load(dir.file("golden.pt"));
     input = holder.attr("input").toTensor();

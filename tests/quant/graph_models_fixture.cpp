@@ -3,11 +3,13 @@
 
 #include <stdexcept>
 
+#include "support/test_cache.hpp"
+
 namespace ipj::testing {
 
 GraphModels::GraphModels() {
-  const auto result = run_process(testing::python_path() + " " + testing::test_source_dir() +
-                                  "/quant/make_graph_models.py " + dir.path());
+  const std::string script = testing::test_source_dir() + "/quant/make_graph_models.py";
+  const auto result = run_cached_maker(testing::python_path() + " " + script, dir.path(), "", {script});
   if (result.exit_code != 0) throw std::runtime_error("model script failed: " + result.err);
   golden = torch::jit::load(dir.file("golden.pt"));
 }

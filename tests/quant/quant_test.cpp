@@ -153,6 +153,7 @@ TEST(QuantWorkflow, QatFineTunesAndConverts) {
   options.out_path = dir.file("qat.pt");
   options.mode = QuantMode::qat;
   options.qat_epochs = 1;
+  options.train_limit = 6000;  // fine-tuning a trained model: a tenth of the set shows it (and takes a tenth)
   options.test_limit = 1000;
   options.show_progress = false;
   const QuantizeResult result = run_quantize(options);

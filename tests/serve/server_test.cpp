@@ -28,6 +28,7 @@
 #include "ipj/serve/inference_server.hpp"
 #include "ipj/train/checkpoint.hpp"
 #include "raw_http.hpp"
+#include "support/test_cache.hpp"
 
 namespace ipj::serve {
 namespace {
@@ -546,8 +547,9 @@ namespace {
 
 TEST(ServeTorchScript, AUserTorchScriptModelServesPyTorchsOwnOutputs) {
   testing::TempDir work;
-  const auto made = testing::run_process(testing::python_path() + " " + testing::test_source_dir() +
-                                         "/infer/make_torchscript_golden.py " + work.path());
+  const std::string script = testing::test_source_dir() + "/infer/make_torchscript_golden.py";
+  const auto made =
+      testing::run_cached_maker(testing::python_path() + " " + script, work.path(), "", {script});
   ASSERT_EQ(made.exit_code, 0) << made.err;
   std::filesystem::create_directories(work.file("repo/small/3"));
   std::filesystem::copy_file(work.file("scripted.pt"), work.file("repo/small/3/model.pt"));

@@ -1,4 +1,4 @@
-// Trains the shared test models lazily (one per name per process).
+// Trains the shared test models lazily (one per name per build, through the test cache).
 #include "support/inference_fixture.hpp"
 
 #include <map>
@@ -7,6 +7,7 @@
 
 #include "ipj/train/checkpoint.hpp"
 #include "ipj/train/trainer.hpp"
+#include "support/test_cache.hpp"
 
 namespace ipj::testing {
 
@@ -15,22 +16,29 @@ const data::Dataset& fashion_subset() {
   return dataset;
 }
 
+// Trained once per build of this test executable (the cache key names it): CTest runs each test in its own
+// process, and training here took seconds per test.
 std::string trained_checkpoint(const std::string& model) {
   static std::mutex mutex;
   static TempDir folder;
   static std::map<std::string, std::string> trained;
   std::lock_guard<std::mutex> lock(mutex);
   if (auto found = trained.find(model); found != trained.end()) return found->second;
-  train::TrainConfig config;
-  config.model = model;
-  config.epochs = model == "mlp" ? 2 : 1;
-  config.batch_size = 64;
-  config.seed = 7;
-  config.measure_energy = false;
-  config.out_dir = folder.file(model);
-  train::TrainHooks hooks;
-  hooks.show_progress = false;
-  train::run_training(config, fashion_subset(), hooks);
+  const std::string entry = cached_folder("trained-checkpoint\n" + model + "\n" + this_executable_signature(),
+                                          [&](const std::string& out) {
+                                            train::TrainConfig config;
+                                            config.model = model;
+                                            config.epochs = model == "mlp" ? 2 : 1;
+                                            config.batch_size = 64;
+                                            config.seed = 7;
+                                            config.measure_energy = false;
+                                            config.out_dir = out + "/" + model;
+                                            train::TrainHooks hooks;
+                                            hooks.show_progress = false;
+                                            train::run_training(config, fashion_subset(), hooks);
+                                            return true;
+                                          });
+  copy_folder_contents(entry, folder.path());  // a copy of its own: tests may damage their files
   return trained[model] = folder.file(model + "/" + train::kCheckpointFileName);
 }
 

@@ -162,6 +162,8 @@ ProcessResult run_process_measured(const std::string& command, ProcessUsage& usa
   }
   usage.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   usage.max_rss_kib = resources.ru_maxrss;
+  usage.cpu_s = static_cast<double>(resources.ru_utime.tv_sec + resources.ru_stime.tv_sec) +
+                static_cast<double>(resources.ru_utime.tv_usec + resources.ru_stime.tv_usec) * 1e-6;
   usage.term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
   ProcessResult result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -54,10 +54,12 @@ struct ProcessResult {
 ProcessResult run_process(const std::string& command);
 
 // What run_process_measured saw of the process: its wall time, its own peak resident set (wait4's
-// ru_maxrss: the command's, as the shell execs it) and the signal that ended it (0 if it exited).
+// ru_maxrss: the command's, as the shell execs it), its CPU time and the signal that ended it (0 if it
+// exited).
 struct ProcessUsage {
   double wall_s = 0.0;
   long max_rss_kib = 0;
+  double cpu_s = 0.0;  // user + system CPU seconds of the command (load-independent, unlike wall_s)
   int term_signal = 0;
 };
 // run_process for one command (`exec`ed by /bin/sh, so that `usage` is the command's own).

@@ -1,20 +1,26 @@
 // Runs the Python script that makes and checks users' TorchScript models.
 #include "support/user_models.hpp"
 
+#include "support/test_cache.hpp"
+
 namespace ipj::testing {
 namespace {
 
+std::string script_file() {
+  return testing::test_source_dir() + "/models/python/user_models.py";
+}
+
 std::string script() {
-  return testing::python_path() + " " + testing::test_source_dir() + "/models/python/user_models.py";
+  return testing::python_path() + " " + script_file();
 }
 
 }  // namespace
 
 ProcessResult make_user_models(const std::string& directory, const std::vector<std::string>& names) {
-  std::string command = script() + " make " + directory;
+  std::string listed;
   for (const auto& name : names)
-    command += " " + name;
-  return run_process(command);
+    listed += " " + name;
+  return run_cached_maker(script() + " make", directory, listed, {script_file()});
 }
 
 ProcessResult run_user_models_script(const std::string& command, const std::string& manifest_path) {
