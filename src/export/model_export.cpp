@@ -248,8 +248,9 @@ void export_directly(const ExportOptions& options, ExportableModel& model, Json&
     model.int8 = std::move(int8);
     model.variant = "int8-dynamic";
     warnings.push_back(
-        "quantized::linear_dynamic layers are exported as DynamicQuantizeLinear + DequantizeLinear + "
-        "MatMul on the dequantized int8 weights");
+        "quantized::linear_dynamic layers are exported as the float MatMul of their dequantized int8 weights "
+        "on the input quantized per batch as PyTorch does (uint8 over the input's range; QuantizeLinear + "
+        "DequantizeLinear, DynamicQuantizeLinear where the layer uses all 256 levels)");
   }
   report["warnings"] = warnings;
 }

@@ -420,7 +420,7 @@ class ScriptWalker {
         operators[kind] = operators.value(kind, 0) + 1;
       if (node->kind() == c10::prim::Constant) {
         const c10::optional<c10::IValue> value = jit::toIValue(node->output());
-        if (value && !skipped_type(node->output()->type()))
+        if (value)  // packed int8 weights (custom classes) too
           context_.bind(node->output(), Sym::constant(*value));
       } else if (!node->outputs().empty()) {
         try {

@@ -259,19 +259,43 @@ void native_attention(Context& context, const Node* node) {
   if (node->outputs().size() > 1) context.bind(node->output(1), Sym::constant(c10::IValue()));
 }
 
+// x quantized per tensor to uint8 [0, levels] over its range with 0 (PyTorch's ChooseQuantizationParams:
+// scale (max - min) / levels, zero point round(-min / scale)) and dequantized. 255 levels is ONNX's
+// DynamicQuantizeLinear; reduce_range (127) is written out.
+std::string dynamic_quantized(Context& context, const std::string& x, int levels) {
+  if (levels == 255) {
+    onnx::NodeProto& quantize = context.node("DynamicQuantizeLinear", {x}, 3);
+    return context.op("DequantizeLinear", {quantize.output(0), quantize.output(1), quantize.output(2)});
+  }
+  onnx::NodeProto& low = context.node("ReduceMin", {x});
+  set_attribute(low, "keepdims", std::int64_t{0});
+  onnx::NodeProto& high = context.node("ReduceMax", {x});
+  set_attribute(high, "keepdims", std::int64_t{0});
+  const std::string zero = context.scalar(0.0);
+  const std::string minimum = context.op("Min", {low.output(0), zero});
+  const std::string maximum = context.op("Max", {high.output(0), zero});
+  std::string scale =
+      context.op("Div", {context.op("Sub", {maximum, minimum}), context.scalar(static_cast<double>(levels))});
+  scale = context.op("Max", {scale, context.scalar(1e-30)});  // an all-zero input stays zero
+  const std::string shift = context.op("Round", {context.op("Neg", {context.op("Div", {minimum, scale})})});
+  onnx::NodeProto& zero_point =
+      context.node("Cast", {context.op("Clip", {shift, zero, context.scalar(static_cast<double>(levels))})});
+  set_attribute(zero_point, "to", static_cast<std::int64_t>(onnx::TensorProto::UINT8));
+  const std::string quantized = context.op("QuantizeLinear", {x, scale, zero_point.output(0)});
+  return context.op("DequantizeLinear", {quantized, scale, zero_point.output(0)});
+}
+
 // quantized::linear_dynamic(x, packed, reduce_range): the input quantized per batch (DynamicQuantizeLinear,
 // uint8 over its range with 0), the int8 weight dequantized to float.
 void linear_dynamic(Context& context, const Node* node) {
   static const c10::OperatorHandle unpack =
       c10::Dispatcher::singleton().findSchemaOrThrow("quantized::linear_unpack", "");
   torch::jit::Stack stack{context.constant(node->input(1))};
-  unpack.callBoxed(stack);
-  const auto unpacked = stack.at(0).toTuple();
-  const torch::Tensor weight = unpacked->elements().at(0).toTensor().dequantize();  // [out, in]
-  const c10::IValue bias = unpacked->elements().at(1);
-  onnx::NodeProto& quantize = context.node("DynamicQuantizeLinear", {context.tensor(node->input(0))}, 3);
-  const std::string x =
-      context.op("DequantizeLinear", {quantize.output(0), quantize.output(1), quantize.output(2)});
+  unpack.callBoxed(stack);                                           // (Tensor weight, Tensor? bias)
+  const torch::Tensor weight = stack.at(0).toTensor().dequantize();  // [out, in]
+  const c10::IValue bias = stack.at(1);
+  const std::string x = dynamic_quantized(context, context.tensor(node->input(0)),
+                                          context.constant(node->input(2)).toBool() ? 127 : 255);
   std::string y = context.op("MatMul", {x, context.initializer(weight.t().contiguous())});
   if (bias.isTensor() && bias.toTensor().defined())
     y = context.op("Add", {y, context.initializer(bias.toTensor().to(torch::kFloat))});
