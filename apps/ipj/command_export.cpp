@@ -9,6 +9,8 @@ namespace ipj::cli {
 namespace {
 
 void print_human(const Json& report) {
+  for (const Json& warning : report.value("warnings", Json::array()))
+    std::fprintf(stderr, "warning: %s\n", warning.get<std::string>().c_str());
   std::printf("wrote %s (%s, %s, %.1f KiB)\n", report.at("out").get<std::string>().c_str(),
               report.at("format").get<std::string>().c_str(), report.at("variant").get<std::string>().c_str(),
               report.at("bytes").get<double>() / 1024.0);

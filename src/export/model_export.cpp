@@ -16,6 +16,7 @@
 #include "ipj/quant/quantized_graph.hpp"
 #include "ipj/quant/quantized_program.hpp"
 #include "script_graph.hpp"
+#include "script_onnx.hpp"
 
 namespace ipj::exporter {
 namespace {
@@ -88,7 +89,7 @@ torch::Tensor reference_output(const infer::InferenceModel& reference, const tor
 // engine's kernels would saturate, so ipj runs 7-bit weights there (quantized_kernels.hpp) and the reference
 // runs on an engine that computes the stored 8-bit weights exactly (QNNPACK) when this build has one.
 std::string reference_engine(const ExportableModel& model) {
-  if (!model.int8) return "auto";
+  if (!model.int8 || !model.direct_onnx.empty()) return "auto";  // direct: the file's own packed weights
   const std::string exact = quant::exact_quantized_engine();
   return exact.empty() ? "auto" : exact;
 }
@@ -166,7 +167,10 @@ Json export_torchscript(const ExportOptions& options, const ExportableModel& mod
 }
 
 Json export_onnx(const ExportOptions& options, const ExportableModel& model) {
-  const std::string bytes = graph_to_onnx(model.graph, model.int8 ? &*model.int8 : nullptr, options.opset);
+  const std::string bytes =
+      !model.direct_onnx.empty()
+          ? model.direct_onnx
+          : graph_to_onnx(model.graph, model.int8 ? &*model.int8 : nullptr, options.opset);
   Json report;
   report["onnx"] = onnx_model_summary(bytes);
   std::optional<OnnxRuntimeNode> runtime;
@@ -200,7 +204,19 @@ ExportableModel load_for(const ExportOptions& options) {
   const bool script_to_script =
       options.format == ExportFormat::torchscript &&
       quant::detect_model_file(options.model_path) == quant::ModelFileFormat::torchscript;
-  if (!script_to_script) return load_exportable_model(options.model_path, options.import);
+  if (!script_to_script) {
+    if (options.format != ExportFormat::onnx ||
+        quant::detect_model_file(options.model_path) != quant::ModelFileFormat::torchscript)
+      return load_exportable_model(options.model_path, options.import);
+    try {
+      return load_exportable_model(options.model_path, options.import);
+    } catch (const Error& error) {
+      if (error.category() != ErrorCategory::unsupported) throw;
+      ExportableModel model;
+      model.fallback_reason = error.what();
+      return model;
+    }
+  }
   if (options.import.input_shape.empty())
     fail(ErrorCategory::usage,
          "'" + options.model_path + "' is TorchScript: --input-shape is required (e.g. 1,28,28)");
@@ -210,6 +226,33 @@ ExportableModel load_for(const ExportOptions& options) {
   model.graph.model_name = std::filesystem::path(options.model_path).stem().string();
   model.graph.input_shape = options.import.input_shape;
   return model;
+}
+
+// The direct TorchScript -> ONNX path for a model the graph IR refused (or imported inexactly).
+void export_directly(const ExportOptions& options, ExportableModel& model, Json& report) {
+  const ScriptOnnx direct = script_to_onnx(options.model_path, options.import, options.opset);
+  model.format = quant::ModelFileFormat::torchscript;
+  model.graph.model_name = std::filesystem::path(options.model_path).stem().string();
+  model.graph.input_shape = options.import.input_shape;
+  model.graph.num_classes = static_cast<int>(direct.output_shape.at(0));
+  model.import_check = nullptr;
+  model.direct_onnx = direct.bytes;
+  model.variant = "fp32";
+  report["export_path"] = "torchscript-direct";
+  report["torchscript_operators"] = direct.operators;
+  Json warnings = Json::array({"ipj's graph IR does not take this model (" + model.fallback_reason +
+                               "); exported directly from its TorchScript graph"});
+  if (direct.dynamic_int8) {
+    Int8Weights int8;
+    int8.mode = quant::QuantMode::dynamic;
+    model.int8 = std::move(int8);
+    model.variant = "int8-dynamic";
+    warnings.push_back(
+        "quantized::linear_dynamic layers are exported as the float MatMul of their dequantized int8 weights "
+        "on the input quantized per batch as PyTorch does (uint8 over the input's range; QuantizeLinear + "
+        "DequantizeLinear, DynamicQuantizeLinear where the layer uses all 256 levels)");
+  }
+  report["warnings"] = warnings;
 }
 
 }  // namespace
@@ -308,11 +351,21 @@ Json run_export(const ExportOptions& options) {
   report["out"] = options.out_path;
   if (model.import_check) {
     const double difference = model.import_check(random_pixels(model.graph.input_shape, 4, options.seed));
-    if (!(difference <= 1e-3))
+    const std::string message =
+        "ipj's imported graph differs from the module by " + std::to_string(difference) + " (relative)";
+    if (!(difference <= 1e-3) && options.format != ExportFormat::onnx)
       fail(ErrorCategory::unsupported,
-           "'" + options.model_path + "': ipj's imported graph differs from the module by " +
-               std::to_string(difference) + " (relative); check --input-shape and --mean/--std");
+           "'" + options.model_path + "': " + message + "; check --input-shape and --mean/--std");
+    if (!(difference <= 1e-3)) model.fallback_reason = message;
     report["import_difference"] = difference;
+  }
+  if (!model.fallback_reason.empty()) {
+    export_directly(options, model, report);
+    report["source_format"] = quant::model_file_format_name(model.format);
+    report["model_name"] = model.graph.model_name;
+    report["variant"] = model.variant;
+  } else if (options.format == ExportFormat::onnx) {
+    report["export_path"] = "graph-ir";
   }
   Json written =
       options.format == ExportFormat::onnx ? export_onnx(options, model) : export_torchscript(options, model);

@@ -3,7 +3,8 @@
 // and graph) and user TorchScript models made at test time by python3-torch/torchvision run on ONNX Runtime
 // (npm onnxruntime-node, installed by scripts/install-onnxruntime.sh: the CTest fixture) and match ipj's own
 // outputs at batch 1 and 7; int8 exports keep their accuracy in ONNX Runtime; TorchScript exports match;
-// unsupported operators, checker failures and bad flags surface as ipj::Error.
+// models the graph IR refuses (tests/models/python/any_models.py: attention, ViT, norms, ...) go through the
+// direct TorchScript exporter; unsupported operators, checker failures and bad flags surface as ipj::Error.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 #include <torch/script.h>
@@ -271,19 +272,114 @@ TEST(TorchScriptExport, FrozenModulesMatchIpj) {
   }
 }
 
-TEST(OnnxExportErrors, UnsupportedOperatorIsNamed) {
+// The graph IR refuses a sigmoid: `ipj export` falls back to the direct TorchScript exporter and says so.
+TEST(OnnxExportErrors, GraphIrRefusalFallsBackToTheDirectExporter) {
+  runtime();
   ExportOptions options;
   options.model_path = python_models() + "/swish.pt";
   options.import.input_shape = {1, 28, 28};
   options.out_path = scratch().file("swish.onnx");
-  try {
-    run_export(options);
-    FAIL() << "a sigmoid must be refused";
-  } catch (const Error& error) {
-    EXPECT_EQ(error.category(), ErrorCategory::unsupported);
-    EXPECT_NE(std::string(error.what()).find("sigmoid"), std::string::npos) << error.what();
+  options.verify = true;
+  const Json report = run_export(options);
+  expect_parity(report);
+  EXPECT_EQ(report["export_path"], "torchscript-direct");
+  ASSERT_EQ(report["warnings"].size(), 1u);
+  EXPECT_NE(report["warnings"][0].get<std::string>().find("sigmoid"), std::string::npos) << report.dump(2);
+  EXPECT_EQ(report["onnx"]["operators"]["Sigmoid"].get<int>(),
+            report["torchscript_operators"]["aten::sigmoid"].get<int>());
+}
+
+// Architectures of tests/models/python/any_models.py (images [B, 1, 16, 16]), scripted and traced, made once.
+const std::string& any_models() {
+  static const std::string dir = [] {
+    const std::string out = scratch().file("any_models");
+    std::filesystem::create_directories(out);
+    std::string names;
+    for (const char* architecture :
+         {"se_cnn", "concat", "shuffle", "norms", "transformer", "tanh_mlp", "vit", "mixed", "sort"})
+      names += std::string(" ") + architecture + "_scripted " + architecture + "_traced";
+    const auto result = testing::run_process(testing::python_path() + " " + testing::test_source_dir() +
+                                             "/models/python/any_models.py make " + out + names);
+    if (result.exit_code != 0) throw std::runtime_error("any_models.py failed: " + result.err);
+    return out;
+  }();
+  return dir;
+}
+
+testing::ProcessResult cli_export(const std::string& model, const std::string& out,
+                                  const std::string& extra) {
+  runtime();  // sets IPJ_ONNXRUNTIME_NODE, which the child inherits
+  return testing::run_process(testing::ipj_binary() + " export --model " + model +
+                              " --input-shape 1,16,16 --format onnx --out " + out + " --verify --json" +
+                              extra);
+}
+
+class AnyArchitecture : public ::testing::TestWithParam<std::string> {};
+
+// `ipj export --verify` takes every architecture the graph IR refuses, scripted and traced, through the
+// direct TorchScript exporter; ONNX Runtime matches ipj's inference of the file within the float bound.
+TEST_P(AnyArchitecture, CliExportsAndOnnxRuntimeAgrees) {
+  for (const char* kind : {"_scripted", "_traced"}) {
+    const std::string name = GetParam() + kind;
+    SCOPED_TRACE(name);
+    const std::string out = scratch().file("any_" + name + ".onnx");
+    const std::string extra = GetParam() == "vit" ? " --mean 0.4 --std 0.3" : "";
+    const auto result = cli_export(any_models() + "/" + name + ".pt", out, extra);
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    const Json report = Json::parse(result.out);
+    expect_parity(report);
+    EXPECT_EQ(report["export_path"], "torchscript-direct") << report.dump(2);
+    EXPECT_EQ(report["variant"], "fp32");
+    EXPECT_EQ(report["opset"], kDefaultOpset);
+    EXPECT_EQ(report["output"]["shape"], Json::parse(R"(["N", 10])"));
+    for (const Json& batch : report["verify"]["batches"])
+      EXPECT_LE(batch["max_rel_diff"].get<double>(), 1e-4) << batch.dump();
+    EXPECT_TRUE(std::filesystem::exists(out));
   }
-  EXPECT_FALSE(std::filesystem::exists(options.out_path));
+  if (GetParam() != "vit") return;
+  // Below opset 17 LayerNormalization does not exist: ReduceMean arithmetic instead.
+  const auto old_opset =
+      cli_export(any_models() + "/vit_scripted.pt", scratch().file("vit13.onnx"), " --opset 13");
+  ASSERT_EQ(old_opset.exit_code, 0) << old_opset.err;
+  const Json report = Json::parse(old_opset.out);
+  expect_parity(report);
+  EXPECT_EQ(report["onnx"]["opset"], 13);
+  EXPECT_FALSE(report["onnx"]["operators"].contains("LayerNormalization")) << report["onnx"].dump();
+}
+
+INSTANTIATE_TEST_SUITE_P(Python, AnyArchitecture,
+                         ::testing::Values("se_cnn", "concat", "shuffle", "norms", "transformer", "tanh_mlp",
+                                           "vit", "mixed"));
+
+TEST(AnyArchitectureExport, DynamicInt8TorchScriptQuantizesInputsAsPyTorch) {
+  const std::string data = scratch().file("any_data");
+  testing::write_synthetic_idx_dataset(data, 64, 32, /*gzip=*/false, 16, 16);
+  const std::string int8 = scratch().file("transformer_dynamic.pt");
+  const auto quantized = testing::run_process(testing::ipj_binary() + " quantize --model " + any_models() +
+                                              "/transformer_scripted.pt --input-shape 1,16,16 " + "--data " +
+                                              data + " --mode dynamic --max-drop 100 --json --out " + int8);
+  ASSERT_EQ(quantized.exit_code, 0) << quantized.err;
+  const auto result = cli_export(int8, scratch().file("transformer_dynamic.onnx"), "");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const Json report = Json::parse(result.out);
+  expect_parity(report);
+  EXPECT_EQ(report["variant"], "int8-dynamic");
+  // reduce_range (as nn.quantized.dynamic.Linear): 128 levels, written as QuantizeLinear + DequantizeLinear.
+  EXPECT_EQ(report["onnx"]["operators"]["QuantizeLinear"].get<int>(),
+            report["torchscript_operators"]["quantized::linear_dynamic"].get<int>());
+  EXPECT_EQ(report["warnings"].size(), 2u) << report.dump(2);
+}
+
+TEST(OnnxExportErrors, UnsupportedOperatorIsNamedWithItsPlace) {
+  for (const char* name : {"sort_scripted", "sort_traced"}) {
+    SCOPED_TRACE(name);
+    const std::string out = scratch().file(std::string(name) + ".onnx");
+    const auto result = cli_export(any_models() + "/" + name + ".pt", out, "");
+    EXPECT_EQ(result.exit_code, 5) << result.err;  // ErrorCategory::unsupported
+    EXPECT_NE(result.err.find("aten::sort"), std::string::npos) << result.err;
+    EXPECT_EQ(result.err.find("prim::"), std::string::npos) << result.err;
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
 }
 
 TEST(OnnxExportErrors, CheckerFailuresSurface) {

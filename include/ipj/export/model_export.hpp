@@ -33,6 +33,10 @@ struct ExportableModel {
   quant::ModelFileFormat format = quant::ModelFileFormat::checkpoint;
   std::string variant;                                       // fp32 | int8-static | int8-qat | int8-dynamic
   std::function<double(const torch::Tensor&)> import_check;  // TorchScript sources (see SourceModel)
+  // TorchScript sources the graph IR refuses: why (fallback_reason) and the ONNX file that the direct
+  // TorchScript exporter (script_onnx.hpp) wrote instead.
+  std::string fallback_reason;
+  std::string direct_onnx;
 };
 // Throws ipj::Error as load_source_model does (io, invalid_input, unsupported operators).
 ExportableModel load_exportable_model(const std::string& path, const quant::ImportOptions& import);

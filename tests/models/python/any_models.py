@@ -127,8 +127,88 @@ class TanhMlp(nn.Module):
         return self.fc2(torch.tanh(self.fc1(x.flatten(1))))
 
 
+class TinyVit(nn.Module):
+    """ViT-like: conv patches, class token and position nn.Parameters, pre-norm encoder block
+    (nn.MultiheadAttention, tanh GELU MLP, dropout, stochastic depth), class token x[:, 0] -> head."""
+
+    def __init__(self, dim=16):
+        super().__init__()
+        self.patch = nn.Conv2d(1, dim, 4, stride=4)
+        self.cls_token = nn.Parameter(torch.randn(1, 1, dim) * 0.1)
+        self.position = nn.Parameter(torch.randn(1, 17, dim) * 0.1)
+        self.drop = nn.Dropout(0.1)
+        self.norm1 = nn.LayerNorm(dim)
+        self.attention = nn.MultiheadAttention(dim, 4, batch_first=True)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.fc1 = nn.Linear(dim, 2 * dim)
+        self.fc2 = nn.Linear(2 * dim, dim)
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, 10)
+        self.drop_path = 0.1
+
+    def stochastic_depth(self, x):
+        if not self.training or self.drop_path == 0.0:
+            return x
+        keep = torch.rand(x.shape[0], 1, 1) > self.drop_path
+        return x * keep / (1.0 - self.drop_path)
+
+    def forward(self, x):
+        x = self.patch(x).flatten(2).transpose(1, 2)  # [B, 16, dim]
+        cls = self.cls_token.expand(x.shape[0], -1, -1)
+        x = self.drop(torch.cat([cls, x], dim=1) + self.position)
+        y = self.norm1(x)
+        attended, _ = self.attention(y, y, y, need_weights=False)
+        x = x + self.stochastic_depth(attended)
+        x = x + self.stochastic_depth(self.fc2(F.gelu(self.fc1(self.norm2(x)), approximate="tanh")))
+        return self.head(self.norm(x)[:, 0])
+
+
+class MixedOps(nn.Module):
+    """GroupNorm, hardswish/hardsigmoid, LeakyReLU, ELU, ReLU6, dilated/grouped conv, pools with ceil_mode and
+    padding, chunk/stack/permute/split, BatchNorm1d/2d, softmax and log_softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 8, 3, padding=2, dilation=2)
+        self.bn = nn.BatchNorm2d(8)
+        self.group_norm = nn.GroupNorm(4, 8)
+        self.grouped = nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=4)
+        self.bn1d = nn.BatchNorm1d(40)
+        self.fc = nn.Linear(40, 10)
+        with torch.no_grad():
+            for bn in (self.bn, self.bn1d):
+                bn.running_mean.uniform_(-0.2, 0.2)
+                bn.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        x = F.leaky_relu(self.bn(self.conv(x)), 0.1)  # [B, 8, 16, 16]
+        x = F.avg_pool2d(x, 3, stride=2, padding=1, ceil_mode=True)  # [B, 8, 8, 8]
+        x = F.hardswish(self.group_norm(x))
+        a, b = x.chunk(2, dim=1)
+        x = torch.cat([F.elu(a), F.relu6(b) * F.hardsigmoid(b)], dim=1)
+        x = F.max_pool2d(self.grouped(x), 3, stride=2, ceil_mode=True)  # [B, 8, 3, 3]... -> [B, 8, 2, 2]
+        p, q = torch.split(x, [3, 5], dim=1)
+        pooled = torch.stack([p.mean((2, 3)).sum(1), q.mean((2, 3)).sum(1)], dim=1)  # [B, 2]
+        features = torch.cat([x.permute(0, 2, 3, 1).flatten(1), pooled.unsqueeze(2).expand(-1, -1, 4).reshape(x.shape[0], 8)], 1)
+        features = self.bn1d(features)
+        logits = self.fc(features)
+        return F.log_softmax(logits, dim=-1) + F.softmax(logits, dim=1)
+
+
+class SortNet(nn.Module):
+    """torch.sort: an operator without an ONNX form in ipj's exporter (for the refusal test)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(256, 10)
+
+    def forward(self, x):
+        return self.fc(torch.sort(x.flatten(1), dim=1)[0])
+
+
 ARCHITECTURES = {"se_cnn": SeCnn, "concat": ConcatNet, "shuffle": ShuffleNet, "norms": NormNet,
-                 "transformer": TinyTransformer, "tanh_mlp": TanhMlp}
+                 "transformer": TinyTransformer, "tanh_mlp": TanhMlp, "vit": TinyVit, "mixed": MixedOps,
+                 "sort": SortNet}
 
 
 def eager(name):
