@@ -317,6 +317,16 @@ InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& g
          "'" + path + "' has no forward method (save a scripted or traced module)");
   module.eval();
   const std::string stored = stored_script_variant(extra_files[train::kTorchScriptInfoName]);
+  if (stored == "int8-static") {
+    // Its packed int8 weights are repacked when the file loads, for the engine selected then: the one
+    // `ipj quantize` calibrated and checked them on (recorded in ipj.json), so load it again under that one.
+    const Json info = Json::parse(extra_files[train::kTorchScriptInfoName]);
+    quant::select_quantized_engine(options.engine != "auto"
+                                       ? options.engine
+                                       : info["quantization"].value("engine", std::string("auto")));
+    load_file_checked(path, "TorchScript file", [&] { module = torch::jit::load(path); });
+    module.eval();
+  }
   if (!stored.empty() && options.variant != "file" && options.variant != stored)
     fail(ErrorCategory::unsupported, "'" + path + "' is an int8 model (" + stored +
                                          "); it runs only as variant '" + stored + "' (or 'file')");
