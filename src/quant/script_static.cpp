@@ -2,7 +2,7 @@
 // regions into PyTorch's quantized TorchScript form, and the checks that the result runs. Limits: weights
 // per output channel (symmetric qint8), activations per tensor (affine quint8); a plan LibTorch cannot run
 // is simplified (isolated conv/linear, then nothing in int8) rather than refused.
-#include "script_static.hpp"
+#include "ipj/quant/script_static.hpp"
 
 #include <torch/csrc/jit/passes/constant_propagation.h>
 #include <torch/csrc/jit/passes/dead_code_elimination.h>

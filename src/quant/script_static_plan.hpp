@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "ipj/quant/observer.hpp"
-#include "script_static.hpp"
+#include "ipj/quant/script_static.hpp"
 
 namespace ipj::quant::static_plan {
 

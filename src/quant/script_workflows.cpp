@@ -11,10 +11,10 @@
 #include "ipj/data/batch_loader.hpp"
 #include "ipj/quant/quantized_program.hpp"
 #include "ipj/quant/script_model.hpp"
+#include "ipj/quant/script_static.hpp"
 #include "ipj/quant/source_model.hpp"
 #include "ipj/train/evaluate.hpp"
 #include "ipj/train/model_setup.hpp"
-#include "script_static.hpp"
 
 namespace ipj::quant {
 namespace {

@@ -6,8 +6,8 @@ for the tests of `ipj quantize --mode dynamic` and `ipj prune` on any TorchScrip
   any_models.py check MANIFEST.json    for each entry {name, original, quantized, pruned}: compares ipj's int8 file
                                        with torch.ao.quantization.quantize_dynamic of the same model, and ipj's pruned
                                        file with the float model whose pruned weights are zeroed; prints JSON
-  any_models.py check-static MANIFEST.json   for each entry {name, static}: runs ipj's static int8 file in PyTorch
-                                       against the float model; prints JSON
+  any_models.py check-static MANIFEST.json   for each entry {name, static, images}: runs ipj's static int8 file
+                                       in PyTorch against the float model on test images; prints JSON
 Models take images [B, 1, 16, 16] in [0, 1] and return logits [B, 10]. Tiny on purpose (fast tests).
 """
 import json
@@ -206,15 +206,24 @@ def check(manifest_path):
     print(json.dumps(result))
 
 
+def idx_images(path, count):
+    """The first COUNT images of an uncompressed IDX file as [COUNT, 1, H, W] floats in [0, 1]."""
+    data = open(path, "rb").read()
+    dims = data[3]
+    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    pixels = torch.frombuffer(bytearray(data[4 + 4 * dims:]), dtype=torch.uint8).reshape(shape)
+    return pixels[:count].unsqueeze(1).float() / 255
+
+
 def check_static(manifest_path):
-    """For each entry {name, static}: PyTorch loads and runs ipj's static int8 file; its largest difference from
-    the float model and the largest float logit."""
+    """For each entry {name, static, images}: PyTorch loads and runs ipj's static int8 file on the first 16 images of
+    the IDX file IMAGES (the distribution it was calibrated on); its largest difference from the float model and
+    the largest float logit."""
     torch.backends.quantized.engine = "onednn"
     result = {}
     for entry in json.load(open(manifest_path)):
         model = eager(entry["name"])
-        torch.manual_seed(0)
-        x = torch.rand(16, 1, 16, 16)
+        x = idx_images(entry["images"], 16)
         with torch.no_grad():
             expected = model(x)
             static = torch.jit.load(entry["static"])

@@ -1,4 +1,4 @@
-// Private to the quant module: static int8 of any TorchScript module as it is (the fallback of `ipj quantize
+// Static int8 of any TorchScript module as it is (the fallback of `ipj quantize
 // --mode static` when the graph importer refuses an operator). Supported regions (conv2d, linear, add, with
 // relu/pooling/flatten between them) run in PyTorch's quantized TorchScript form; every other op stays float.
 #pragma once
