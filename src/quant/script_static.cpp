@@ -57,8 +57,7 @@ jit::Module frozen_copy(const jit::Module& module, const std::string& where) {
 
 struct Packing {
   std::string engine;
-  std::int64_t int8_bytes = 0;  // int8 weights + scales + float biases
-  int next = 0;                 // attribute numbering
+  int next = 0;  // attribute numbering
 };
 
 // Per-output-channel qint8 weight as the engine's kernels can use it (quantize_weight's 7-bit rule).
@@ -67,7 +66,6 @@ torch::Tensor int8_weight(const torch::Tensor& weight, Packing& packing) {
   const torch::Tensor zero_points = torch::zeros({scales.size(0)}, torch::kLong);
   const torch::Tensor values =
       torch::quantize_per_channel(weight, scales, zero_points, 0, torch::kQInt8).int_repr();
-  packing.int8_bytes += weight.numel() + scales.numel() * 4 + weight.size(0) * 4;
   return quantize_weight(values, scales, packing.engine);
 }
 
@@ -201,6 +199,14 @@ std::int64_t constant_bytes(const std::shared_ptr<jit::Graph>& graph) {
   return bytes;
 }
 
+std::int64_t packed_bytes(const c10::IValue& packed) {
+  const auto [weight, bias] = packed.type()->str().find("Conv2d") != std::string::npos
+                                  ? packed.toCustomClass<ConvPackedParamsBase<2>>()->unpack()
+                                  : packed.toCustomClass<LinearPackedParamsBase>()->unpack();
+  const std::int64_t outputs = weight.size(0);
+  return weight.numel() + outputs * 4 + (bias ? bias->numel() * 4 : 0);  // int8, scales, float bias
+}
+
 std::int64_t source_bytes(const jit::Module& module) {
   std::int64_t bytes = 0;
   for (const torch::Tensor& parameter : module.parameters())
@@ -252,12 +258,22 @@ StaticScript attempt(const jit::Module& module, const std::vector<torch::Tensor>
       result.float_layers.push_back(step.node->kind().toQualString() + std::string(": ") + step.reason);
   }
   result.engine = packing.engine;
-  result.int8_bytes = packing.int8_bytes;
   result.module->forward({batches.front()});
   return result;
 }
 
 }  // namespace
+
+std::int64_t static_script_bytes(const jit::Module& module) {
+  std::int64_t bytes = 0;
+  bool is_static = false;
+  for (const jit::NameValue& attribute : module.named_attributes(/*recurse=*/false)) {
+    if (attribute.name.rfind("_ipj_static_packed_", 0) != 0) continue;
+    is_static = true;
+    bytes += packed_bytes(attribute.value);
+  }
+  return is_static ? bytes + constant_bytes(module.get_method("forward").graph()) : 0;
+}
 
 StaticScript quantize_script_static(const jit::Module& module, const ImportOptions& import,
                                     const data::ImageSet& calibration, const StaticScriptOptions& options,
@@ -280,7 +296,8 @@ StaticScript quantize_script_static(const jit::Module& module, const ImportOptio
   }
   if (result.engine.empty()) result.engine = select_quantized_engine(options.engine);
   result.fp32_bytes = source_bytes(module);
-  result.int8_bytes += constant_bytes(result.module->get_method("forward").graph());
+  result.int8_bytes = result.int8_layers > 0 ? static_script_bytes(*result.module)
+                                             : constant_bytes(result.module->get_method("forward").graph());
   result.warnings = std::move(warnings);
   return result;
 }

@@ -56,4 +56,8 @@ StaticScript quantize_script_static(const torch::jit::Module& module, const Impo
                                     const data::ImageSet& calibration, const StaticScriptOptions& options,
                                     const std::string& where);
 
+// Bytes quantize_script_static added to a module: its packed int8 weights (+ per-channel scales, float
+// biases) and the tensor constants of its frozen forward (the float weights left). 0 for other modules.
+std::int64_t static_script_bytes(const torch::jit::Module& module);
+
 }  // namespace ipj::quant
