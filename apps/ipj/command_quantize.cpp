@@ -15,13 +15,15 @@ CLI::App* register_quantize_command(CLI::App& app, CommandRunner& runner) {
       "Convert a trained model to int8 (dynamic, static with calibration, or QAT); refuses to write it when\n"
       "test accuracy drops more than --max-drop points. ipj models, and TorchScript files: --mode dynamic\n"
       "on any model (its nn.Linear layers in int8, as PyTorch's quantize_dynamic; TorchScript out), static\n"
-      "and qat through ipj's graph importer (conv/BN/linear/add/ReLU/ReLU6/pooling: ResNets, MobileNetV2)\n"
+      "and qat through ipj's graph importer (conv/BN/linear/add/ReLU/ReLU6/pooling: ResNets, MobileNetV2);\n"
+      "static on a model the importer refuses quantizes its conv/linear regions on the module as it is and\n"
+      "keeps the other operators float (TorchScript out)\n"
       "Example: ipj quantize --model runs/mlp --mode static --calib 1000 --out mlp-int8.pt\n"
       "Example: ipj quantize --model resnet.pt --input-shape 1,28,28 --mean 0.286 --std 0.353 --mode static "
       "--out resnet-int8.pt");
   static CommonOutputFlags flags;
   static quant::QuantizeOptions options;
-  static std::string mode = "static", observer = "minmax";
+  static std::string mode = "static", observer = "minmax", int8_regions = "fast";
   static DataFlags data_flags;
   static ModelInputFlags input_flags;
   add_output_flags(*command, flags);
@@ -49,6 +51,11 @@ CLI::App* register_quantize_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--lr", options.qat_learning_rate, "QAT learning rate (SGD, momentum 0.9)")
       ->check(positive_number(100.0))
       ->capture_default_str();
+  command
+      ->add_option("--int8-regions", int8_regions,
+                   "Static int8 of TorchScript files the graph importer refuses: fast (keep int8 regions\n"
+                   "that pay for their quantize/dequantize borders) | all (every supported region)")
+      ->capture_default_str();
   command->add_option("--engine", options.engine, "Quantized engine: auto | onednn | qnnpack | fbgemm")
       ->capture_default_str();
   command->add_option(
@@ -70,6 +77,7 @@ CLI::App* register_quantize_command(CLI::App& app, CommandRunner& runner) {
       parse_model_input_flags(input_flags, options.import.input_shape, options.import.mean,
                               options.import.std);
       options.observer = quant::parse_observer_kind(observer);
+      options.int8_regions = quant::parse_int8_regions(int8_regions);
       options.show_progress = !flags.quiet && !flags.json;
       const quant::QuantizeResult result = quant::run_quantize(options);
       print_warnings(result.report);

@@ -12,6 +12,7 @@
 #include "graph_models.hpp"
 #include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
+#include "ipj/core/log.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/infer/script_program.hpp"
 #include "ipj/quant/graph_builders.hpp"
@@ -19,6 +20,7 @@
 #include "ipj/quant/program_file.hpp"
 #include "ipj/quant/quantize.hpp"
 #include "ipj/quant/script_model.hpp"
+#include "ipj/quant/script_static.hpp"
 #include "ipj/quant/source_model.hpp"
 #include "ipj/train/checkpoint.hpp"
 #include "ipj/train/model_setup.hpp"
@@ -259,6 +261,31 @@ InferenceModelPtr from_graph(const std::string& path, const LoadOptions& options
   return result;
 }
 
+// int8-static of a TorchScript file the graph importer refuses: int8 regions on the module as it is
+// (quant/script_static.hpp), calibrated on --calib images of the data the file records, else --data.
+std::shared_ptr<InferenceModel> torchscript_static(const torch::jit::Module& module, const std::string& path,
+                                                   const LoadOptions& options,
+                                                   const quant::ImportOptions& import,
+                                                   const data::DataRecord& trained_data) {
+  const std::string folder = !options.calibration_data.empty() ? options.calibration_data
+                             : !trained_data.directory.empty() ? trained_data.directory
+                                                               : std::string(data::kDefaultDataDirectory);
+  const data::Dataset calibration =
+      data::load_dataset(folder, options.calibration_samples, 1,
+                         data::merge_data_options(trained_data.options, options.calibration_data_options));
+  quant::check_data_shape(options.input_shape, calibration.train, folder);
+  quant::StaticScriptOptions settings;
+  settings.engine = options.engine;
+  settings.calib_samples = options.calibration_samples;
+  const quant::StaticScript int8 =
+      quant::quantize_script_static(module, import, calibration.train, settings, path);
+  std::vector<std::int64_t> reshape;  // a flat --input-shape (e.g. 784) feeds [B, 784]
+  if (options.input_shape.size() == 1) reshape = options.input_shape;
+  auto result = std::make_shared<ScriptModel>(*int8.module, options.mean, options.std, "fp32", reshape);
+  result->parameter_bytes = int8.int8_bytes;
+  return result;
+}
+
 // int8 variants of a TorchScript file: imported into the graph IR (with its --mean/--std), checked against
 // the module on random inputs, then converted.
 std::shared_ptr<InferenceModel> torchscript_int8(const torch::jit::Module& module, const std::string& path,
@@ -270,14 +297,22 @@ std::shared_ptr<InferenceModel> torchscript_int8(const torch::jit::Module& modul
   import.input_shape = options.input_shape;
   import.mean = options.mean;
   import.std = options.std;
-  quant::Graph graph = quant::import_torchscript(module, path, import);
-  std::vector<std::int64_t> shape{8};
-  shape.insert(shape.end(), options.input_shape.begin(), options.input_shape.end());
-  const double difference = quant::import_difference(module, graph, import, torch::rand(shape));
-  if (!(difference <= 1e-3))
-    fail(ErrorCategory::unsupported, "'" + path + "': ipj's imported graph differs from the module by " +
-                                         std::to_string(difference) +
-                                         " (relative); int8 is not available for it");
+  quant::Graph graph;
+  try {
+    graph = quant::import_torchscript(module, path, import);
+    std::vector<std::int64_t> shape{8};
+    shape.insert(shape.end(), options.input_shape.begin(), options.input_shape.end());
+    const double difference = quant::import_difference(module, graph, import, torch::rand(shape));
+    if (!(difference <= 1e-3))
+      fail(ErrorCategory::unsupported, "'" + path + "': ipj's imported graph differs from the module by " +
+                                           std::to_string(difference) +
+                                           " (relative); int8 is not available for it");
+  } catch (const Error& error) {
+    if (error.category() != ErrorCategory::unsupported || variant != "int8-static") throw;
+    spdlog::warn("{}; int8-static runs on the TorchScript module as it is (int8 regions, float elsewhere)",
+                 error.what());
+    return torchscript_static(module, path, options, import, trained_data);
+  }
   // int8-static calibrates on the data the file was trained on (`ipj train` records it), else --data.
   return graph_variant(std::move(graph), variant, trained_data.directory, trained_data.options, options);
 }
@@ -317,6 +352,16 @@ InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& g
          "'" + path + "' has no forward method (save a scripted or traced module)");
   module.eval();
   const std::string stored = stored_script_variant(extra_files[train::kTorchScriptInfoName]);
+  if (stored == "int8-static") {
+    // Its packed int8 weights are repacked when the file loads, for the engine selected then: the one
+    // `ipj quantize` calibrated and checked them on (recorded in ipj.json), so load it again under that one.
+    const Json info = Json::parse(extra_files[train::kTorchScriptInfoName]);
+    quant::select_quantized_engine(options.engine != "auto"
+                                       ? options.engine
+                                       : info["quantization"].value("engine", std::string("auto")));
+    load_file_checked(path, "TorchScript file", [&] { module = torch::jit::load(path); });
+    module.eval();
+  }
   if (!stored.empty() && options.variant != "file" && options.variant != stored)
     fail(ErrorCategory::unsupported, "'" + path + "' is an int8 model (" + stored +
                                          "); it runs only as variant '" + stored + "' (or 'file')");

@@ -112,6 +112,12 @@ Json quantize_report(const QuantizeOptions& options, const QuantizeResult& resul
 
 }  // namespace
 
+Int8Regions parse_int8_regions(const std::string& name) {
+  if (name == "fast") return Int8Regions::fast;
+  if (name == "all") return Int8Regions::all;
+  fail(ErrorCategory::usage, "--int8-regions '" + name + "': use fast or all");
+}
+
 QuantizeResult run_quantize(const QuantizeOptions& options) {
   if (!(options.max_drop_pt >= 0.0 && options.max_drop_pt <= 100.0))  // NaN fails too
     fail(ErrorCategory::usage, "--max-drop must be in 0..100 accuracy points");
@@ -126,7 +132,16 @@ QuantizeResult run_quantize(const QuantizeOptions& options) {
       detect_model_file(options.model_path) == ModelFileFormat::torchscript)
     return run_quantize_script(options);
   const auto start = std::chrono::steady_clock::now();
-  SourceModel source = load_source_model(options.model_path, options.import);
+  // Static int8 of a TorchScript file the graph importer refuses: the module as it is, int8 where it can.
+  const bool script_static = options.mode == QuantMode::static_ptq &&
+                             detect_model_file(options.model_path) == ModelFileFormat::torchscript;
+  SourceModel source;
+  try {
+    source = load_source_model(options.model_path, options.import);
+  } catch (const Error& error) {
+    if (!script_static || error.category() != ErrorCategory::unsupported) throw;
+    return run_quantize_script_static(options, error.what());
+  }
   const SourceData data = source_data(source, options.data_dir, options.data_options);
   const std::string& data_dir = data.directory;
   const data::DataOptions& data_options = data.options;
@@ -140,7 +155,13 @@ QuantizeResult run_quantize(const QuantizeOptions& options) {
                    data_dir);
   check_data_classes(source.program ? source.program->num_classes : source.graph->num_classes, dataset,
                      source.path);
-  const double import_difference = check_import(source, first_test_pixels(dataset.test, 64));
+  double import_difference = 0.0;
+  try {
+    import_difference = check_import(source, first_test_pixels(dataset.test, 64));
+  } catch (const Error& error) {
+    if (!script_static || error.category() != ErrorCategory::unsupported) throw;
+    return run_quantize_script_static(options, error.what());
+  }
 
   QuantizeResult result;
   Conversion conversion;

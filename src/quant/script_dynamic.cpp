@@ -16,6 +16,7 @@
 #include "ipj/core/error.hpp"
 #include "ipj/quant/quantized_program.hpp"
 #include "ipj/quant/script_model.hpp"
+#include "ipj/quant/script_static.hpp"
 #include "quantized_kernels.hpp"
 
 namespace ipj::quant {
@@ -117,7 +118,7 @@ std::int64_t script_model_bytes(const jit::Module& module) {
     const auto packed = linear.attr(kPackedName).toCustomClass<LinearPackedParamsBase>();
     bytes += std::get<0>(packed->unpack()).numel() + 8;  // int8 weights + scale and zero point
   }
-  return bytes;
+  return bytes + static_script_bytes(module);
 }
 
 DynamicScript quantize_script_dynamic(const jit::Module& module, const std::string& engine,

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/checked_file.hpp"
@@ -26,7 +27,9 @@ std::string first_line(const std::exception& error) {
   return text.substr(0, text.find('\n'));
 }
 
-torch::Tensor model_input(const ImportOptions& import, const torch::Tensor& pixels) {
+}  // namespace
+
+torch::Tensor script_input(const ImportOptions& import, const torch::Tensor& pixels) {
   std::vector<std::int64_t> shape{pixels.size(0)};
   shape.insert(shape.end(), import.input_shape.begin(), import.input_shape.end());
   torch::Tensor x = pixels.to(torch::kFloat);
@@ -38,10 +41,13 @@ torch::Tensor model_input(const ImportOptions& import, const torch::Tensor& pixe
   return x.reshape(shape);
 }
 
+namespace {
+
 // The census observer: thread-local state, since RecordFunction callbacks are plain function pointers.
 struct Census {
   int depth = 0;
   std::map<std::string, std::int64_t> counts;
+  std::set<std::string> reads_quantized;  // ops seen with a quantized tensor input
   std::int64_t macs = 0;
 };
 thread_local Census* active_census = nullptr;
@@ -50,7 +56,12 @@ struct CensusContext : at::ObserverContext {};
 
 std::unique_ptr<at::ObserverContext> census_enter(const at::RecordFunction& call) {
   if (active_census != nullptr) {
-    if (active_census->depth == 0) ++active_census->counts[call.name()];
+    if (active_census->depth == 0) {
+      ++active_census->counts[call.name()];
+      for (const c10::IValue& input : call.inputs())
+        if (input.isTensor() && input.toTensor().defined() && input.toTensor().is_quantized())
+          active_census->reads_quantized.insert(call.name());
+    }
     ++active_census->depth;
   }
   return std::make_unique<CensusContext>();
@@ -79,10 +90,18 @@ void census_exit(const at::RecordFunction& call, at::ObserverContext*) {
   if (--active_census->depth == 0) active_census->macs += call_macs(call);
 }
 
-std::vector<OpCount> sorted_counts(const std::map<std::string, std::int64_t>& counts, bool int8) {
+enum class OpClass { int8, float_op, border };
+
+OpClass classify(const std::string& op, const Census& census) {
+  if (op == "aten::quantize_per_tensor" || op == "aten::dequantize") return OpClass::border;
+  return op.rfind("quantized::", 0) == 0 || census.reads_quantized.count(op) ? OpClass::int8
+                                                                             : OpClass::float_op;
+}
+
+std::vector<OpCount> sorted_counts(const Census& census, OpClass wanted) {
   std::vector<OpCount> result;
-  for (const auto& [op, count] : counts)
-    if ((op.rfind("quantized::", 0) == 0) == int8) result.push_back({op, count});
+  for (const auto& [op, count] : census.counts)
+    if (classify(op, census) == wanted) result.push_back({op, count});
   std::stable_sort(result.begin(), result.end(),
                    [](const OpCount& a, const OpCount& b) { return a.count > b.count; });
   return result;
@@ -120,7 +139,7 @@ ScriptSource load_script_source(const std::string& path, const ImportOptions& gi
 torch::Tensor run_script(const torch::jit::Module& module, const ImportOptions& import,
                          const torch::Tensor& pixels, const std::string& where) {
   c10::IValue output;
-  const torch::Tensor x = model_input(import, pixels);
+  const torch::Tensor x = script_input(import, pixels);
   try {
     output = const_cast<torch::jit::Module&>(module).forward({x});  // forward does not mutate the module
   } catch (const std::exception& error) {
@@ -139,7 +158,7 @@ OpCensus census_ops(const torch::jit::Module& module, const ImportOptions& impor
                     const torch::Tensor& pixels, const std::string& where) {
   torch::NoGradGuard no_grad;
   run_script(module, import, pixels.slice(0, 0, 1), where);  // checks the output; not counted
-  const torch::Tensor x = model_input(import, pixels);       // ipj's preprocessing: not counted either
+  const torch::Tensor x = script_input(import, pixels);      // ipj's preprocessing: not counted either
   Census census;
   active_census = &census;
   const at::CallbackHandle handle =
@@ -157,8 +176,9 @@ OpCensus census_ops(const torch::jit::Module& module, const ImportOptions& impor
   at::removeCallback(handle);
   active_census = nullptr;
   OpCensus result;
-  result.int8_ops = sorted_counts(census.counts, true);
-  result.float_ops = sorted_counts(census.counts, false);
+  result.int8_ops = sorted_counts(census, OpClass::int8);
+  result.float_ops = sorted_counts(census, OpClass::float_op);
+  result.border_ops = sorted_counts(census, OpClass::border);
   result.macs_per_sample = pixels.size(0) > 0 ? census.macs / pixels.size(0) : 0;
   return result;
 }
@@ -216,7 +236,7 @@ void fine_tune_script(torch::jit::Module& module, const ImportOptions& import, c
   module.train();
   const PixelTraining settings{epochs, learning_rate, batch_size, seed, "fine-tune", show_progress};
   auto loss = [&](const data::Batch& batch, const train::StepContext&) {
-    const torch::Tensor logits = module.forward({model_input(import, batch.images)}).toTensor();
+    const torch::Tensor logits = module.forward({script_input(import, batch.images)}).toTensor();
     return train::StepLoss{torch::nn::functional::cross_entropy(logits, batch.labels), logits};
   };
   auto keep_pruned_weights_at_zero = [&] {

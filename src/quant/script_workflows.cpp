@@ -9,9 +9,12 @@
 
 #include "ipj/core/error.hpp"
 #include "ipj/data/batch_loader.hpp"
+#include "ipj/quant/quantized_program.hpp"
 #include "ipj/quant/script_model.hpp"
+#include "ipj/quant/script_static.hpp"
 #include "ipj/quant/source_model.hpp"
 #include "ipj/train/evaluate.hpp"
+#include "ipj/train/model_setup.hpp"
 
 namespace ipj::quant {
 namespace {
@@ -107,6 +110,102 @@ QuantizeResult run_quantize_script(const QuantizeOptions& options) {
             {"dataset", data::to_json(dataset)},
             {"out", result.written ? Json(options.out_path) : Json(nullptr)}};
   report["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+namespace {
+
+// The report keys of the graph path plus what ran in int8 and what stayed float.
+Json static_report(const QuantizeOptions& options, const ScriptSource& source, const QuantizeResult& result,
+                   const StaticScript& int8, const OpCensus& census, const data::Dataset& dataset) {
+  return {{"schema_version", kResultsSchemaVersion},
+          {"kind", "quantize"},
+          {"model", source.path},
+          {"model_name", model_name(*source.module)},
+          {"mode", "static"},
+          {"method", "torchscript"},  // the module as it is, not the graph importer
+          {"engine", result.engine},
+          {"observer", options.observer == ObserverKind::minmax ? "minmax" : "percentile"},
+          {"calib_samples", options.calib_samples},
+          {"qat_epochs", nullptr},
+          {"test_samples", dataset.test.count},
+          {"fp32_acc", result.fp32_acc},
+          {"int8_acc", result.int8_acc},
+          {"acc_drop_pt", result.acc_drop_pt},
+          {"max_drop_pt", options.max_drop_pt},
+          {"accepted", result.accepted},
+          {"fp32_bytes", result.fp32_bytes},
+          {"int8_bytes", result.int8_bytes},
+          {"size_ratio",
+           result.int8_bytes > 0 ? static_cast<double>(result.fp32_bytes) / result.int8_bytes : 0.0},
+          {"int8_layers", int8.int8_layers},
+          {"float_layers", int8.float_layers},
+          {"int8_regions", int8.regions},
+          {"int8_regions_rule", options.int8_regions == Int8Regions::all ? "all" : "fast"},
+          {"int8_ops", to_json(census.int8_ops)},
+          {"float_ops", to_json(census.float_ops)},
+          {"border_ops", to_json(census.border_ops)},
+          {"dataset", data::to_json(dataset)},
+          {"out", result.written ? Json(options.out_path) : Json(nullptr)}};
+}
+
+}  // namespace
+
+QuantizeResult run_quantize_script_static(const QuantizeOptions& options,
+                                          const std::string& fallback_reason) {
+  const auto start = std::chrono::steady_clock::now();
+  const ScriptSource source = load_script_source(options.model_path, options.import);
+  const data::DataRecord trained =
+      train::trained_data_record(source.info.empty() ? std::string() : source.info.dump(), source.path);
+  const std::string data_dir = !options.data_dir.empty()    ? options.data_dir
+                               : !trained.directory.empty() ? trained.directory
+                                                            : std::string(data::kDefaultDataDirectory);
+  const data::DataOptions data_options = data::merge_data_options(trained.options, options.data_options);
+  const data::Dataset dataset =
+      data::load_dataset(data_dir, options.calib_samples, options.test_limit, data_options);
+  check_data_shape(source.import.input_shape, dataset.train, data_dir);
+  QuantizeResult result;
+  result.fp32_acc = script_accuracy(*source.module, source, dataset.test);
+  StaticScriptOptions static_options;
+  static_options.engine = options.engine;
+  static_options.observer = options.observer;
+  static_options.percentile = options.percentile;
+  static_options.calib_samples = options.calib_samples;
+  static_options.batch_size = options.batch_size;
+  static_options.every_region = options.int8_regions == Int8Regions::all;
+  const StaticScript int8 =
+      quantize_script_static(*source.module, source.import, dataset.train, static_options, source.path);
+  result.engine = int8.engine;
+  result.int8_acc = script_accuracy(*int8.module, source, dataset.test);
+  result.acc_drop_pt = (result.fp32_acc - result.int8_acc) * 100.0;
+  result.accepted = result.acc_drop_pt <= options.max_drop_pt + 1e-9;  // as the graph path rounds
+  result.fp32_bytes = int8.fp32_bytes;
+  result.int8_bytes = int8.int8_bytes;
+  const OpCensus census = census_ops(*int8.module, source.import, first_pixels(dataset.test, 4), source.path);
+  if (result.accepted) {
+    save_script(*int8.module, options.out_path,
+                output_info(source, "quantization",
+                            {{"mode", "static"},
+                             {"engine", result.engine},
+                             {"weights", "int8 per channel, symmetric"},
+                             {"activations", "quint8 per tensor, affine"},
+                             {"fp32_acc", result.fp32_acc},
+                             {"int8_acc", result.int8_acc},
+                             {"source", source.path},
+                             {"data_dir", data_dir},
+                             {"data_options", data::to_json(data_options)}}));
+    result.written = true;
+  }
+  result.report = static_report(options, source, result, int8, census, dataset);
+  Json warnings = Json::array();
+  warnings.push_back("static int8 on the TorchScript module as it is (int8 regions, float elsewhere): " +
+                     fallback_reason);
+  if (int8.int8_layers == 0)
+    warnings.push_back("no conv2d/linear call runs in int8; the written model is float");
+  for (const std::string& warning : int8.warnings)
+    warnings.push_back(warning);
+  result.report["warnings"] = warnings;
+  result.report["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 

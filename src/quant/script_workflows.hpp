@@ -15,6 +15,11 @@ namespace ipj::quant {
 // extra file: inputs and "quantization") when the guard passes.
 QuantizeResult run_quantize_script(const QuantizeOptions& options);
 
+// Static int8 of the module as it is (script_static.hpp) with the accuracy guard, calibrated on --data or the
+// data the file records; writes a TorchScript file (ipj.json "quantization": mode static, engine) when the
+// guard passes. `fallback_reason` (why the graph importer refused the model) opens the report's warnings.
+QuantizeResult run_quantize_script_static(const QuantizeOptions& options, const std::string& fallback_reason);
+
 // Magnitude pruning of the file's weights, fine-tuning, TorchScript out. `structured_refusal` (non-empty
 // when --structured was asked for and the graph path refused the model) goes into the report's warnings.
 Json run_prune_script(const PruneOptions& options, const std::string& structured_refusal);

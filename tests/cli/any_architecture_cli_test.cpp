@@ -4,6 +4,7 @@
 // against torch.ao.quantization.quantize_dynamic and the float model.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -37,6 +38,14 @@ std::int64_t count_of(const json& ops, const std::string& op) {
   for (const json& entry : ops)
     if (entry.at("op") == op) return entry.at("count").get<std::int64_t>();
   return 0;
+}
+
+std::int64_t int8_kernel_calls(const json& ops) {
+  std::int64_t calls = 0;
+  for (const char* op :
+       {"quantized::conv2d", "quantized::conv2d_relu", "quantized::linear", "quantized::linear_relu"})
+    calls += count_of(ops, op);
+  return calls;
 }
 
 }  // namespace any_architecture_test
@@ -121,6 +130,116 @@ TEST(CliAnyArchitecture, DynamicInt8AndMagnitudePruningTakeEveryModelAndAgreeWit
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[1]["variant"], "int8-dynamic");
   EXPECT_NEAR(rows[1]["test_acc"].get<double>(), rows[0]["test_acc"].get<double>(), 0.1);
+}
+
+// Static int8 of models the graph importer refuses: the TorchScript fallback quantizes their conv/linear
+// regions and keeps the rest float, PyTorch runs the file, and ipj bench runs it as the int8-static variant.
+TEST(CliAnyArchitecture, StaticInt8QuantizesSupportedRegionsOfEveryModelAndKeepsTheRestFloat) {
+  testing::TempDir dir;
+  std::vector<std::string> names;
+  std::string make_arguments = "make " + dir.path();
+  for (const auto& [architecture, expected] : any_architecture_test::architectures())
+    for (const char* kind : {"_scripted", "_traced"}) {
+      names.push_back(architecture + kind);
+      make_arguments += " " + names.back();
+    }
+  const auto made = any_architecture_test::any_models(make_arguments);
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  testing::write_synthetic_idx_dataset(dir.file("data"), 64, 32, /*gzip=*/false, 16, 16);
+  const std::string common =
+      " --input-shape 1,16,16 --data " + dir.file("data") + " --mode static --calib 64 --max-drop 100 --json";
+  json manifest = json::array();
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    const std::string float_op =
+        any_architecture_test::architectures().at(name.substr(0, name.rfind('_'))).second;
+    // --int8-regions all: these models are too small for any region to pay for its borders.
+    const auto quantized = run_ipj("quantize --model " + dir.file(name + ".pt") + common +
+                                   " --int8-regions all --out " + dir.file(name + "-static.pt"));
+    ASSERT_EQ(quantized.exit_code, 0) << quantized.err;
+    EXPECT_NE(quantized.err.find("ipj: warning: static int8 on the TorchScript module"), std::string::npos)
+        << quantized.err;
+    EXPECT_NE(quantized.err.find("operator"), std::string::npos)
+        << quantized.err;  // what forced the fallback
+    const json report = json::parse(quantized.out);
+    EXPECT_EQ(report["mode"], "static");
+    EXPECT_EQ(report["method"], "torchscript");
+    EXPECT_GT(report["int8_layers"].get<int>(), 0) << report;
+    EXPECT_GT(any_architecture_test::int8_kernel_calls(report["int8_ops"]), 0) << report["int8_ops"];
+    EXPECT_GT(any_architecture_test::count_of(report["float_ops"], float_op), 0) << report["float_ops"];
+    EXPECT_GT(any_architecture_test::count_of(report["border_ops"], "aten::quantize_per_tensor"), 0);
+    EXPECT_GT(any_architecture_test::count_of(report["border_ops"], "aten::dequantize"), 0);
+    EXPECT_TRUE(report["accepted"].get<bool>());
+    EXPECT_LT(report["int8_bytes"].get<std::int64_t>(), report["fp32_bytes"].get<std::int64_t>());
+    EXPECT_LE(std::abs(report["acc_drop_pt"].get<double>()), 20.0) << report;
+    manifest.push_back({{"name", name},
+                        {"static", dir.file(name + "-static.pt")},
+                        {"images", dir.file("data/t10k-images-idx3-ubyte")}});
+  }
+  write_file_atomically(dir.file("manifest.json"), manifest.dump());
+  const auto checked = any_architecture_test::any_models("check-static " + dir.file("manifest.json"));
+  ASSERT_EQ(checked.exit_code, 0) << checked.err;
+  const json result = json::parse(checked.out);
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    const json& row = result.at(name);
+    // PyTorch loads and runs the file: its int8 ops are PyTorch's own quantized TorchScript operators.
+    EXPECT_FALSE(row["quantized_ops"].empty()) << row;
+    // On images like the calibration images: 8-bit activations (step = observed range / 255) through at most
+    // five int8 layers of these models stay within a few percent of the largest logit; 10% leaves room for
+    // the test images reaching outside the ranges observed on 64 training images.
+    EXPECT_LE(row["static_vs_float"].get<double>(), 0.1 * row["logit_scale"].get<double>()) << row;
+  }
+  const std::string bench_flags =
+      " --batch 4 --window-s 0.05 --warmup-s 0.01 --max-windows 3 --no-energy --test-limit 32 --json "
+      "--data " +
+      dir.file("data");
+  const auto bench = run_ipj("bench --model " + dir.file("se_cnn_traced-static.pt") + bench_flags);
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  EXPECT_EQ(json::parse(bench.out)["rows"][0]["variant"], "int8-static");
+  // bench --variants int8-static of the plain file: the importer refuses it, so it is converted the same way.
+  const auto floats = run_ipj("bench --model " + dir.file("se_cnn_traced.pt") +
+                              " --input-shape 1,16,16 --variants fp32,int8-static --calib 64" + bench_flags);
+  ASSERT_EQ(floats.exit_code, 0) << floats.err;
+  const json rows = json::parse(floats.out)["rows"];
+  ASSERT_EQ(rows.size(), 2u) << floats.out;
+  EXPECT_EQ(rows[1]["variant"], "int8-static");
+  EXPECT_NE(floats.err.find("aten::silu"), std::string::npos) << floats.err;  // the warning says why
+  EXPECT_NEAR(json::parse(bench.out)["rows"][0]["test_acc"].get<double>(), rows[0]["test_acc"].get<double>(),
+              0.1);
+  EXPECT_NEAR(rows[1]["test_acc"].get<double>(), rows[0]["test_acc"].get<double>(), 0.1);
+}
+
+// The default border rule keeps an int8 region that pays for its borders (three convolutions) and leaves a
+// lone small linear layer float, saying why.
+TEST(CliAnyArchitecture, StaticInt8BorderRuleKeepsAConvRegionAndLeavesASmallHeadFloat) {
+  testing::TempDir dir;
+  const auto made =
+      any_architecture_test::any_models("make " + dir.path() + " relu_chain_traced se_cnn_scripted");
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  testing::write_synthetic_idx_dataset(dir.file("data"), 64, 32, /*gzip=*/false, 16, 16);
+  const std::string common =
+      " --input-shape 1,16,16 --data " + dir.file("data") + " --mode static --calib 64 --max-drop 100 --json";
+  const auto chain = run_ipj("quantize --model " + dir.file("relu_chain_traced.pt") + common + " --out " +
+                             dir.file("chain.pt"));
+  ASSERT_EQ(chain.exit_code, 0) << chain.err;
+  const json report = json::parse(chain.out);
+  EXPECT_EQ(report["int8_layers"], 3) << report;  // BN folded, ReLU fused: quantized::conv2d_relu x3
+  EXPECT_EQ(any_architecture_test::count_of(report["int8_ops"], "quantized::conv2d_relu"), 3) << report;
+  EXPECT_EQ(any_architecture_test::count_of(report["border_ops"], "aten::quantize_per_tensor"), 1) << report;
+  EXPECT_GT(any_architecture_test::count_of(report["float_ops"], "aten::silu"), 0) << report;
+  EXPECT_GT(any_architecture_test::count_of(report["float_ops"], "aten::linear"), 0) << report;
+  ASSERT_EQ(report["float_layers"].size(), 1u) << report;
+  EXPECT_NE(report["float_layers"][0].get<std::string>().find("border rule"), std::string::npos);
+  // A model whose regions are all too small stays float, with a warning, and is still written.
+  const auto small = run_ipj("quantize --model " + dir.file("se_cnn_scripted.pt") + common + " --out " +
+                             dir.file("small.pt"));
+  ASSERT_EQ(small.exit_code, 0) << small.err;
+  EXPECT_EQ(json::parse(small.out)["int8_layers"], 0);
+  EXPECT_NE(small.err.find("no conv2d/linear call runs in int8"), std::string::npos) << small.err;
+  const auto bad = run_ipj("quantize --model " + dir.file("se_cnn_scripted.pt") + common +
+                           " --int8-regions some --out " + dir.file("bad.pt"));
+  testing::expect_cli_failure(bad, 2, "--int8-regions");
 }
 
 TEST(CliAnyArchitecture, PruneFineTunesAndStructuredFallsBackToMagnitudeWithAWarning) {

@@ -103,11 +103,22 @@ TEST(GraphWorkflow, DynamicAndQatModesOnATorchScriptModel) {
 TEST(GraphWorkflow, UnsupportedOperatorIsNamedWithItsModulePathByTheCli) {
   testing::TempDir dir;
   const auto result = ipj("quantize --model " + graph_models().file("swish.pt") +
-                          " --input-shape 1,28,28 --json --out " + dir.file("swish-int8.pt"));
+                          " --input-shape 1,28,28 --mode qat --json --out " + dir.file("swish-int8.pt"));
   EXPECT_EQ(result.exit_code, 5) << result.err;  // unsupported
   EXPECT_NE(result.err.find("aten::sigmoid"), std::string::npos) << result.err;
   EXPECT_NE(result.err.find("block.1"), std::string::npos) << result.err;
   EXPECT_FALSE(std::filesystem::exists(dir.file("swish-int8.pt")));
+  // Static int8 falls back to the module as it is: the warning names the operator that forced it.
+  const auto fallback = ipj("quantize --model " + graph_models().file("swish.pt") +
+                            " --input-shape 1,28,28 --mode static --calib 64 --test-limit 200 --max-drop 100 "
+                            "--json --out " +
+                            dir.file("swish-static.pt"));
+  EXPECT_EQ(fallback.exit_code, 0) << fallback.err;
+  EXPECT_NE(fallback.err.find("ipj: warning: static int8 on the TorchScript module"), std::string::npos);
+  EXPECT_NE(fallback.err.find("aten::sigmoid"), std::string::npos) << fallback.err;
+  EXPECT_NE(fallback.err.find("block.1"), std::string::npos) << fallback.err;
+  EXPECT_EQ(Json::parse(fallback.out)["method"], "torchscript");
+  EXPECT_TRUE(std::filesystem::exists(dir.file("swish-static.pt")));
   const auto no_shape =
       ipj("quantize --model " + graph_models().file("residual_trained.pt") + " --out " + dir.file("x.pt"));
   EXPECT_EQ(no_shape.exit_code, 2) << no_shape.err;  // usage: --input-shape is needed

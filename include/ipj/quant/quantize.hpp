@@ -15,6 +15,11 @@
 
 namespace ipj::quant {
 
+// Static int8 of TorchScript files the graph importer refuses: keep only the int8 regions that pay for
+// their quantize/dequantize borders (fast), or every supported region (all).
+enum class Int8Regions { fast, all };
+Int8Regions parse_int8_regions(const std::string& name);  // "fast" | "all"; else ipj::Error(usage)
+
 struct QuantizeOptions {
   std::string model_path;  // ipj checkpoint, run folder, program/graph file or TorchScript file
   std::string out_path;    // where the int8 model goes (only when the guard passes)
@@ -35,6 +40,7 @@ struct QuantizeOptions {
   std::int64_t train_limit = 0;  // qat: train on the first N training samples (0 = all)
   std::uint64_t seed = 0;
   bool show_progress = true;
+  Int8Regions int8_regions = Int8Regions::fast;
 };
 
 struct QuantizeResult {

@@ -36,13 +36,17 @@ ScriptSource load_script_source(const std::string& path, const ImportOptions& gi
 torch::Tensor run_script(const torch::jit::Module& module, const ImportOptions& import,
                          const torch::Tensor& pixels, const std::string& where);
 
+// What run_script feeds the module: pixels normalised with import.mean/std, reshaped to [B, ...input_shape].
+torch::Tensor script_input(const ImportOptions& import, const torch::Tensor& pixels);
+
 struct OpCount {
   std::string op;  // e.g. "aten::conv2d", "quantized::linear_dynamic"
   std::int64_t count = 0;
 };
 struct OpCensus {
-  std::vector<OpCount> int8_ops;   // quantized::* operators that ran
-  std::vector<OpCount> float_ops;  // every other top-level operator that ran (aten::*)
+  std::vector<OpCount> int8_ops;    // quantized::* operators, and operators that read quantized tensors
+  std::vector<OpCount> float_ops;   // every other top-level operator that ran (aten::*)
+  std::vector<OpCount> border_ops;  // aten::quantize_per_tensor and aten::dequantize (static int8 borders)
   // Multiply-accumulates per sample of the float conv, linear and matmul operators that ran (an estimate:
   // fused kernels such as aten::_native_multi_head_attention are not counted).
   std::int64_t macs_per_sample = 0;

@@ -6,6 +6,8 @@ for the tests of `ipj quantize --mode dynamic` and `ipj prune` on any TorchScrip
   any_models.py check MANIFEST.json    for each entry {name, original, quantized, pruned}: compares ipj's int8 file
                                        with torch.ao.quantization.quantize_dynamic of the same model, and ipj's pruned
                                        file with the float model whose pruned weights are zeroed; prints JSON
+  any_models.py check-static MANIFEST.json   for each entry {name, static, images}: runs ipj's static int8 file
+                                       in PyTorch against the float model on test images; prints JSON
 Models take images [B, 1, 16, 16] in [0, 1] and return logits [B, 10]. Tiny on purpose (fast tests).
 """
 import json
@@ -206,9 +208,24 @@ class SortNet(nn.Module):
         return self.fc(torch.sort(x.flatten(1), dim=1)[0])
 
 
+class ReluChain(nn.Module):
+    """Three conv+BN+ReLU (one int8 region worth its borders), then SiLU and a small linear head (float)."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(inplace=True),
+            nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(inplace=True),
+            nn.Conv2d(32, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(inplace=True))
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        return self.head(F.silu(F.adaptive_avg_pool2d(self.features(x), 1).flatten(1)))
+
+
 ARCHITECTURES = {"se_cnn": SeCnn, "concat": ConcatNet, "shuffle": ShuffleNet, "norms": NormNet,
                  "transformer": TinyTransformer, "tanh_mlp": TanhMlp, "vit": TinyVit, "mixed": MixedOps,
-                 "sort": SortNet}
+                 "sort": SortNet, "relu_chain": ReluChain}
 
 
 def eager(name):
@@ -269,12 +286,42 @@ def check(manifest_path):
     print(json.dumps(result))
 
 
+def idx_images(path, count):
+    """The first COUNT images of an uncompressed IDX file as [COUNT, 1, H, W] floats in [0, 1]."""
+    data = open(path, "rb").read()
+    dims = data[3]
+    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    pixels = torch.frombuffer(bytearray(data[4 + 4 * dims:]), dtype=torch.uint8).reshape(shape)
+    return pixels[:count].unsqueeze(1).float() / 255
+
+
+def check_static(manifest_path):
+    """For each entry {name, static, images}: PyTorch loads and runs ipj's static int8 file on the first 16 images of
+    the IDX file IMAGES (the distribution it was calibrated on); its largest difference from the float model and
+    the largest float logit."""
+    torch.backends.quantized.engine = "onednn"
+    result = {}
+    for entry in json.load(open(manifest_path)):
+        model = eager(entry["name"])
+        x = idx_images(entry["images"], 16)
+        with torch.no_grad():
+            expected = model(x)
+            static = torch.jit.load(entry["static"])
+            ops = sorted({node.kind() for node in static.graph.nodes() if node.kind().startswith("quantized::")})
+            got = static(x)
+        result[entry["name"]] = {"static_vs_float": (got - expected).abs().max().item(),
+                                 "logit_scale": expected.abs().max().item(), "quantized_ops": ops}
+    print(json.dumps(result))
+
+
 def main():
     if len(sys.argv) >= 3 and sys.argv[1] == "make":
         for name in sys.argv[3:]:
             make(sys.argv[2], name)
     elif len(sys.argv) == 3 and sys.argv[1] == "check":
         check(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "check-static":
+        check_static(sys.argv[2])
     else:
         raise SystemExit(__doc__)
 
