@@ -2,15 +2,43 @@
 // one-line error messages on stderr.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <new>
+#include <utility>
 
 #include "cli_support.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/core/log.hpp"
 
+namespace {
+
+// libgomp (ATen's OpenMP pool) and OpenBLAS read their wait settings once, when they are loaded, before
+// main(): an idle worker thread spins for a while before it sleeps, which burns a neighbour's CPU (and our
+// joules) on a shared machine. Unless the user set them, ipj runs itself again once with passive waiting
+// (IPJ_REEXEC marks the second run; IPJ_NO_REEXEC=1 turns this off). docs/PERFORMANCE.md has the measurement.
+void reexec_with_passive_waiting(char** argv) {
+  if (std::getenv("IPJ_REEXEC") != nullptr || std::getenv("IPJ_NO_REEXEC") != nullptr) return;
+  bool changed = false;
+  for (const auto& [name, value] : {std::pair<const char*, const char*>{"OMP_WAIT_POLICY", "PASSIVE"}}) {
+    if (std::getenv(name) != nullptr) continue;
+    ::setenv(name, value, 1);
+    changed = true;
+  }
+  if (!changed) return;
+  ::setenv("IPJ_REEXEC", "1", 1);
+  ::execv("/proc/self/exe", argv);
+  ::unsetenv("IPJ_REEXEC");  // exec failed (no /proc): run on with the libraries' defaults
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  reexec_with_passive_waiting(argv);
+  ::unsetenv("IPJ_REEXEC");  // children (ipj launch's ranks) see OMP_WAIT_POLICY set and run once
   CLI::App app{
       "ipj - intelligence per joule: train and serve deep-learning models with less energy, and measure it.\n"
       "Example: ipj train --model mlp --epochs 2 --json"};
