@@ -27,8 +27,9 @@ device::ThreadPlan thread_plan_for(const TrainConfig& config, Precision precisio
   return device::plan_for_machine(config.thread_plan, workload, config.threads, machine);
 }
 
-// One forward and backward pass of a throwaway copy of the model on two blank images, under autocast for
-// `precision` (the run's own model, RNG and BatchNorm statistics stay untouched).
+// One training step's forward and backward and one evaluation forward of a throwaway copy of the model on two
+// blank images, under autocast for `precision` (the run's own model, RNG and BatchNorm statistics stay
+// untouched).
 void probe_model(const TrainConfig& config, const models::InputShape& shape, std::int64_t classes,
                  Precision precision) {
   models::ClassifierPtr probe = models::build_classifier(config.model, shape, classes);
@@ -39,6 +40,11 @@ void probe_model(const TrainConfig& config, const models::InputShape& shape, std
     logits = probe->forward(torch::zeros({2, shape.channels, shape.height, shape.width}));
   }
   logits.to(torch::kFloat32).sum().backward();
+  // Evaluation takes other paths (e.g. nn.MultiheadAttention's fused kernel in eval mode without gradients).
+  probe->eval();
+  torch::NoGradGuard no_grad;
+  AutocastRegion autocast(precision);
+  probe->forward(torch::zeros({2, shape.channels, shape.height, shape.width}));
 }
 
 // The resolved precision, or fp32 with a warning when a user's model fails under CPU autocast (LibTorch 1.13
