@@ -353,6 +353,40 @@ TEST(CliCompare, BusyMachineIsWarnedAboutAndMarkedButNotAFailure) {
   }
 }
 
+TEST(CliThreads, TrainAndBenchSayWhichPlanRanWhyAndHowBusyTheMachineWas) {
+  testing::TempDir dir;
+  testing::write_synthetic_idx_dataset(dir.file("data"), 200, 50, false);
+  const auto trained = ipj("train --model mlp --epochs 1 --batch 50 --quiet --no-energy --json --data " +
+                           dir.file("data") + " --out " + dir.file("run"));
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  const json results = json::parse(read_file(dir.file("run/results.json")));
+  const json& threads = results["threads"];
+  EXPECT_EQ(threads["plan"], "tuned");
+  EXPECT_GE(threads["available_cpus"].get<int>(), 1);
+  EXPECT_TRUE(threads["quota"].is_null() || threads["quota"].is_number());
+  EXPECT_NE(threads["reason"].get<std::string>().find("CPU(s) available"), std::string::npos);
+  EXPECT_GE(threads["torch"].get<int>(), 1);  // the keys older readers use stay
+  EXPECT_GE(threads["blas"].get<int>(), 1);
+  for (const char* key : {"before", "during", "busy"})
+    EXPECT_TRUE(results["machine_load"].contains(key)) << key;
+  EXPECT_GT(results["machine_load"]["during"]["window_s"].get<double>(), 0.0);
+
+  const std::string bench = "bench --model " + dir.file("run") +
+                            " --variants fp32 --batch 2 --window-s 0.01 --warmup-s 0 --max-windows 1 --no-accuracy "
+                            "--no-energy --quiet --json";
+  const auto tuned = ipj(bench);
+  ASSERT_EQ(tuned.exit_code, 0) << tuned.err;
+  const json report = json::parse(tuned.out);
+  EXPECT_EQ(report["threads"]["plan"], "tuned");
+  EXPECT_TRUE(report["machine_load"]["busy"].is_boolean());
+  EXPECT_TRUE(report["machine_load"]["before"].contains("other_cpus"));
+  const auto python = ipj(bench + " --thread-plan python");
+  ASSERT_EQ(python.exit_code, 0) << python.err;
+  EXPECT_EQ(json::parse(python.out)["threads"]["plan"], "python");
+  EXPECT_EQ(json::parse(python.out)["threads"]["torch"], 1);
+  testing::expect_cli_failure(ipj(bench + " --thread-plan fastest"), 2, "--thread-plan");
+}
+
 TEST(CliCompare, UnreachedTargetIsReportedAsNull) {
   testing::TempDir dir;
   const auto result =
