@@ -51,8 +51,10 @@ void reexec_with_passive_waiting(int argc, char** argv) {
   }
   if (!changed) return;
   ::setenv("IPJ_REEXEC", "1", 1);
+  ::setenv("IPJ_WAIT_POLICY_SET", "1", 1);  // results say who set it (device::to_json(ThreadPlan))
   ::execv("/proc/self/exe", argv);
   ::unsetenv("IPJ_REEXEC");  // exec failed (no /proc): run on with the libraries' defaults
+  ::unsetenv("IPJ_WAIT_POLICY_SET");
 }
 
 }  // namespace

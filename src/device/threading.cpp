@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 namespace ipj::device {
 namespace {
@@ -83,13 +84,27 @@ ThreadPlan plan_for_machine(ThreadPlanChoice choice, ThreadWorkload workload, in
   return plan;
 }
 
+namespace {
+
+// OMP_WAIT_POLICY as libgomp read it at start, and who set it (ipj's second start, apps/ipj/main.cpp, or the
+// user); unset: libgomp's default (spin a while, then sleep).
+std::string omp_wait_policy() {
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  if (policy == nullptr) return "unset (libgomp default: spin, then sleep)";
+  return std::string(policy) +
+         (std::getenv("IPJ_WAIT_POLICY_SET") != nullptr ? " (set by ipj)" : " (set by the user)");
+}
+
+}  // namespace
+
 Json to_json(const ThreadPlan& plan) {
   return Json{{"plan", plan.plan},
               {"reason", plan.reason},
               {"available_cpus", plan.available_cpus},
               {"quota", plan.quota ? Json(*plan.quota) : Json(nullptr)},
               {"torch", plan.torch_threads},
-              {"blas", plan.blas_threads}};
+              {"blas", plan.blas_threads},
+              {"omp_wait_policy", omp_wait_policy()}};
 }
 
 void apply_thread_plan(const ThreadPlan& plan) {

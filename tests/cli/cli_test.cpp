@@ -371,9 +371,10 @@ TEST(CliThreads, TrainAndBenchSayWhichPlanRanWhyAndHowBusyTheMachineWas) {
     EXPECT_TRUE(results["machine_load"].contains(key)) << key;
   EXPECT_GT(results["machine_load"]["during"]["window_s"].get<double>(), 0.0);
 
-  const std::string bench = "bench --model " + dir.file("run") +
-                            " --variants fp32 --batch 2 --window-s 0.01 --warmup-s 0 --max-windows 1 --no-accuracy "
-                            "--no-energy --quiet --json";
+  const std::string bench =
+      "bench --model " + dir.file("run") +
+      " --variants fp32 --batch 2 --window-s 0.01 --warmup-s 0 --max-windows 1 --no-accuracy "
+      "--no-energy --quiet --json";
   const auto tuned = ipj(bench);
   ASSERT_EQ(tuned.exit_code, 0) << tuned.err;
   const json report = json::parse(tuned.out);
@@ -385,6 +386,25 @@ TEST(CliThreads, TrainAndBenchSayWhichPlanRanWhyAndHowBusyTheMachineWas) {
   EXPECT_EQ(json::parse(python.out)["threads"]["plan"], "python");
   EXPECT_EQ(json::parse(python.out)["threads"]["torch"], 1);
   testing::expect_cli_failure(ipj(bench + " --thread-plan fastest"), 2, "--thread-plan");
+}
+
+// libgomp reads OMP_WAIT_POLICY before main(): ipj starts itself again with PASSIVE unless the user set it.
+TEST(CliThreads, TrainRunsWithPassiveOpenMpWaitingUnlessTheUserChoseAPolicy) {
+  testing::TempDir dir;
+  testing::write_synthetic_idx_dataset(dir.file("data"), 100, 20, false);
+  const std::string train =
+      " train --model cnn --epochs 1 --batch 50 --quiet --no-energy --no-save --json --data " +
+      dir.file("data");
+  const auto unset = testing::run_process("env -u OMP_WAIT_POLICY " + testing::ipj_binary() + train);
+  ASSERT_EQ(unset.exit_code, 0) << unset.err;
+  EXPECT_EQ(json::parse(unset.out)["threads"]["omp_wait_policy"], "PASSIVE (set by ipj)");
+  const auto chosen = testing::run_process("env OMP_WAIT_POLICY=ACTIVE " + testing::ipj_binary() + train);
+  ASSERT_EQ(chosen.exit_code, 0) << chosen.err;
+  EXPECT_EQ(json::parse(chosen.out)["threads"]["omp_wait_policy"], "ACTIVE (set by the user)");
+  // Quick commands start once: no second LibTorch load for --version.
+  const auto version = testing::run_process(
+      "env -u OMP_WAIT_POLICY IPJ_WAIT_POLICY_SET= " + testing::ipj_binary() + " --version");
+  EXPECT_EQ(version.exit_code, 0);
 }
 
 TEST(CliCompare, UnreachedTargetIsReportedAsNull) {

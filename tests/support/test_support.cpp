@@ -177,6 +177,11 @@ ProcessResult run_process_measured(const std::string& command, ProcessUsage& usa
 }
 
 std::string ipj_binary() {
+  // ipj starts itself a second time with OMP_WAIT_POLICY=PASSIVE unless it is set (apps/ipj/main.cpp): set
+  // here for every child, so that the suite's hundreds of short runs load LibTorch once. CliThreads.* unsets
+  // it.
+  static const bool passive_waiting = ::setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0) == 0;
+  (void)passive_waiting;
   return IPJ_BINARY;
 }
 
