@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -303,7 +304,10 @@ MachineState read_machine_state() {
   MachineState state;
   state.limits = read_cpu_limits();
   state.load = sample_machine_load(state.limits);
-  state.busy = is_busy(state.load);
+  // IPJ_STATIC_THREADS=1: plan from the CPUs and quota only (thread counts change float summation order, so
+  // bit-identical reruns on a machine whose load varies need it, or --threads N); the load is still recorded.
+  const char* static_threads = std::getenv("IPJ_STATIC_THREADS");
+  state.busy = is_busy(state.load) && !(static_threads != nullptr && std::string(static_threads) == "1");
   return state;
 }
 

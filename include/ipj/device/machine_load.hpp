@@ -96,7 +96,7 @@ Json machine_load_json(const LoadSample& before, const LoadSample& during);
 struct MachineState {
   CpuLimits limits;
   LoadSample load;
-  bool busy = false;
+  bool busy = false;  // is_busy(load), unless IPJ_STATIC_THREADS=1 (then false: plans ignore the load)
 };
 MachineState read_machine_state();
 
