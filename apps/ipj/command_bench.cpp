@@ -1,6 +1,7 @@
 // `ipj bench`: latency, throughput, joules per 1000 inferences and accuracy of model variants x batch sizes.
 #include <iostream>
 
+#include "choice_flags.hpp"
 #include "cli_support.hpp"
 #include "ipj/core/text_table.hpp"
 #include "ipj/infer/model_bench.hpp"
@@ -47,6 +48,9 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
       ->check(positive_integer(10000))
       ->capture_default_str();
   command->add_option("--threads", threads, "Cores to use (0 = all)")->check(non_negative_integer(4096));
+  static device::ThreadPlanChoice thread_plan = device::ThreadPlanChoice::tuned;
+  add_choice_option(*command, "--thread-plan", thread_plan,
+                    "tuned (per model, fewer threads on a busy machine) | python (Python torch's default)");
   command->add_option("--data", data_dir,
                       "Data set for accuracy and int8-static calibration (default: the model's)");
   command->add_option("--test-limit", test_limit, "Accuracy on the first N test samples only (0 = all)")
@@ -78,6 +82,7 @@ CLI::App* register_bench_command(CLI::App& app, CommandRunner& runner) {
       options.batches = parse_integer_list(batches_text, "--batch", 1, kMaxBatch);
       options.variants = split_commas(variants_text);
       options.threads = threads;
+      options.thread_plan = thread_plan;
       options.measure_accuracy = !no_accuracy;
       options.test_limit = test_limit;
       options.measure_energy = !no_energy;

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "choice_flags.hpp"
 #include "cli_support.hpp"
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/device/device_report.hpp"
@@ -76,9 +77,21 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
       "Recipe file (ipj tune's recipe.json) to run as the optimized side instead of the "
       "hand-tuned recipe; --model, --target-acc, --epochs and --threads given here override it");
   command->add_flag("--report", write_report, "Also write report.html (charts, tables) next to compare.json");
+  command
+      ->add_option(
+          "--repeat", config.repeats,
+          "Run the two sides alternately N times (baseline, optimized, baseline, ...) and report the "
+          "spread; the headline figures are the first pair's")
+      ->check(positive_integer(100))
+      ->capture_default_str();
+  static train::Precision precision = train::Precision::automatic;
+  add_choice_option(*command, "--precision", precision,
+                    "The optimized side's precision: fp32 | bf16 | fp16 | auto (the seed recipe is fp32); a "
+                    "model that fails in bf16 falls back to fp32 with a warning");
   command->callback([&runner, command] {
     runner = [command] {
       config.model = parse_model_flags(model, input_shape);
+      if (command->count("--precision") > 0) config.precision = precision;
       if (python_baseline) config.python_baseline = train::PythonBaseline{python, seed_train_loop_script()};
       if (!recipe_path.empty()) {
         config.optimized_recipe_override = train::read_recipe_file(recipe_path);
@@ -114,6 +127,7 @@ CLI::App* register_compare_command(CLI::App& app, CommandRunner& runner) {
             (folder / "report.html").string(),
             report::render_html_report(report::load_sections({(folder / "compare.json").string()}), options));
       }
+      print_warnings(result.report);  // on stderr (the table repeats them)
       if (flags.json) {
         Json printed = result.report;
         if (write_report) printed["report"] = (folder / "report.html").string();

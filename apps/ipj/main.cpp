@@ -2,15 +2,66 @@
 // one-line error messages on stderr.
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <new>
+#include <set>
+#include <string>
+#include <utility>
 
 #include "cli_support.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/core/log.hpp"
 
+namespace {
+
+// libgomp (ATen's OpenMP pool) and OpenBLAS read their wait settings once, when they are loaded, before
+// main(): an idle worker thread spins for a while before it sleeps, which burns a neighbour's CPU (and our
+// joules) on a shared machine. Unless the user set them, ipj runs itself again once with passive waiting
+// (IPJ_REEXEC marks the second run; IPJ_NO_REEXEC=1 turns this off). docs/PERFORMANCE.md has the measurement.
+// The commands that run LibTorch kernels for long enough to be worth a second start (~0.3-0.5 s of CPU:
+// LibTorch loads twice); help, version and the quick commands start once.
+bool runs_kernels(int argc, char** argv) {
+  static const std::set<std::string> commands{"train", "compare",  "bench", "serve",
+                                              "tune",  "quantize", "prune", "distill"};
+  for (int i = 1; i < argc; ++i) {
+    const std::string argument = argv[i];
+    if (argument == "--help" || argument == "-h" || argument == "--version") return false;
+  }
+  for (int i = 1; i < argc; ++i) {
+    const std::string argument = argv[i];
+    if (argument == "--log-level") ++i;  // its value
+    if (argument.empty() || argument[0] == '-') continue;
+    return commands.count(argument) > 0;
+  }
+  return false;
+}
+
+void reexec_with_passive_waiting(int argc, char** argv) {
+  if (std::getenv("IPJ_REEXEC") != nullptr || std::getenv("IPJ_NO_REEXEC") != nullptr) return;
+  if (!runs_kernels(argc, argv)) return;
+  bool changed = false;
+  for (const auto& [name, value] : {std::pair<const char*, const char*>{"OMP_WAIT_POLICY", "PASSIVE"}}) {
+    if (std::getenv(name) != nullptr) continue;
+    ::setenv(name, value, 1);
+    changed = true;
+  }
+  if (!changed) return;
+  ::setenv("IPJ_REEXEC", "1", 1);
+  ::setenv("IPJ_WAIT_POLICY_SET", "1", 1);  // results say who set it (device::to_json(ThreadPlan))
+  ::execv("/proc/self/exe", argv);
+  ::unsetenv("IPJ_REEXEC");  // exec failed (no /proc): run on with the libraries' defaults
+  ::unsetenv("IPJ_WAIT_POLICY_SET");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  reexec_with_passive_waiting(argc, argv);
+  ::unsetenv("IPJ_REEXEC");  // children (ipj launch's ranks) see OMP_WAIT_POLICY set and run once
   CLI::App app{
       "ipj - intelligence per joule: train and serve deep-learning models with less energy, and measure it.\n"
       "Example: ipj train --model mlp --epochs 2 --json"};

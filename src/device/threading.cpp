@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 
 namespace ipj::device {
 namespace {
@@ -48,8 +50,61 @@ ThreadPlan python_default_thread_plan(int cores) {
 }
 
 ThreadPlan plan_for(ThreadPlanChoice choice, ThreadWorkload workload, int cores) {
-  return choice == ThreadPlanChoice::tuned ? plan_threads(workload, cores)
-                                           : python_default_thread_plan(cores);
+  ThreadPlan plan =
+      choice == ThreadPlanChoice::tuned ? plan_threads(workload, cores) : python_default_thread_plan(cores);
+  plan.plan = choice_name(choice);
+  return plan;
+}
+
+ThreadPlan plan_for_machine(ThreadPlanChoice choice, ThreadWorkload workload, int cores,
+                            const MachineState& machine) {
+  const int available = std::max(1, machine.limits.available_cpus);
+  std::string seen = std::to_string(available) + " CPU(s) available (affinity " +
+                     std::to_string(machine.limits.affinity.size()) +
+                     (machine.limits.cgroup.quota
+                          ? ", cgroup quota " + std::to_string(*machine.limits.cgroup.quota).substr(0, 5)
+                          : std::string(", no cgroup quota")) +
+                     ")";
+  ThreadPlan plan;
+  if (choice == ThreadPlanChoice::python || cores > 0) {
+    plan = plan_for(choice, workload, cores);
+    if (cores > 0) seen += ", --threads " + std::to_string(cores) + " as given";
+  } else {
+    int usable = available;
+    if (machine.busy) {
+      usable = std::clamp(available - static_cast<int>(std::lround(machine.load.other_cpus)), 1, available);
+      seen += "; busy: other work used " + std::to_string(machine.load.other_cpus).substr(0, 4) +
+              " CPU(s) beside us, so " + std::to_string(usable) + " thread(s)";
+    }
+    plan = plan_for(choice, workload, usable);
+  }
+  plan.reason = seen + ": " + plan.reason;
+  plan.available_cpus = available;
+  plan.quota = machine.limits.cgroup.quota;
+  return plan;
+}
+
+namespace {
+
+// OMP_WAIT_POLICY as libgomp read it at start, and who set it (ipj's second start, apps/ipj/main.cpp, or the
+// user); unset: libgomp's default (spin a while, then sleep).
+std::string omp_wait_policy() {
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  if (policy == nullptr) return "unset (libgomp default: spin, then sleep)";
+  return std::string(policy) +
+         (std::getenv("IPJ_WAIT_POLICY_SET") != nullptr ? " (set by ipj)" : " (set by the user)");
+}
+
+}  // namespace
+
+Json to_json(const ThreadPlan& plan) {
+  return Json{{"plan", plan.plan},
+              {"reason", plan.reason},
+              {"available_cpus", plan.available_cpus},
+              {"quota", plan.quota ? Json(*plan.quota) : Json(nullptr)},
+              {"torch", plan.torch_threads},
+              {"blas", plan.blas_threads},
+              {"omp_wait_policy", omp_wait_policy()}};
 }
 
 void apply_thread_plan(const ThreadPlan& plan) {

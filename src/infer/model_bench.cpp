@@ -137,6 +137,8 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& options) {
   std::optional<data::Dataset> dataset;  // read once, for the first variant that needs it
   std::optional<Error> first_failure;
   LoadOptions load = options.load;
+  const device::MachineState machine = device::read_machine_state();
+  device::LoadSampler sampler(machine.limits);
   for (const std::string& variant : options.variants) {
     load.variant = variant;
     if (options.show_progress) spdlog::info("loading {} as {}", options.model_path, variant);
@@ -145,8 +147,9 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& options) {
             report, variant, 0, [&] { model = load_inference_model(options.model_path, load); },
             first_failure))
       continue;
-    const device::ScopedProcessSettings threads(
-        device::plan_threads(inference_thread_workload(*model), options.threads));
+    const device::ScopedProcessSettings threads(device::plan_for_machine(
+        options.thread_plan, inference_thread_workload(*model), options.threads, machine));
+    report.threads = device::to_json(threads.threads());
     BenchedVariant benched{model->variant,    model->format,          model->path,
                            model->model_name, model->parameter_bytes, std::nullopt};
     if (options.measure_accuracy) {
@@ -191,6 +194,11 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& options) {
              (report.skipped.size() > 1 ? " (every variant failed; the first is shown)" : ""));
   }
   if (dataset) report.dataset = accuracy_dataset_json(*dataset);
+  report.machine_load = device::machine_load_json(machine.load, sampler.stop());
+  if (report.machine_load["busy"].get<bool>())
+    report.warnings.push_back(
+        "the machine was busy (other work used >= 0.5 CPU beside the bench: see machine_load): the figures "
+        "may not stand; rerun on a quiet machine");
   return report;
 }
 
@@ -221,6 +229,8 @@ Json to_json(const ModelBenchReport& report) {
                {"warnings", report.warnings},
                {"environment", report.environment}};
   if (!report.dataset.is_null()) json["dataset"] = report.dataset;
+  if (!report.threads.is_null()) json["threads"] = report.threads;
+  if (!report.machine_load.is_null()) json["machine_load"] = report.machine_load;
   return json;
 }
 

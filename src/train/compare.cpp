@@ -48,7 +48,68 @@ Json side(const TrainResult& result, const TrainConfig& recipe) {
   json["recipe"] = to_json(recipe);
   json["threads"] = result.report["threads"];
   json["precision_reason"] = result.report["precision"]["reason"];
+  json["machine_load"] = result.report.value("machine_load", Json(nullptr));
   return json;
+}
+
+// The figures whose spread over --repeat runs compare.json records, per side.
+constexpr const char* kSpreadMetrics[] = {"samples_per_s", "wall_s", "energy_j", "time_to_target_s",
+                                          "energy_to_target_j"};
+
+Json side_spread(const std::vector<TrainResult>& runs) {
+  Json spread = Json::object();
+  for (const char* metric : kSpreadMetrics) {
+    std::vector<Json> values;
+    for (const TrainResult& run : runs)
+      values.push_back(run.report["final"][metric]);
+    spread[metric] = spread_of(values);
+  }
+  return spread;
+}
+
+// A repeat's run folder: baseline/ and optimized/ for the first, baseline-2/ ... after it.
+TrainConfig for_repeat(TrainConfig recipe, int repeat) {
+  if (repeat > 0 && !recipe.out_dir.empty()) recipe.out_dir += "-" + std::to_string(repeat + 1);
+  return recipe;
+}
+
+// machine_load of every run, the spread, and the warnings when the verdict may not stand.
+void add_noise_records(Json& report, const std::vector<TrainResult>& baselines,
+                       const std::vector<TrainResult>& optimizeds) {
+  std::vector<Json> loads;
+  Json runs = Json::array();
+  for (std::size_t repeat = 0; repeat < baselines.size(); ++repeat)
+    for (const auto* side : {&baselines, &optimizeds}) {
+      const Json load = (*side)[repeat].report.value("machine_load", Json(nullptr));
+      loads.push_back(load);
+      runs.push_back({{"side", side == &baselines ? "baseline" : "optimized"},
+                      {"repeat", repeat + 1},
+                      {"busy", load.is_object() ? load.value("busy", false) : false}});
+    }
+  Json machine_load = combine_machine_loads(loads);
+  machine_load["runs"] = runs;
+  const bool busy = machine_load["busy"].get<bool>();
+  // The optimized side's plan (ipj's default, the one under test) on top; the seed recipe's beside it.
+  report["threads"] = optimizeds.front().report["threads"];
+  report["threads"]["baseline"] = baselines.front().report["threads"];
+  report["repeats"] = baselines.size();
+  report["spread"] = {{"baseline", side_spread(baselines)}, {"optimized", side_spread(optimizeds)}};
+  report["machine_load"] = machine_load;
+  Json warnings = Json::array();
+  if (busy)
+    warnings.push_back(
+        "the machine was busy (other work used >= 0.5 CPU beside a run: see machine_load): the verdict may "
+        "not "
+        "stand; rerun on a quiet machine, or with --repeat 3 to see the spread");
+  for (const char* side : {"baseline", "optimized"}) {
+    const Json& range = report["spread"][side]["samples_per_s"]["relative_range"];
+    if (baselines.size() > 1 && range.is_number() && range.get<double>() > 0.2)
+      warnings.push_back(std::string("the ") + side + " side's samples/s varied by " +
+                         format_number("%.0f", range.get<double>() * 100.0) +
+                         "% over the repeats: the verdict may not stand");
+  }
+  report["verdict_stands"] = warnings.empty();
+  report["warnings"] = warnings;
 }
 
 Json ratio_or_null(const Json& numerator, const Json& denominator) {
@@ -58,6 +119,32 @@ Json ratio_or_null(const Json& numerator, const Json& denominator) {
 
 std::string number(const Json& value, const char* format, const char* missing = "not reached") {
   return format_number(value, format, missing);
+}
+
+// The spread over --repeat runs, the machine's load, and the warning when the verdict may not stand.
+std::string noise_lines(const Json& report) {
+  std::string text;
+  const int repeats = report.value("repeats", 1);
+  if (repeats > 1 && report.contains("spread")) {
+    text += "samples/s over " + std::to_string(repeats) + " interleaved runs:";
+    for (const char* side : {"baseline", "optimized"}) {
+      const Json& spread = report["spread"][side]["samples_per_s"];
+      text += std::string(" ") + side + " " + number(spread["mean"], "%.0f") + " (" +
+              number(spread["min"], "%.0f") + "-" + number(spread["max"], "%.0f") + ")";
+    }
+    text += "\n";
+  }
+  if (report.contains("machine_load")) {
+    const Json& load = report["machine_load"];
+    text +=
+        "machine load: other work " + number(load["before"].value("other_cpus", Json(nullptr)), "%.2f", "?") +
+        " CPU before, " + number(load["during"].value("other_cpus", Json(nullptr)), "%.2f", "?") +
+        " during (load average " + number(load["during"].value("loadavg_1m", Json(nullptr)), "%.2f", "?") +
+        ")" + (load.value("busy", false) ? ": BUSY" : ": quiet") + "\n";
+  }
+  for (const auto& warning : report.value("warnings", Json::array()))
+    text += "WARNING: " + warning.get<std::string>() + "\n";
+  return text;
 }
 
 }  // namespace
@@ -115,8 +202,10 @@ TrainConfig optimized_recipe(const CompareConfig& config) {
   recipe.memory_format = defaults.convolutional ? MemoryFormat::channels_last : MemoryFormat::contiguous;
   recipe.compile = CompileMode::none;
   recipe.out_dir = child_folder(config, "optimized");
+  if (config.precision) recipe.precision = *config.precision;
   if (config.optimized_recipe_override.is_null()) return recipe;
   TrainConfig from_file = apply_recipe(recipe, config.optimized_recipe_override, {"model"});
+  if (config.precision) from_file.precision = *config.precision;
   if (config.threads > 0) from_file.threads = config.threads;
   if (config.optimized_epochs > 0) from_file.epochs = config.optimized_epochs;
   from_file.target_acc = recipe.target_acc;  // both sides train to the same target
@@ -141,8 +230,16 @@ CompareResult run_compare(const CompareConfig& config, const data::Dataset& data
     if (recipe.compile != CompileMode::jit) side_hooks.evaluate = nullptr;
     return side_hooks;
   };
-  result.baseline = run_training(baseline, dataset, hooks_for(baseline));
-  result.optimized = run_training(optimized, dataset, hooks_for(optimized));
+  if (config.repeats < 1) fail(ErrorCategory::usage, "--repeat must be at least 1");
+  // Interleaved (A B A B ...): a load that comes and goes hits both sides rather than one.
+  std::vector<TrainResult> baselines, optimizeds;
+  for (int repeat = 0; repeat < config.repeats; ++repeat) {
+    baselines.push_back(run_training(for_repeat(baseline, repeat), dataset, hooks_for(baseline)));
+    optimizeds.push_back(run_training(for_repeat(optimized, repeat), dataset, hooks_for(optimized)));
+    if (repeat > 0) baselines.back().model = optimizeds.back().model = nullptr;  // only the first pair's kept
+  }
+  result.baseline = baselines.front();
+  result.optimized = optimizeds.front();
 
   Json report;
   report["schema_version"] = kResultsSchemaVersion;
@@ -183,6 +280,7 @@ CompareResult run_compare(const CompareConfig& config, const data::Dataset& data
   const double delta_pt = (tuned["test_acc"].get<double>() - base["test_acc"].get<double>()) * 100.0;
   report["acc_delta_pt"] = delta_pt;
   report["within_half_point"] = delta_pt >= -0.5;  // the seeds' rule: no more than 0.5 pt worse
+  add_noise_records(report, baselines, optimizeds);
   if (!config.out_dir.empty())
     write_json_file((std::filesystem::path(config.out_dir) / "compare.json").string(), report);
   result.report = std::move(report);
@@ -217,7 +315,7 @@ std::string render_compare_table(const Json& report) {
       {"precision", base["precision"].get<std::string>(), tuned["precision"].get<std::string>(), ""});
   table.add_row({"epochs run", number(base["epochs_completed"], "%.0f"),
                  number(tuned["epochs_completed"], "%.0f"), ""});
-  std::string text = table.render();
+  std::string text = table.render() + noise_lines(report);
   text += "recipe effect (optimized vs seed recipe, both in ipj): " +
           number(report.value("recipe_speedup", report["speedup"]), "%.2fx faster to the target",
                  "n/a (a side missed the target)") +

@@ -59,6 +59,7 @@ class TrainingRun {
   }
 
   TrainResult run() {
+    sampler_ = std::make_unique<device::LoadSampler>(setup_.machine.limits);
     result_.epochs = setup_.restored_epochs;
     result_.resumed_from_epoch = setup_.start_epoch;
     monitor_.begin_window("run");
@@ -144,6 +145,7 @@ class TrainingRun {
     result_.wall_s = seconds_since(start_);
     result_.samples_per_s = result_.train_wall_s > 0 ? result_.samples / result_.train_wall_s : 0.0;
     result_.report = report_.complete(result_, run_energy, monitor_.meter_status(), dropped_batches_);
+    result_.report["machine_load"] = device::machine_load_json(setup_.machine.load, sampler_->stop());
     if (hooks_.finish_report) hooks_.finish_report(result_);
     folder_.save_results(result_.report);
     result_.model = setup_.model;
@@ -165,6 +167,7 @@ class TrainingRun {
   RunFolder folder_;
   energy::EnergyMonitor monitor_;
   TrainResult result_;
+  std::unique_ptr<device::LoadSampler> sampler_;  // machine_load.during
   std::int64_t dropped_batches_ = 0;
 };
 

@@ -49,8 +49,7 @@ TrainingReport::TrainingReport(const TrainingSetup& setup, const data::Dataset& 
                           {"loss_scaling", setup.loss_scaling ? "dynamic" : "none"}};
   header_["training_step"] = step_name;
   header_["environment"] = hooks.environment;
-  header_["threads"] = {
-      {"torch", threads.torch_threads}, {"blas", threads.blas_threads}, {"reason", threads.reason}};
+  header_["threads"] = device::to_json(threads);  // torch, blas, reason + plan, available_cpus, quota
   header_["allocator"] = {
       {"plan", choice_name(config.allocator)}, {"applied", allocator.applied}, {"reason", allocator.reason}};
   header_["dataset"] = data::to_json(dataset);

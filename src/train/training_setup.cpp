@@ -1,6 +1,7 @@
 // Setting up a training run, and choosing its training step.
 #include "training_setup.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 
@@ -19,10 +20,58 @@ bool uses_loss_scaling(const TrainConfig& config, Precision precision) {
          (config.loss_scale == LossScaling::automatic && precision == Precision::fp16);
 }
 
-device::ThreadPlan thread_plan_for(const TrainConfig& config, Precision precision) {
+device::ThreadPlan thread_plan_for(const TrainConfig& config, Precision precision,
+                                   const device::MachineState& machine) {
   const device::ThreadWorkload workload =
       device::thread_workload(precision == Precision::fp32, models::is_convolutional(config.model));
-  return device::plan_for(config.thread_plan, workload, config.threads);
+  return device::plan_for_machine(config.thread_plan, workload, config.threads, machine);
+}
+
+// One training step's forward and backward and one evaluation forward of a throwaway copy of the model on two
+// blank images, under autocast for `precision` (the run's own model, RNG and BatchNorm statistics stay
+// untouched).
+void probe_model(const TrainConfig& config, const models::InputShape& shape, std::int64_t classes,
+                 Precision precision) {
+  models::ClassifierPtr probe = models::build_classifier(config.model, shape, classes);
+  probe->train();
+  torch::Tensor logits;  // [2, classes]
+  {
+    AutocastRegion autocast(precision);
+    logits = probe->forward(torch::zeros({2, shape.channels, shape.height, shape.width}));
+  }
+  logits.to(torch::kFloat32).sum().backward();
+  // Evaluation takes other paths (e.g. nn.MultiheadAttention's fused kernel in eval mode without gradients).
+  probe->eval();
+  torch::NoGradGuard no_grad;
+  AutocastRegion autocast(precision);
+  probe->forward(torch::zeros({2, shape.channels, shape.height, shape.width}));
+}
+
+// The resolved precision, or fp32 with a warning when a user's model fails under CPU autocast (LibTorch 1.13
+// has no bf16 path for some ops, e.g. nn.MultiheadAttention's): found before training, not after it.
+PrecisionChoice precision_that_runs(const TrainConfig& config, const data::Dataset& dataset) {
+  PrecisionChoice choice = resolve_precision_here(config.precision, config.device);
+  if (choice.precision == Precision::fp32 || config.device.cuda || !config.model.is_file()) return choice;
+  const models::InputShape shape = image_shape(dataset);
+  try {
+    probe_model(config, shape, dataset.num_classes, choice.precision);
+    return choice;
+  } catch (const std::exception& error) {
+    try {
+      probe_model(config, shape, dataset.num_classes, Precision::fp32);
+    } catch (const std::exception&) {
+      return choice;  // the model fails in fp32 too: the run reports that error
+    }
+    std::string what = error.what();
+    what = what.substr(0, std::min(what.find('\n'), std::size_t{240}));
+    const std::string name = choice_name(choice.precision);
+    spdlog::warn("{} failed on model '{}' ({}); training it in fp32 instead", name, config.model.label(),
+                 what);
+    torch::manual_seed(config.seed);
+    return PrecisionChoice{Precision::fp32, choice.reason + "; " + name +
+                                                " failed on this model under autocast (" + what +
+                                                "): fell back to fp32"};
+  }
 }
 
 // The combinations of config and hooks that cannot run, before anything is built.
@@ -97,10 +146,11 @@ class CudaGraphStep : public TrainingStep {
 
 TrainingSetup::TrainingSetup(const TrainConfig& config, const data::Dataset& dataset, const TrainHooks& hooks)
     : config(config),
-      precision(resolve_precision_here(config.precision, config.device)),
+      precision(precision_that_runs(config, dataset)),
       device(device_name(config.device)),
       loss_scaling(uses_loss_scaling(config, precision.precision)),
-      process_settings(thread_plan_for(config, precision.precision), config.allocator),
+      machine(device::read_machine_state()),
+      process_settings(thread_plan_for(config, precision.precision, machine), config.allocator),
       shape(image_shape(dataset)),
       model_info(describe_model_source(config.model, dataset)) {
   check_combination(config, hooks, loss_scaling);

@@ -31,6 +31,8 @@ class TrainingSetup {
   const PrecisionChoice precision;
   const torch::Device device;
   const bool loss_scaling;  // dynamic GradScaler (--loss-scale dynamic, or auto with fp16)
+  // The CPUs and load just before the run: the thread plan's input and results' machine_load.before.
+  const device::MachineState machine;
   const device::ScopedProcessSettings process_settings;
   const models::InputShape shape;
   const Json model_info;  // what checkpoints record about the model (model_setup.hpp)

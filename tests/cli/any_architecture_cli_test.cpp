@@ -288,4 +288,35 @@ TEST(CliAnyArchitecture, DynamicInt8OfAModelWithoutLinearLayersIsRefusedWithTheR
   testing::expect_cli_failure(result, 5, "has no torch.nn.Linear layer");
 }
 
+// Attention under bf16 autocast has no bf16 path in LibTorch 1.13 ("expected scalar type BFloat16 but found
+// Float"): train and compare find that before training and run the model in fp32 with a warning.
+TEST(CliAnyArchitecture, Bf16FailureFallsBackToFp32InTrainAndCompare) {
+  testing::TempDir dir;
+  const auto made = any_architecture_test::any_models("make " + dir.path() + " transformer_scripted");
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  testing::write_synthetic_idx_dataset(dir.file("data"), 64, 32, /*gzip=*/false, 16, 16);
+  const std::string common = " --model " + dir.file("transformer_scripted.pt") +
+                             " --input-shape 1,16,16 --data " + dir.file("data") + " --quiet";
+  const auto trained =
+      run_ipj("train" + common + " --precision bf16 --epochs 1 --json --out " + dir.file("train"));
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  const json report = json::parse(trained.out);
+  EXPECT_EQ(report["precision"]["requested"], "bf16");
+  EXPECT_EQ(report["precision"]["used"], "fp32");
+  EXPECT_NE(report["precision"]["reason"].get<std::string>().find("fell back to fp32"), std::string::npos)
+      << report["precision"];
+  EXPECT_NE(trained.err.find("training it in fp32 instead"), std::string::npos) << trained.err;
+  EXPECT_EQ(report["final"]["epochs_completed"], 1);
+
+  const auto compared = run_ipj("compare" + common +
+                                " --precision bf16 --target-acc 0.5 --max-epochs 1 --epochs 1 --json --out " +
+                                dir.file("compare"));
+  ASSERT_EQ(compared.exit_code, 0) << compared.err;
+  const json comparison = json::parse(compared.out);
+  EXPECT_EQ(comparison["optimized"]["precision"], "fp32");
+  EXPECT_EQ(comparison["optimized"]["recipe"]["precision"], "bf16");  // what was asked for
+  EXPECT_NE(comparison["optimized"]["precision_reason"].get<std::string>().find("fell back"),
+            std::string::npos);
+}
+
 }  // namespace ipj

@@ -1,6 +1,10 @@
 // The `ipj` binary as a user runs it: JSON contracts, exit codes and one-line error messages.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -247,6 +251,163 @@ TEST(CliCompare, JsonContractOnASmallSubset) {
       report["acc_delta_pt"].get<double>(),
       (report["optimized"]["test_acc"].get<double>() - report["baseline"]["test_acc"].get<double>()) * 100);
   EXPECT_EQ(json::parse(read_file(dir.file("cmp/compare.json")))["kind"], "compare");
+}
+
+TEST(CliCompare, RepeatRunsTheSidesAlternatelyAndRecordsSpreadThreadsAndLoad) {
+  testing::TempDir dir;
+  const auto result =
+      ipj("compare --json --quiet --limit 500 --test-limit 200 --target-acc 0.5 --max-epochs 1 --epochs 1 "
+          "--repeat 2 --out " +
+          dir.file("cmp"));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json report = json::parse(result.out);
+  EXPECT_EQ(report["repeats"], 2);
+  for (const char* side : {"baseline", "optimized"}) {
+    const json& spread = report["spread"][side];
+    for (const char* metric : {"samples_per_s", "wall_s", "energy_j"}) {
+      ASSERT_TRUE(spread.contains(metric)) << side << "." << metric;
+      EXPECT_EQ(spread[metric]["samples"].size(), 2u) << side << "." << metric;
+      EXPECT_LE(spread[metric]["min"].get<double>(), spread[metric]["mean"].get<double>());
+      EXPECT_GE(spread[metric]["max"].get<double>(), spread[metric]["mean"].get<double>());
+      EXPECT_TRUE(spread[metric]["stddev"].is_number());
+    }
+    // The headline figures are the first pair's.
+    EXPECT_EQ(spread["samples_per_s"]["samples"][0], report[side]["samples_per_s"]) << side;
+    const json& threads = report[side]["threads"];
+    for (const char* key : {"plan", "reason", "available_cpus", "quota", "torch", "blas"})
+      EXPECT_TRUE(threads.contains(key)) << side << ".threads." << key;
+    EXPECT_GE(threads["available_cpus"].get<int>(), 1);
+    EXPECT_TRUE(report[side]["machine_load"]["busy"].is_boolean()) << side;
+    // Each repeat keeps its run folder, with the same records in results.json.
+    const json second = json::parse(read_file(dir.file(std::string("cmp/") + side + "-2/results.json")));
+    EXPECT_EQ(second["threads"]["plan"], side == std::string("baseline") ? "python" : "tuned");
+    for (const char* key : {"before", "during", "busy"})
+      EXPECT_TRUE(second["machine_load"].contains(key)) << key;
+    EXPECT_EQ(second["final"]["samples_per_s"], spread["samples_per_s"]["samples"][1]) << side;
+  }
+  for (const char* key : {"plan", "reason", "available_cpus", "quota"})
+    EXPECT_TRUE(report["threads"].contains(key)) << "threads." << key;
+  EXPECT_EQ(report["threads"]["plan"], "tuned");
+  const json& load = report["machine_load"];
+  for (const char* key : {"other_cpus", "busy_cpus", "steal_cpus", "loadavg_1m"}) {
+    EXPECT_TRUE(load["before"].contains(key)) << key;
+    EXPECT_TRUE(load["during"].contains(key)) << key;
+  }
+  ASSERT_TRUE(load["busy"].is_boolean());
+  EXPECT_EQ(load["runs"].size(), 4u);  // baseline, optimized, baseline, optimized
+  EXPECT_EQ(load["runs"][1]["side"], "optimized");
+  EXPECT_EQ(load["runs"][2]["repeat"], 2);
+  // Busy: marked in the JSON and warned about, never a failure.
+  EXPECT_EQ(report["verdict_stands"].get<bool>(), report["warnings"].empty());
+  if (load["busy"].get<bool>()) {
+    EXPECT_FALSE(report["verdict_stands"].get<bool>());
+    EXPECT_NE(result.err.find("verdict may not stand"), std::string::npos) << result.err;
+  }
+  EXPECT_EQ(json::parse(read_file(dir.file("cmp/compare.json")))["repeats"], 2);
+  testing::expect_cli_failure(ipj("compare --repeat 0"), 2, "--repeat");
+  testing::expect_cli_failure(ipj("compare --precision fp64"), 2, "--precision");
+}
+
+// A neighbour: a child process spinning on one CPU for the object's lifetime.
+class CpuHog {
+ public:
+  CpuHog() : pid_(::fork()) {
+    if (pid_ == 0)
+      for (volatile unsigned long spin = 0;; spin = spin + 1) {
+      }
+  }
+  ~CpuHog() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  CpuHog(const CpuHog&) = delete;
+  CpuHog& operator=(const CpuHog&) = delete;
+
+ private:
+  pid_t pid_;
+};
+
+TEST(CliCompare, BusyMachineIsWarnedAboutAndMarkedButNotAFailure) {
+  testing::TempDir dir;
+  testing::ProcessResult result;
+  {
+    const CpuHog hog;
+    // The load-following plan, as users get it (the suite sets IPJ_STATIC_THREADS for its bit-exact tests).
+    result =
+        testing::run_process("env -u IPJ_STATIC_THREADS " + testing::ipj_binary() +
+                             " compare --quiet --limit 300 --test-limit 100 --target-acc 0.5 --max-epochs 1 "
+                             "--epochs 1 --out " +
+                             dir.file("cmp"));
+  }
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json report = json::parse(read_file(dir.file("cmp/compare.json")));
+  ASSERT_TRUE(report["machine_load"]["busy"].get<bool>()) << report["machine_load"].dump();
+  EXPECT_FALSE(report["verdict_stands"].get<bool>());
+  EXPECT_NE(result.out.find("WARNING: the machine was busy"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("verdict may not stand"), std::string::npos) << result.out;
+  EXPECT_NE(result.err.find("ipj: warning: the machine was busy"), std::string::npos) << result.err;
+  // The default plan saw the neighbour: fewer threads than CPUs, and it says why.
+  const json& threads = report["optimized"]["threads"];
+  if (report["optimized"]["machine_load"]["before"]["busy"].get<bool>()) {
+    EXPECT_NE(threads["reason"].get<std::string>().find("busy"), std::string::npos) << threads.dump();
+    EXPECT_LT(std::max(threads["torch"].get<int>(), threads["blas"].get<int>()),
+              std::max(2, threads["available_cpus"].get<int>()));
+  }
+}
+
+TEST(CliThreads, TrainAndBenchSayWhichPlanRanWhyAndHowBusyTheMachineWas) {
+  testing::TempDir dir;
+  testing::write_synthetic_idx_dataset(dir.file("data"), 200, 50, false);
+  const auto trained = ipj("train --model mlp --epochs 1 --batch 50 --quiet --no-energy --json --data " +
+                           dir.file("data") + " --out " + dir.file("run"));
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  const json results = json::parse(read_file(dir.file("run/results.json")));
+  const json& threads = results["threads"];
+  EXPECT_EQ(threads["plan"], "tuned");
+  EXPECT_GE(threads["available_cpus"].get<int>(), 1);
+  EXPECT_TRUE(threads["quota"].is_null() || threads["quota"].is_number());
+  EXPECT_NE(threads["reason"].get<std::string>().find("CPU(s) available"), std::string::npos);
+  EXPECT_GE(threads["torch"].get<int>(), 1);  // the keys older readers use stay
+  EXPECT_GE(threads["blas"].get<int>(), 1);
+  for (const char* key : {"before", "during", "busy"})
+    EXPECT_TRUE(results["machine_load"].contains(key)) << key;
+  EXPECT_GT(results["machine_load"]["during"]["window_s"].get<double>(), 0.0);
+
+  const std::string bench =
+      "bench --model " + dir.file("run") +
+      " --variants fp32 --batch 2 --window-s 0.01 --warmup-s 0 --max-windows 1 --no-accuracy "
+      "--no-energy --quiet --json";
+  const auto tuned = ipj(bench);
+  ASSERT_EQ(tuned.exit_code, 0) << tuned.err;
+  const json report = json::parse(tuned.out);
+  EXPECT_EQ(report["threads"]["plan"], "tuned");
+  EXPECT_TRUE(report["machine_load"]["busy"].is_boolean());
+  EXPECT_TRUE(report["machine_load"]["before"].contains("other_cpus"));
+  const auto python = ipj(bench + " --thread-plan python");
+  ASSERT_EQ(python.exit_code, 0) << python.err;
+  EXPECT_EQ(json::parse(python.out)["threads"]["plan"], "python");
+  EXPECT_EQ(json::parse(python.out)["threads"]["torch"], 1);
+  testing::expect_cli_failure(ipj(bench + " --thread-plan fastest"), 2, "--thread-plan");
+}
+
+// libgomp reads OMP_WAIT_POLICY before main(): ipj starts itself again with PASSIVE unless the user set it.
+TEST(CliThreads, TrainRunsWithPassiveOpenMpWaitingUnlessTheUserChoseAPolicy) {
+  testing::TempDir dir;
+  testing::write_synthetic_idx_dataset(dir.file("data"), 100, 20, false);
+  const std::string train =
+      " train --model cnn --epochs 1 --batch 50 --quiet --no-energy --no-save --json --data " +
+      dir.file("data");
+  const auto unset = testing::run_process("env -u OMP_WAIT_POLICY " + testing::ipj_binary() + train);
+  ASSERT_EQ(unset.exit_code, 0) << unset.err;
+  EXPECT_EQ(json::parse(unset.out)["threads"]["omp_wait_policy"], "PASSIVE (set by ipj)");
+  const auto chosen = testing::run_process("env OMP_WAIT_POLICY=ACTIVE " + testing::ipj_binary() + train);
+  ASSERT_EQ(chosen.exit_code, 0) << chosen.err;
+  EXPECT_EQ(json::parse(chosen.out)["threads"]["omp_wait_policy"], "ACTIVE (set by the user)");
+  // Quick commands start once: no second LibTorch load for --version.
+  const auto version = testing::run_process(
+      "env -u OMP_WAIT_POLICY IPJ_WAIT_POLICY_SET= " + testing::ipj_binary() + " --version");
+  EXPECT_EQ(version.exit_code, 0);
 }
 
 TEST(CliCompare, UnreachedTargetIsReportedAsNull) {

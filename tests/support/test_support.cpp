@@ -178,7 +178,19 @@ ProcessResult run_process_measured(const std::string& command, ProcessUsage& usa
   return result;
 }
 
+namespace {
+// Thread plans that follow the machine's load change float summation order from run to run on a loaded CI
+// machine (ctest -j2): the suite's bit-exactness tests (same seed, resume) need static plans. Set before any
+// test runs, in this process and its children; the tests of the load-following plan unset it.
+const bool kStaticThreadPlans = ::setenv("IPJ_STATIC_THREADS", "1", /*overwrite=*/0) == 0;
+}  // namespace
+
 std::string ipj_binary() {
+  // ipj starts itself a second time with OMP_WAIT_POLICY=PASSIVE unless it is set (apps/ipj/main.cpp): set
+  // here for every child, so that the suite's hundreds of short runs load LibTorch once. CliThreads.* unsets
+  // it.
+  static const bool passive_waiting = ::setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0) == 0;
+  (void)passive_waiting;
   return IPJ_BINARY;
 }
 

@@ -2,6 +2,8 @@
 // (threads, glibc's allocator, NCHW) and the optimized recipe with ipj's settings per model.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "ipj/train/compare.hpp"
 
 namespace ipj::train {
@@ -49,6 +51,51 @@ TEST(CompareRecipes, OptimizedRecipeUsesChannelsLastForConvolutionsOnly) {
   config.target_acc = 0.8;
   EXPECT_EQ(optimized_recipe(config).epochs, 7);
   EXPECT_DOUBLE_EQ(optimized_recipe(config).target_acc, 0.8);
+}
+
+TEST(CompareRecipes, PrecisionFlagSetsTheOptimizedSideOnly) {
+  CompareConfig config;
+  config.precision = Precision::fp32;
+  EXPECT_EQ(optimized_recipe(config).precision, Precision::fp32);
+  EXPECT_EQ(baseline_recipe(config).precision, Precision::fp32);
+  config.precision = Precision::bf16;
+  EXPECT_EQ(optimized_recipe(config).precision, Precision::bf16);
+  EXPECT_EQ(baseline_recipe(config).precision, Precision::fp32);  // the seed recipe stays fp32
+}
+
+TEST(CompareSpread, MeanRangeAndSampleStddevSkipNulls) {
+  const Json spread = spread_of({Json(10.0), Json(20.0), Json(nullptr)});
+  EXPECT_EQ(spread["runs"], 3);
+  EXPECT_EQ(spread["missing"], 1);
+  EXPECT_DOUBLE_EQ(spread["mean"].get<double>(), 15.0);
+  EXPECT_DOUBLE_EQ(spread["min"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(spread["max"].get<double>(), 20.0);
+  EXPECT_DOUBLE_EQ(spread["stddev"].get<double>(), std::sqrt(50.0));
+  EXPECT_DOUBLE_EQ(spread["relative_range"].get<double>(), 10.0 / 15.0);
+  EXPECT_EQ(spread["samples"].size(), 3u);
+  const Json none = spread_of({Json(nullptr)});
+  EXPECT_TRUE(none["mean"].is_null());
+  EXPECT_DOUBLE_EQ(spread_of({Json(4.0)})["stddev"].get<double>(), 0.0);
+}
+
+TEST(CompareSpread, MachineLoadsAverageFiguresAndAnyBusyRunMakesItBusy) {
+  const Json quiet{{"before", {{"other_cpus", 0.1}, {"other_cpus_max", 0.2}, {"throttled_periods", 2}}},
+                   {"during", {{"other_cpus", 0.2}, {"loadavg_1m", nullptr}, {"busy", false}}},
+                   {"busy", false},
+                   {"rule", "r"}};
+  const Json busy{{"before", {{"other_cpus", 0.5}, {"other_cpus_max", 1.5}, {"throttled_periods", 3}}},
+                  {"during", {{"other_cpus", 1.0}, {"loadavg_1m", 2.0}, {"busy", true}}},
+                  {"busy", true}};
+  const Json combined = combine_machine_loads({quiet, busy});
+  EXPECT_TRUE(combined["busy"].get<bool>());
+  EXPECT_DOUBLE_EQ(combined["before"]["other_cpus"].get<double>(), 0.3);
+  EXPECT_DOUBLE_EQ(combined["before"]["other_cpus_max"].get<double>(), 1.5);
+  EXPECT_EQ(combined["before"]["throttled_periods"], 5);
+  EXPECT_DOUBLE_EQ(combined["during"]["other_cpus"].get<double>(), 0.6);
+  EXPECT_DOUBLE_EQ(combined["during"]["loadavg_1m"].get<double>(), 2.0);  // nulls skipped
+  EXPECT_TRUE(combined["during"]["busy"].get<bool>());
+  EXPECT_EQ(combined["rule"], "r");
+  EXPECT_FALSE(combine_machine_loads({quiet, quiet})["busy"].get<bool>());
 }
 
 }  // namespace

@@ -4,17 +4,26 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "ipj/core/choice.hpp"
+#include "ipj/device/machine_load.hpp"
 
 namespace ipj::device {
 
 struct ThreadPlan {
-  int torch_threads = 1;  // at::set_num_threads
-  int blas_threads = 1;   // openblas_set_num_threads (ignored when the BLAS is not OpenBLAS)
-  std::string reason;     // why this plan, for results and logs
+  ThreadPlan() = default;
+  ThreadPlan(int torch, int blas, std::string why)
+      : torch_threads(torch), blas_threads(blas), reason(std::move(why)) {}
+
+  int torch_threads = 1;        // at::set_num_threads
+  int blas_threads = 1;         // openblas_set_num_threads (ignored when the BLAS is not OpenBLAS)
+  std::string reason;           // why this plan, for results and logs
+  std::string plan = "tuned";   // the --thread-plan choice that made it (tuned | python)
+  int available_cpus = 0;       // CPUs the plan saw (affinity capped by the quota); 0 = not read
+  std::optional<double> quota;  // CPUs from the cgroup CPU quota; nullopt = none
 };
 
 // --thread-plan: ipj's plan for the work (tuned) or what Python torch does by default (python).
@@ -40,6 +49,16 @@ ThreadPlan python_default_thread_plan(int cores);
 
 // The plan a choice stands for.
 ThreadPlan plan_for(ThreadPlanChoice choice, ThreadWorkload workload, int cores);
+
+// The plan for the machine as it is: `cores` > 0 (--threads) is taken as given; otherwise the tuned plan
+// uses the CPUs really available (affinity, cgroup quota) and, when other work used >= kBusyOtherCpus beside
+// us, leaves that many CPUs to it (at least one thread each): a pool sized to every core waits on preempted
+// threads under a neighbour. The python plan stays Python torch's default whatever the machine.
+ThreadPlan plan_for_machine(ThreadPlanChoice choice, ThreadWorkload workload, int cores,
+                            const MachineState& machine);
+
+// {plan, reason, available_cpus, quota, torch, blas}: the `threads` record of results files.
+Json to_json(const ThreadPlan& plan);
 
 // Sets both pools (process-wide; prefer ScopedProcessSettings, which restores them).
 void apply_thread_plan(const ThreadPlan& plan);

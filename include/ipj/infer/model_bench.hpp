@@ -24,7 +24,8 @@ struct ModelBenchOptions {
   // load.calibration_data_options are also the data of the accuracy pass.
   LoadOptions load;
   BenchOptions bench;
-  int threads = 0;               // cores for the thread plans (0 = all online cores)
+  int threads = 0;  // cores for the thread plans (0 = all online cores)
+  device::ThreadPlanChoice thread_plan = device::ThreadPlanChoice::tuned;  // --thread-plan
   bool measure_accuracy = true;  // the test-set accuracy of each variant
   std::int64_t test_limit = 0;   // accuracy on the first N test samples (0 = all)
   bool measure_energy = true;
@@ -57,7 +58,9 @@ struct ModelBenchReport {
   // The accuracy pass's data set (data::to_json, test images only: no training counts or statistics); null
   // without the accuracy pass.
   Json dataset;
-  Json environment;  // device::device_report()
+  Json environment;   // device::device_report()
+  Json threads;       // the last variant's thread plan (device::to_json)
+  Json machine_load;  // {before, during, busy} (device::machine_load_json)
 };
 
 // The results object of `ipj bench --json` (schema_version, kind "bench"; docs/RESULTS.md).

@@ -37,6 +37,12 @@ struct CompareConfig {
   // settings; compare's own settings (model, seed, limits, target, and --threads / --epochs when given) win.
   Json optimized_recipe_override;       // null = the hand-tuned recipe
   std::string optimized_recipe_source;  // where the override came from (a file name), for the report
+  // --repeat: the two sides run alternately (baseline, optimized, baseline, ...) this many times; the
+  // headline figures are the first pair's, `spread` has every run's.
+  int repeats = 1;
+  // --precision: the optimized side's precision (nullopt: auto, or the recipe file's); the seed recipe is
+  // fp32.
+  std::optional<Precision> precision;
 };
 
 // The seeds the optimized recipes were tuned on (docs/PERFORMANCE.md): a figure scored on them is not
@@ -49,13 +55,19 @@ TrainConfig optimized_recipe(const CompareConfig& config);
 double default_target_accuracy(const models::ModelSource& model);
 
 struct CompareResult {
-  TrainResult baseline;
-  TrainResult optimized;
-  Json python;  // the Python seed loop's output, or null
-  Json report;  // the compare.json object (contract in docs/CLI.md)
+  TrainResult baseline;   // the first repeat's
+  TrainResult optimized;  // the first repeat's
+  Json python;            // the Python seed loop's output, or null
+  Json report;            // the compare.json object (contract in docs/CLI.md)
 };
 
 CompareResult run_compare(const CompareConfig& config, const data::Dataset& dataset, const TrainHooks& hooks);
+
+// {mean, min, max, stddev, samples} of `values` (numbers; nulls are skipped, count says how many were not).
+Json spread_of(const std::vector<Json>& values);
+// The machine_load records of several runs as one: figures averaged (other_cpus_max: the largest,
+// throttled_periods: summed), busy when any run was busy.
+Json combine_machine_loads(const std::vector<Json>& loads);
 
 // The side-by-side table for the terminal.
 std::string render_compare_table(const Json& report);
