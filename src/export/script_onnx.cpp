@@ -388,6 +388,7 @@ const ScriptOpTable& script_op_converters() {
     ScriptOpTable made;
     add_tensor_op_converters(made);
     add_layer_op_converters(made);
+    add_quantized_op_converters(made);
     return made;
   }();
   return table;
@@ -406,7 +407,10 @@ class ScriptWalker {
         }
         const torch::Tensor& tensor = recorded.toTensor();
         (run == 0 ? context.shapes : context.second_shapes)[value] = tensor.sizes().vec();
-        if (run == 0 && !tensor.is_floating_point()) context.integral_values.insert(value);
+        if (run == 0 && !tensor.is_floating_point() && !tensor.is_quantized())  // quint8: float in ONNX
+          context.integral_values.insert(value);
+        if (run == 0 && tensor.is_quantized() && tensor.qscheme() == torch::kPerTensorAffine)
+          context.quantized_params[value] = {tensor.q_scale(), tensor.q_zero_point()};
       }
   }
 
@@ -466,6 +470,7 @@ class ScriptWalker {
       context_.refuse(node, "has no ONNX conversion here");
     }
     found->second(context_, node);
+    requantize_rounding_output(context_, node);
   }
 };
 
@@ -520,6 +525,7 @@ ScriptOnnx script_to_onnx(const std::string& path, const quant::ImportOptions& i
   result.output_shape.assign(output_shape.begin() + 1, output_shape.end());
   writer.add_output(kOutputName, result.output_shape, "batch");
   result.dynamic_int8 = context.dynamic_int8;
+  result.static_int8 = context.static_int8;
   if (!model.SerializeToString(&result.bytes))
     fail(ErrorCategory::internal, "ONNX export: protobuf serialization failed (model over 2 GiB?)");
   check_onnx_model(result.bytes, path);

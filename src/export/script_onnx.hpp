@@ -15,6 +15,7 @@ namespace ipj::exporter {
 struct ScriptOnnx {
   std::string bytes;                       // a serialized ModelProto that passed check_onnx_model
   std::vector<std::int64_t> output_shape;  // per sample, e.g. [classes]
+  bool static_int8 = false;                // quantize_per_tensor / quantized::conv2d, linear, add (QDQ)
   bool dynamic_int8 = false;               // quantized::linear_dynamic layers (DynamicQuantizeLinear)
   Json operators = Json::object();         // aten operator -> count, as found in the graph
 };

@@ -88,6 +88,10 @@ class ScriptOnnxContext {
   std::unordered_set<const torch::jit::Value*> integral_values;  // ints and integer tensors
   int opset = 17;
   bool dynamic_int8 = false;
+  bool static_int8 = false;
+  // Scale and zero point of values that were per-tensor quantized tensors in the trial run.
+  std::unordered_map<const torch::jit::Value*, std::pair<double, std::int64_t>>
+      quantized_params;  // quantize_per_tensor / quantized::conv2d, linear, add (QDQ)
 
  private:
   OnnxGraphWriter writer_;
@@ -103,5 +107,9 @@ using ScriptOpTable = std::unordered_map<std::string, ScriptOpConverter>;
 const ScriptOpTable& script_op_converters();
 void add_tensor_op_converters(ScriptOpTable& table);  // script_onnx_ops.cpp: elementwise, shapes, lists
 void add_layer_op_converters(ScriptOpTable& table);   // script_onnx_layers.cpp: conv, norms, pools, attention
+void add_quantized_op_converters(ScriptOpTable& table);  // script_onnx_quantized.cpp: static int8 as QDQ
+// After a float converter ran an averaging op (pools, mean) on a quantized tensor: its output goes back onto
+// the quantized grid, as LibTorch's quantized kernels round it (script_onnx_quantized.cpp).
+void requantize_rounding_output(ScriptOnnxContext& context, const torch::jit::Node* node);
 
 }  // namespace ipj::exporter

@@ -295,11 +295,12 @@ const std::string& any_models() {
     const std::string out = scratch().file("any_models");
     std::filesystem::create_directories(out);
     std::string names;
-    for (const char* architecture :
-         {"se_cnn", "concat", "shuffle", "norms", "transformer", "tanh_mlp", "vit", "mixed", "sort"})
+    for (const char* architecture : {"se_cnn", "concat", "shuffle", "norms", "transformer", "tanh_mlp", "vit",
+                                     "mixed", "sort", "relu_chain"})
       names += std::string(" ") + architecture + "_scripted " + architecture + "_traced";
-    const auto result = testing::run_process(testing::python_path() + " " + testing::test_source_dir() +
-                                             "/models/python/any_models.py make " + out + names);
+    const std::string script = testing::test_source_dir() + "/models/python/any_models.py";
+    const auto result =
+        testing::run_cached_maker(testing::python_path() + " " + script + " make", out, names, {script});
     if (result.exit_code != 0) throw std::runtime_error("any_models.py failed: " + result.err);
     return out;
   }();
@@ -368,6 +369,34 @@ TEST(AnyArchitectureExport, DynamicInt8TorchScriptQuantizesInputsAsPyTorch) {
   EXPECT_EQ(report["onnx"]["operators"]["QuantizeLinear"].get<int>(),
             report["torchscript_operators"]["quantized::linear_dynamic"].get<int>());
   EXPECT_EQ(report["warnings"].size(), 2u) << report.dump(2);
+}
+
+TEST(AnyArchitectureExport, StaticInt8TorchScriptIsQdqWithFloatIslands) {
+  const std::string data = scratch().file("static_data");
+  testing::write_synthetic_idx_dataset(data, 64, 32, /*gzip=*/false, 16, 16);
+  // relu_chain: an int8 conv region, then SiLU and a float head; se_cnn: int8 conv/linear layers between
+  // float SiLU/sigmoid/mul islands (every region forced int8).
+  for (const char* name : {"relu_chain_scripted", "se_cnn_traced"}) {
+    SCOPED_TRACE(name);
+    const std::string int8 = scratch().file(std::string(name) + "_static.pt");
+    const auto quantized =
+        testing::run_process(testing::ipj_binary() + " quantize --model " + any_models() + "/" + name +
+                             ".pt --input-shape 1,16,16 --data " + data +
+                             " --mode static --int8-regions all --max-drop 100 --json --out " + int8);
+    ASSERT_EQ(quantized.exit_code, 0) << quantized.err;
+    const auto result = cli_export(int8, scratch().file(std::string(name) + "_static.onnx"), "");
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    const Json report = Json::parse(result.out);
+    expect_parity(report);
+    EXPECT_EQ(report["variant"], "int8-static");
+    EXPECT_EQ(report["export_path"], "torchscript-direct");
+    const Json& operators = report["onnx"]["operators"];
+    EXPECT_GE(operators.value("QuantizeLinear", 0), 1) << operators.dump();
+    EXPECT_GE(operators.value("DequantizeLinear", 0), operators.value("QuantizeLinear", 0))
+        << operators.dump();
+    EXPECT_GE(operators.value("Sigmoid", 0) + operators.value("Mul", 0), 1)
+        << operators.dump();  // float islands
+  }
 }
 
 TEST(OnnxExportErrors, UnsupportedOperatorIsNamedWithItsPlace) {
