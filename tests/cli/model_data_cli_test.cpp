@@ -93,7 +93,9 @@ TEST(ModelDataCli, TrainedFileRecordsItsDataAndCommandsUseIt) {
   EXPECT_EQ(bench["dataset"]["format"], "image-folder");
   EXPECT_EQ(bench["dataset"]["test_samples"], 20);
   EXPECT_EQ(bench["dataset"]["input_shape"], json({1, 28, 28}));
-  EXPECT_TRUE(bench["warnings"].empty()) << bench["warnings"];
+  // No data warning (a busy-machine warning is the load beside this test under ctest -j2, not the data).
+  for (const json& warning : bench["warnings"])
+    EXPECT_EQ(warning.get<std::string>().rfind("the machine was busy", 0), 0u) << bench["warnings"];
 
   // Other data (10 classes): benched, with a warning on stderr and in the JSON.
   testing::write_synthetic_idx_dataset(dir.file("idx"), 16, 16, /*gzip=*/false);
