@@ -100,19 +100,10 @@ std::set<std::string> classes_with_weight_read(const jit::Module& root) {
   return classes;
 }
 
-std::int64_t module_bytes(const jit::Module& module) {
-  std::int64_t bytes = 0;
-  for (const torch::Tensor& parameter : module.parameters())
-    bytes += parameter.numel() * parameter.element_size();
-  for (const torch::Tensor& buffer : module.buffers())
-    if (buffer.defined()) bytes += buffer.numel() * buffer.element_size();
-  return bytes;
-}
-
 }  // namespace
 
 std::int64_t script_model_bytes(const jit::Module& module) {
-  std::int64_t bytes = module_bytes(module);
+  std::int64_t bytes = script_module_bytes(module);
   for (const jit::Module& linear : module.modules()) {
     if (!linear.hasattr(kPackedName)) continue;
     const auto packed = linear.attr(kPackedName).toCustomClass<LinearPackedParamsBase>();
@@ -126,7 +117,7 @@ DynamicScript quantize_script_dynamic(const jit::Module& module, const std::stri
   torch::NoGradGuard no_grad;
   select_quantized_engine(engine);  // the packing below is for this engine; files repack on load
   DynamicScript result;
-  result.fp32_bytes = module_bytes(module);
+  result.fp32_bytes = script_module_bytes(module);
   // clone, not deepcopy: the copy gets its own classes, so rewriting them leaves the source module intact
   result.module = std::make_shared<jit::Module>(module.clone());
   jit::Module& copy = *result.module;
@@ -168,6 +159,15 @@ DynamicScript quantize_script_dynamic(const jit::Module& module, const std::stri
   }
   result.int8_bytes = script_model_bytes(copy);
   return result;
+}
+
+std::int64_t script_module_bytes(const jit::Module& module) {
+  std::int64_t bytes = 0;
+  for (const torch::Tensor& parameter : module.parameters())
+    bytes += parameter.numel() * parameter.element_size();
+  for (const torch::Tensor& buffer : module.buffers())
+    if (buffer.defined()) bytes += buffer.numel() * buffer.element_size();
+  return bytes;
 }
 
 }  // namespace ipj::quant

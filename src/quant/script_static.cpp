@@ -207,15 +207,6 @@ std::int64_t packed_bytes(const c10::IValue& packed) {
   return weight.numel() + outputs * 4 + (bias ? bias->numel() * 4 : 0);  // int8, scales, float bias
 }
 
-std::int64_t source_bytes(const jit::Module& module) {
-  std::int64_t bytes = 0;
-  for (const torch::Tensor& parameter : module.parameters())
-    bytes += parameter.numel() * parameter.element_size();
-  for (const torch::Tensor& buffer : module.buffers())
-    if (buffer.defined()) bytes += buffer.numel() * buffer.element_size();
-  return bytes;
-}
-
 std::vector<torch::Tensor> calibration_batches(const data::ImageSet& images, const ImportOptions& import,
                                                const StaticScriptOptions& options) {
   std::vector<torch::Tensor> batches;
@@ -295,7 +286,7 @@ StaticScript quantize_script_static(const jit::Module& module, const ImportOptio
     }
   }
   if (result.engine.empty()) result.engine = select_quantized_engine(options.engine);
-  result.fp32_bytes = source_bytes(module);
+  result.fp32_bytes = script_module_bytes(module);
   result.int8_bytes = result.int8_layers > 0 ? static_script_bytes(*result.module)
                                              : constant_bytes(result.module->get_method("forward").graph());
   result.warnings = std::move(warnings);

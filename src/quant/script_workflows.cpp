@@ -49,6 +49,32 @@ std::string model_name(const torch::jit::Module& module) {
   return module.type()->name() ? module.type()->name()->name() : "torchscript";
 }
 
+// The report keys both TorchScript int8 paths share, in the graph path's order; `mode` "dynamic" or "static".
+// Observer and calibration keys are null here (the static path sets them).
+Json script_quantize_report(const QuantizeOptions& options, const ScriptSource& source,
+                            const QuantizeResult& result, const data::Dataset& dataset, const char* mode) {
+  return {{"schema_version", kResultsSchemaVersion},
+          {"kind", "quantize"},
+          {"model", source.path},
+          {"model_name", model_name(*source.module)},
+          {"mode", mode},
+          {"method", "torchscript"},  // the module as it is, not the graph importer
+          {"engine", result.engine},
+          {"observer", nullptr},
+          {"calib_samples", nullptr},
+          {"qat_epochs", nullptr},
+          {"test_samples", dataset.test.count},
+          {"fp32_acc", result.fp32_acc},
+          {"int8_acc", result.int8_acc},
+          {"acc_drop_pt", result.acc_drop_pt},
+          {"max_drop_pt", options.max_drop_pt},
+          {"accepted", result.accepted},
+          {"fp32_bytes", result.fp32_bytes},
+          {"int8_bytes", result.int8_bytes},
+          {"size_ratio",
+           result.int8_bytes > 0 ? static_cast<double>(result.fp32_bytes) / result.int8_bytes : 0.0}};
+}
+
 }  // namespace
 
 QuantizeResult run_quantize_script(const QuantizeOptions& options) {
@@ -83,32 +109,13 @@ QuantizeResult run_quantize_script(const QuantizeOptions& options) {
     result.written = true;
   }
   Json& report = result.report;
-  report = {{"schema_version", kResultsSchemaVersion},
-            {"kind", "quantize"},
-            {"model", source.path},
-            {"model_name", model_name(*source.module)},
-            {"mode", "dynamic"},
-            {"method", "torchscript"},  // the module as it is, not the graph importer
-            {"engine", result.engine},
-            {"observer", nullptr},
-            {"calib_samples", nullptr},
-            {"qat_epochs", nullptr},
-            {"test_samples", dataset.test.count},
-            {"fp32_acc", result.fp32_acc},
-            {"int8_acc", result.int8_acc},
-            {"acc_drop_pt", result.acc_drop_pt},
-            {"max_drop_pt", options.max_drop_pt},
-            {"accepted", result.accepted},
-            {"fp32_bytes", result.fp32_bytes},
-            {"int8_bytes", result.int8_bytes},
-            {"size_ratio",
-             result.int8_bytes > 0 ? static_cast<double>(result.fp32_bytes) / result.int8_bytes : 0.0},
-            {"int8_layers", int8.quantized_layers},
-            {"float_layers", int8.float_layers},
-            {"int8_ops", to_json(census.int8_ops)},
-            {"float_ops", to_json(census.float_ops)},
-            {"dataset", data::to_json(dataset)},
-            {"out", result.written ? Json(options.out_path) : Json(nullptr)}};
+  report = script_quantize_report(options, source, result, dataset, "dynamic");
+  report["int8_layers"] = int8.quantized_layers;
+  report["float_layers"] = int8.float_layers;
+  report["int8_ops"] = to_json(census.int8_ops);
+  report["float_ops"] = to_json(census.float_ops);
+  report["dataset"] = data::to_json(dataset);
+  report["out"] = result.written ? Json(options.out_path) : Json(nullptr);
   report["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
@@ -118,35 +125,19 @@ namespace {
 // The report keys of the graph path plus what ran in int8 and what stayed float.
 Json static_report(const QuantizeOptions& options, const ScriptSource& source, const QuantizeResult& result,
                    const StaticScript& int8, const OpCensus& census, const data::Dataset& dataset) {
-  return {{"schema_version", kResultsSchemaVersion},
-          {"kind", "quantize"},
-          {"model", source.path},
-          {"model_name", model_name(*source.module)},
-          {"mode", "static"},
-          {"method", "torchscript"},  // the module as it is, not the graph importer
-          {"engine", result.engine},
-          {"observer", options.observer == ObserverKind::minmax ? "minmax" : "percentile"},
-          {"calib_samples", options.calib_samples},
-          {"qat_epochs", nullptr},
-          {"test_samples", dataset.test.count},
-          {"fp32_acc", result.fp32_acc},
-          {"int8_acc", result.int8_acc},
-          {"acc_drop_pt", result.acc_drop_pt},
-          {"max_drop_pt", options.max_drop_pt},
-          {"accepted", result.accepted},
-          {"fp32_bytes", result.fp32_bytes},
-          {"int8_bytes", result.int8_bytes},
-          {"size_ratio",
-           result.int8_bytes > 0 ? static_cast<double>(result.fp32_bytes) / result.int8_bytes : 0.0},
-          {"int8_layers", int8.int8_layers},
-          {"float_layers", int8.float_layers},
-          {"int8_regions", int8.regions},
-          {"int8_regions_rule", options.int8_regions == Int8Regions::all ? "all" : "fast"},
-          {"int8_ops", to_json(census.int8_ops)},
-          {"float_ops", to_json(census.float_ops)},
-          {"border_ops", to_json(census.border_ops)},
-          {"dataset", data::to_json(dataset)},
-          {"out", result.written ? Json(options.out_path) : Json(nullptr)}};
+  Json report = script_quantize_report(options, source, result, dataset, "static");
+  report["observer"] = options.observer == ObserverKind::minmax ? "minmax" : "percentile";
+  report["calib_samples"] = options.calib_samples;
+  report["int8_layers"] = int8.int8_layers;
+  report["float_layers"] = int8.float_layers;
+  report["int8_regions"] = int8.regions;
+  report["int8_regions_rule"] = options.int8_regions == Int8Regions::all ? "all" : "fast";
+  report["int8_ops"] = to_json(census.int8_ops);
+  report["float_ops"] = to_json(census.float_ops);
+  report["border_ops"] = to_json(census.border_ops);
+  report["dataset"] = data::to_json(dataset);
+  report["out"] = result.written ? Json(options.out_path) : Json(nullptr);
+  return report;
 }
 
 }  // namespace

@@ -71,6 +71,8 @@ struct DynamicScript {
 DynamicScript quantize_script_dynamic(const torch::jit::Module& module, const std::string& engine,
                                       const std::string& where);
 
+// Bytes of a module's parameters and buffers as they are (its float size before quantization).
+std::int64_t script_module_bytes(const torch::jit::Module& module);
 // Bytes of parameters, buffers and int8 weights that quantize_script_dynamic packed into the module.
 std::int64_t script_model_bytes(const torch::jit::Module& module);
 
