@@ -85,7 +85,8 @@ class DataParallelRank {
   DataParallelRank(const train::TrainConfig& config, const data::Dataset& dataset,
                    const DistributedEnvironment& environment, const DataParallelOptions& options)
       : config_(config),
-        context_(environment, options.backend, options.timeout),
+        context_(environment, options.backend, options.timeout,
+                 config.device.cuda ? config.device.index : -1),
         test_shard_(test_shard(dataset, environment.rank, environment.world_size)),
         evaluation_precision_(train::resolve_precision_here(config.precision, config.device).precision) {}
 

@@ -12,6 +12,7 @@
 #include <cstdlib>
 
 #include "ipj/core/error.hpp"
+#include "ipj/core/torch_compat.hpp"
 
 namespace ipj::dist {
 namespace {
@@ -45,8 +46,9 @@ c10::intrusive_ptr<c10d::ProcessGroup> create_group(const c10::intrusive_ptr<c10
 #ifdef IPJ_WITH_CUDA
     auto options = c10d::ProcessGroupNCCL::Options::create();
     options->timeout = timeout;
-    return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, environment.rank, environment.world_size,
-                                                       options);
+    return compat::process_group_over<c10d::ProcessGroup>(
+        c10::make_intrusive<c10d::ProcessGroupNCCL>(store, environment.rank, environment.world_size, options),
+        store, environment.rank, environment.world_size, /*nccl=*/true);
 #else
     fail(ErrorCategory::unsupported,
          "--dist-backend nccl needs a CUDA build (-DIPJ_WITH_CUDA=ON against a CUDA LibTorch); use gloo on "
@@ -55,8 +57,9 @@ c10::intrusive_ptr<c10d::ProcessGroup> create_group(const c10::intrusive_ptr<c10
   }
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   options->devices.push_back(gloo_device(environment));
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, environment.rank, environment.world_size,
-                                                     options);
+  return compat::process_group_over<c10d::ProcessGroup>(
+      c10::make_intrusive<c10d::ProcessGroupGloo>(store, environment.rank, environment.world_size, options),
+      store, environment.rank, environment.world_size, /*nccl=*/false);
 }
 
 }  // namespace
@@ -73,8 +76,11 @@ std::string backend_name(Backend backend) {
 }
 
 ProcessGroupContext::ProcessGroupContext(const DistributedEnvironment& environment, Backend backend,
-                                         std::chrono::milliseconds timeout)
-    : environment_(environment), backend_(backend), timeout_(timeout) {
+                                         std::chrono::milliseconds timeout, int cuda_index)
+    : environment_(environment),
+      backend_(backend),
+      timeout_(timeout),
+      cuda_index_(cuda_index >= 0 ? cuda_index : environment.local_rank) {
   const std::string where = address_of(environment);
   const std::string seconds = std::to_string(timeout.count() / 1000);
   try {
@@ -133,10 +139,13 @@ void ProcessGroupContext::all_reduce_sum(std::vector<torch::Tensor>& tensors) {
 }
 
 std::vector<double> ProcessGroupContext::all_reduce_sum(const std::vector<double>& values) {
+  // NCCL reduces device tensors only: the numbers travel on this rank's GPU.
+  const torch::Device device =
+      backend_ == Backend::nccl ? torch::Device(torch::kCUDA, cuda_index_) : torch::kCPU;
   std::vector<torch::Tensor> packed{
-      torch::tensor(values, torch::TensorOptions(torch::kFloat64)).clone()};  // [values.size()]
+      torch::tensor(values, torch::TensorOptions(torch::kFloat64)).to(device)};  // [values.size()]
   all_reduce_sum(packed);
-  const torch::Tensor summed = packed[0].contiguous();
+  const torch::Tensor summed = packed[0].to(torch::kCPU).contiguous();
   return std::vector<double>(summed.data_ptr<double>(), summed.data_ptr<double>() + summed.numel());
 }
 

@@ -79,4 +79,28 @@ auto optimizer_state_key(Optimizer& optimizer, const TensorType& parameter) {
   }
 }
 
+// A c10d process group over one backend (Gloo or NCCL). In 1.13 the backend *is* the process group; from 2.0
+// a ProcessGroup holds one backend per device type, and from ~2.5 it is made without ProcessGroup::Options.
+// Templated on ipj's call site types so that this header needs no c10d include.
+template <typename Group, typename Store, typename BackendPtr>
+c10::intrusive_ptr<Group> process_group_over(BackendPtr backend, const c10::intrusive_ptr<Store>& store,
+                                             int rank, int size, bool nccl) {
+  using BackendType = typename BackendPtr::element_type;
+  if constexpr (std::is_base_of_v<Group, BackendType>) {
+    return backend;
+  } else {
+    c10::intrusive_ptr<Group> group;
+    if constexpr (std::is_constructible_v<Group, c10::intrusive_ptr<Store>, int, int>) {
+      group = c10::make_intrusive<Group>(store, rank, size);
+    } else {
+      group = c10::make_intrusive<Group>(
+          store, rank, size, c10::make_intrusive<typename Group::Options>(nccl ? "nccl" : "gloo"));
+    }
+    const auto type = nccl ? Group::BackendType::NCCL : Group::BackendType::GLOO;
+    group->setDefaultBackend(type);
+    group->setBackend(nccl ? c10::DeviceType::CUDA : c10::DeviceType::CPU, type, backend);
+    return group;
+  }
+}
+
 }  // namespace ipj::compat

@@ -31,8 +31,9 @@ class ProcessGroupContext {
  public:
   // Rendezvous and process-group creation; throws ipj::Error(runtime) naming the address, the world size and
   // the timeout when the peers do not all arrive in time, ipj::Error(unsupported) for NCCL on a CPU build.
+  // cuda_index: this rank's GPU for NCCL's scalar collectives (-1: LOCAL_RANK).
   ProcessGroupContext(const DistributedEnvironment& environment, Backend backend,
-                      std::chrono::milliseconds timeout);
+                      std::chrono::milliseconds timeout, int cuda_index = -1);
   ~ProcessGroupContext();
   ProcessGroupContext(const ProcessGroupContext&) = delete;
   ProcessGroupContext& operator=(const ProcessGroupContext&) = delete;
@@ -58,6 +59,7 @@ class ProcessGroupContext {
   DistributedEnvironment environment_;
   Backend backend_;
   std::chrono::milliseconds timeout_;
+  int cuda_index_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
 };

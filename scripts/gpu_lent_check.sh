@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The one prepared check for a lent GPU machine (the `device` tool's CUDA image: nvcc, python3 with a CUDA torch
+# 2.x, no Debian -dev packages, no network): builds `ipj` against that LibTorch with -DIPJ_WITH_CUDA=ON and runs
+# every GPU path once (devices, NVML energy vs nvidia-smi, cnn training fp32/fp16/bf16/CUDA graphs, NCCL), plus
+# the CPU path on LibTorch 2.x. Never changes clocks, power limits or modes.
+# Prepare here first (Debian 12): bash scripts/gpu_lent_check.sh --prepare   (downloads the .debs into .gpu/,
+# copies Fashion-MNIST; .gpu/ is git-ignored through .git/info/exclude), then run on the device with carry .gpu:
+#   bash scripts/gpu_lent_check.sh      (results under $OUT, or /tmp/gpu-out)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+debian_packages=(nlohmann-json3-dev libcli11-dev libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 libprotobuf-dev
+  libprotobuf32 libprotobuf-lite32 libonnx-dev libonnx1 libcpuinfo-dev libcpuinfo0 libxxhash-dev libxxhash0
+  libpng-dev libpng16-16 libjpeg62-turbo-dev libjpeg62-turbo libcpp-httplib-dev libcpp-httplib0.11
+  libboost1.74-dev libsimdjson-dev libsimdjson14 pkgconf pkgconf-bin libpkgconf3 zlib1g-dev zlib1g libbrotli1
+  libgloo-dev)
+
+if [[ "${1:-}" == "--prepare" ]]; then
+  grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >>.git/info/exclude
+  mkdir -p .gpu/debs .gpu/data
+  (cd .gpu/debs && apt-get download "${debian_packages[@]}")
+  cp /usr/share/datasets/fashion-mnist/*.gz .gpu/data/
+  du -sh .gpu
+  exit 0
+fi
+
+out=${OUT:-/tmp/gpu-out}
+mkdir -p "$out"
+deps=/opt/ipjdeps
+lib=$deps/usr/lib/x86_64-linux-gnu
+start=$(date +%s)
+elapsed() { echo "[$(($(date +%s) - start)) s] $*"; }
+
+# 1. Debian's build dependencies, unpacked beside the system (never over /).
+for deb in .gpu/debs/*.deb; do dpkg -x "$deb" "$deps"; done
+torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+torch_dir=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')
+# LibTorch's own gloo headers, where the wheel ships them, must win over Debian's.
+[[ -d "$torch_dir/include/gloo" ]] && rm -rf "$deps/usr/include/gloo"
+sed -i '/^Requires.private/d' "$lib/pkgconfig/cpp-httplib.pc"
+mkdir -p "$deps/bin"
+printf '#!/bin/sh\nLD_LIBRARY_PATH=%s PKG_CONFIG_LIBDIR=%s/pkgconfig PKG_CONFIG_SYSROOT_DIR=%s exec %s/usr/bin/pkgconf "$@"\n' \
+  "$lib" "$lib" "$deps" "$deps" >"$deps/bin/pkg-config"
+chmod +x "$deps/bin/pkg-config"
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,power.limit --format=csv
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+  g++ --version | head -1
+  nproc
+} >"$out/machine.txt" 2>&1
+elapsed "dependencies unpacked"
+
+# 2. Build: RPATH (not RUNPATH) so that the libraries' own Debian dependencies resolve from $lib too.
+cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_prefix;$deps/usr" \
+  -DPKG_CONFIG_EXECUTABLE="$deps/bin/pkg-config" -DIPJ_WITH_CUDA=ON -DIPJ_BUILD_TESTS=OFF -DIPJ_BUILD_BENCH=OFF \
+  -DIPJ_UNITY="${IPJ_GPU_UNITY:-ON}" -DIPJ_UNITY_BATCH_SIZE=3 \
+  -DCMAKE_EXE_LINKER_FLAGS="-Wl,--disable-new-dtags -Wl,-rpath,$lib -Wl,-rpath-link,$lib" >"$out/configure.log" 2>&1 ||
+  { elapsed "configure failed"; tail -40 "$out/configure.log"; exit 1; }
+elapsed "configured"
+if ! timeout "${IPJ_GPU_BUILD_S:-330}" cmake --build build-cuda --target ipj -j "$(nproc)" -- -k 0 >"$out/build.log" 2>&1; then
+  grep -E 'error|Error' "$out/build.log" | grep -v '^\[' | head -80 >"$out/errors.txt"
+  elapsed "build failed: $(grep -c 'error:' "$out/build.log") errors"
+  head -60 "$out/errors.txt"
+  exit 1
+fi
+elapsed "built"
+ipj=./build-cuda/bin/ipj
+data=.gpu/data
+
+# 3. What ipj sees.
+$ipj devices --json >"$out/devices.json" 2>"$out/devices.err" || cat "$out/devices.err"
+python3 - "$out/devices.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print("cuda:", json.dumps(d.get("cuda"))[:400])
+print("energy meters:", json.dumps(d.get("energy_meters"))[:600])
+PY
+elapsed "devices"
+
+# 4. NVML energy through ipj measure vs nvidia-smi's total-energy counter (mJ) read around it.
+energy_mj() { nvidia-smi --query-gpu=total_energy_consumption --format=csv,noheader,nounits -i 0 | tr -d ' '; }
+before=$(energy_mj)
+CUDA_VISIBLE_DEVICES=0 timeout 60 $ipj measure --json -- python3 -c '
+import torch, time
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+end = time.time() + 12
+while time.time() < end:
+    b = a @ a
+torch.cuda.synchronize()' >"$out/measure.json" 2>"$out/measure.err"
+after=$(energy_mj)
+python3 - "$before" "$after" "$out/measure.json" <<'PY' || cat "$out/measure.err"
+import json, sys
+before, after = float(sys.argv[1]), float(sys.argv[2])
+report = json.load(open(sys.argv[3]))
+gpus = [d for d in report["devices"] if d["kind"] == "gpu"]
+reference = (after - before) / 1e3
+for gpu in gpus:
+    print(f"energy: ipj {gpu['energy_j']:.1f} J ({gpu['source']}) vs nvidia-smi counter {reference:.1f} J:"
+          f" {abs(gpu['energy_j'] - reference) / reference * 100:.2f}% apart (ipj window inside nvidia-smi's)")
+print("energy: wall", report.get("wall_s"), "s; total", report.get("energy_j"), "J")
+PY
+elapsed "energy"
+
+# 5. Training on the GPU: one epoch of the cnn per precision / step form.
+summary() {
+  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); f=r['final']; p=r['precision'];
+print(sys.argv[2].ljust(24), p['used'], p.get('loss_scaling'), round(f['samples_per_s']), 'samples/s acc',
+  round(f['test_acc'], 4), round(f['energy_j'], 1), 'J', f['energy_source'], 'skipped', f.get('skipped_steps'),
+  'dropped', f.get('dropped_batches'))" "$1" "$2" 2>&1 || tail -5 "${1%.json}.err"
+}
+for recipe in "fp32" "fp16 --loss-scale dynamic" "bf16" "auto" "bf16 --compile graphs" "fp32 --compile graphs"; do
+  name=$(echo "$recipe" | tr ' ' '_' | tr -d '-')
+  # shellcheck disable=SC2086
+  timeout 90 $ipj train --device cuda --model cnn --data "$data" --epochs 2 --batch 256 --lr 0.05 \
+    --schedule cosine --precision $recipe --no-save --json --quiet >"$out/train_$name.json" 2>"$out/train_$name.err"
+  summary "$out/train_$name.json" "$recipe"
+done
+elapsed "training"
+
+# 6. NCCL data parallelism: one rank per GPU (this machine has one) through ipj launch.
+timeout 120 $ipj launch --nproc-per-node "$(nvidia-smi -L | wc -l)" -- $ipj train --distributed --device cuda \
+  --model cnn --data "$data" --epochs 1 --batch 256 --lr 0.05 --no-save --json --quiet \
+  >"$out/nccl.json" 2>"$out/nccl.err"
+echo "nccl exit $?"
+tail -3 "$out/nccl.err"
+elapsed "nccl"
+
+# 7. The CPU path on LibTorch 2.x: train, quantize, bench, export.
+timeout 120 $ipj train --model mlp --data "$data" --epochs 1 --limit 20000 --out /tmp/cpu-run --json --quiet \
+  >"$out/cpu_train.json" 2>"$out/cpu_train.err"
+echo "cpu train exit $?"
+summary "$out/cpu_train.json" "cpu mlp fp32"
+timeout 60 $ipj quantize --model /tmp/cpu-run --data "$data" --mode dynamic --out /tmp/mlp-int8.pt --json --quiet \
+  >"$out/cpu_quantize.json" 2>"$out/cpu_quantize.err"
+echo "cpu quantize exit $?; $(tail -2 "$out/cpu_quantize.err")"
+elapsed "done"
