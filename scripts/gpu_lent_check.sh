@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one prepared check for a lent GPU machine (the `device` tool's CUDA image: nvcc, python3 with a CUDA torch
-# 2.x, no Debian -dev packages, no network): builds `ipj` against that LibTorch with -DIPJ_WITH_CUDA=ON and runs
+# 2.x, no Debian -dev packages, no network): builds `ipj` against that LibTorch with -DIPJ_WITH_CUDA=${IPJ_GPU_CUDA:-ON} and runs
 # every GPU path once (devices, NVML energy vs nvidia-smi, cnn training fp32/fp16/bf16/CUDA graphs, NCCL), plus
 # the CPU path on LibTorch 2.x. Never changes clocks, power limits or modes.
 # Prepare here first (Debian 12): bash scripts/gpu_lent_check.sh --prepare   (downloads the .debs into .gpu/,
@@ -13,7 +13,7 @@ debian_packages=(nlohmann-json3-dev libcli11-dev libspdlog-dev libspdlog1.10 lib
   libprotobuf32 libprotobuf-lite32 libonnx-dev libonnx1 libcpuinfo-dev libcpuinfo0 libxxhash-dev libxxhash0
   libpng-dev libpng16-16 libjpeg62-turbo-dev libjpeg62-turbo libcpp-httplib-dev libcpp-httplib0.11
   libboost1.74-dev libsimdjson-dev libsimdjson14 pkgconf pkgconf-bin libpkgconf3 zlib1g-dev zlib1g libbrotli1
-  libgloo-dev)
+  libgloo-dev libonnxifi libbrotli-dev)
 
 if [[ "${1:-}" == "--prepare" ]]; then
   grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >>.git/info/exclude
@@ -26,15 +26,15 @@ fi
 
 out=${OUT:-/tmp/gpu-out}
 mkdir -p "$out"
-deps=/opt/ipjdeps
+deps=${IPJ_GPU_DEPS:-/opt/ipjdeps}
 lib=$deps/usr/lib/x86_64-linux-gnu
 start=$(date +%s)
 elapsed() { echo "[$(($(date +%s) - start)) s] $*"; }
 
 # 1. Debian's build dependencies, unpacked beside the system (never over /).
 for deb in .gpu/debs/*.deb; do dpkg -x "$deb" "$deps"; done
-torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-torch_dir=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')
+torch_prefix=${IPJ_GPU_TORCH_PREFIX:-$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')}
+torch_dir=${IPJ_GPU_TORCH_DIR:-$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')}
 # LibTorch's own gloo headers, where the wheel ships them, must win over Debian's.
 [[ -d "$torch_dir/include/gloo" ]] && rm -rf "$deps/usr/include/gloo"
 sed -i '/^Requires.private/d' "$lib/pkgconfig/cpp-httplib.pc"
@@ -51,12 +51,13 @@ chmod +x "$deps/bin/pkg-config"
 elapsed "dependencies unpacked"
 
 # 2. Build: RPATH (not RUNPATH) so that the libraries' own Debian dependencies resolve from $lib too.
-cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_prefix;$deps/usr" \
-  -DPKG_CONFIG_EXECUTABLE="$deps/bin/pkg-config" -DIPJ_WITH_CUDA=ON -DIPJ_BUILD_TESTS=OFF -DIPJ_BUILD_BENCH=OFF \
+cmake -S . -B "${IPJ_GPU_BUILD_DIR:-build-cuda}" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$torch_prefix;$deps/usr" \
+  -DPKG_CONFIG_EXECUTABLE="$deps/bin/pkg-config" -DIPJ_WITH_CUDA=${IPJ_GPU_CUDA:-ON} -DIPJ_BUILD_TESTS=OFF -DIPJ_BUILD_BENCH=OFF \
   -DIPJ_UNITY="${IPJ_GPU_UNITY:-ON}" -DIPJ_UNITY_BATCH_SIZE=3 \
   -DCMAKE_EXE_LINKER_FLAGS="-Wl,--disable-new-dtags -Wl,-rpath,$lib -Wl,-rpath-link,$lib" >"$out/configure.log" 2>&1 ||
   { elapsed "configure failed"; tail -40 "$out/configure.log"; exit 1; }
 elapsed "configured"
+[[ "${IPJ_GPU_CONFIGURE_ONLY:-0}" == 1 ]] && exit 0
 if ! timeout "${IPJ_GPU_BUILD_S:-330}" cmake --build build-cuda --target ipj -j "$(nproc)" -- -k 0 >"$out/build.log" 2>&1; then
   grep -E 'error|Error' "$out/build.log" | grep -v '^\[' | head -80 >"$out/errors.txt"
   elapsed "build failed: $(grep -c 'error:' "$out/build.log") errors"

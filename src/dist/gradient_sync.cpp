@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "ipj/core/error.hpp"
+#include "ipj/core/torch_compat.hpp"
 #include "ipj/dist/process_group.hpp"
 
 namespace ipj::dist {
@@ -47,12 +48,9 @@ GradientSynchronizer::GradientSynchronizer(ProcessGroupContext& context,
   std::reverse(bucket_indices.begin(), bucket_indices.end());
   std::reverse(bucket_limits.begin(), bucket_limits.end());
   bucket_count_ = bucket_indices.size();
-  const std::size_t parameter_count = parameters.size();
-  reducer_ = std::make_unique<c10d::Reducer>(
-      std::move(parameters), std::move(bucket_indices), std::move(bucket_limits), context.group(),
-      std::vector<bool>(parameter_count, false), bucket_bytes,
-      /*find_unused_parameters=*/false,
-      /*gradient_as_bucket_view=*/false, std::unordered_map<std::size_t, std::string>(), first_bucket_bytes);
+  reducer_ = compat::make_reducer<c10d::Reducer>(std::move(parameters), std::move(bucket_indices),
+                                                 std::move(bucket_limits), context.group(), bucket_bytes,
+                                                 first_bucket_bytes);
 }
 
 GradientSynchronizer::~GradientSynchronizer() = default;

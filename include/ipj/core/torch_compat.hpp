@@ -5,10 +5,14 @@
 #include <ATen/autocast_mode.h>
 #include <torch/version.h>
 
+#include <cstdint>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace ipj::compat {
 
@@ -100,6 +104,33 @@ c10::intrusive_ptr<Group> process_group_over(BackendPtr backend, const c10::intr
     group->setDefaultBackend(type);
     group->setBackend(nccl ? c10::DeviceType::CUDA : c10::DeviceType::CPU, type, backend);
     return group;
+  }
+}
+
+// c10d::Reducer as DistributedDataParallel builds it. 1.13 takes the per-bucket size limits third; 2.x takes
+// them last (as int64_t) after two flags (skip_all_reduce_unused_params, use_python_reducer).
+template <typename Reducer, typename GroupPtr>
+std::unique_ptr<Reducer> make_reducer(std::vector<at::Tensor> parameters,
+                                      std::vector<std::vector<std::size_t>> bucket_indices,
+                                      std::vector<std::size_t> bucket_limits, const GroupPtr& group,
+                                      std::int64_t bucket_bytes, std::int64_t first_bucket_bytes) {
+  const std::size_t count = parameters.size();
+  using Names = std::unordered_map<std::size_t, std::string>;
+  if constexpr (std::is_constructible_v<Reducer, std::vector<at::Tensor>,
+                                        std::vector<std::vector<std::size_t>>, std::vector<std::size_t>,
+                                        GroupPtr, std::vector<bool>, std::int64_t, bool, bool, Names,
+                                        std::int64_t>) {
+    return std::make_unique<Reducer>(
+        std::move(parameters), std::move(bucket_indices), std::move(bucket_limits), group,
+        std::vector<bool>(count, false), bucket_bytes,
+        /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false, Names(), first_bucket_bytes);
+  } else {
+    return std::make_unique<Reducer>(std::move(parameters), std::move(bucket_indices), group,
+                                     std::vector<bool>(count, false), bucket_bytes,
+                                     /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false,
+                                     Names(), first_bucket_bytes, /*skip_all_reduce_unused_params=*/false,
+                                     /*use_python_reducer=*/false,
+                                     std::vector<std::int64_t>(bucket_limits.begin(), bucket_limits.end()));
   }
 }
 
