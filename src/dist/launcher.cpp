@@ -16,9 +16,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "ipj/core/error.hpp"
+#include "ipj/dist/agent_store.hpp"
 
 extern char** environ;
 
@@ -121,7 +123,8 @@ void drain(Stream& stream) {
   stream.descriptor = -1;
 }
 
-std::vector<std::string> rank_environment(const LaunchOptions& options, int local_rank) {
+// agent_store: the launcher hosts the rendezvous store, so rank 0 must join it as a client (torchrun's flag).
+std::vector<std::string> rank_environment(const LaunchOptions& options, int local_rank, bool agent_store) {
   const int world_size = options.nnodes * options.nproc_per_node;
   const int global_rank = options.node_rank * options.nproc_per_node + local_rank;
   const std::vector<std::pair<std::string, std::string>> variables = {
@@ -131,7 +134,9 @@ std::vector<std::string> rank_environment(const LaunchOptions& options, int loca
       {"LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node)},
       {"GROUP_RANK", std::to_string(options.node_rank)},
       {"MASTER_ADDR", options.master_addr},
-      {"MASTER_PORT", std::to_string(options.master_port)}};
+      {"MASTER_PORT", std::to_string(options.master_port)},
+      {kAgentStoreVariable, agent_store ? "True" : "False"},
+      {"TORCHELASTIC_RESTART_COUNT", "0"}};
   std::vector<std::string> environment;
   bool has_omp_threads = false;
   for (char** entry = environ; *entry != nullptr; ++entry) {
@@ -153,11 +158,11 @@ std::vector<std::string> rank_environment(const LaunchOptions& options, int loca
 }
 
 // Starts one rank in its own process group with its stdout/stderr on pipes.
-Rank start_rank(const LaunchOptions& options, int local_rank, std::vector<Stream>& streams) {
+Rank start_rank(const LaunchOptions& options, int local_rank, bool agent_store, std::vector<Stream>& streams) {
   int out_pipe[2], err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)
     fail(ErrorCategory::io, std::string("ipj launch: cannot create a pipe: ") + std::strerror(errno));
-  std::vector<std::string> environment = rank_environment(options, local_rank);
+  std::vector<std::string> environment = rank_environment(options, local_rank, agent_store);
   std::vector<char*> environment_pointers, arguments;
   for (auto& entry : environment)
     environment_pointers.push_back(entry.data());
@@ -247,12 +252,18 @@ int find_free_port(const std::string& address) {
 LaunchResult run_launch(const LaunchOptions& requested) {
   validate(requested);
   LaunchOptions options = requested;
-  if (options.master_port == 0) options.master_port = find_free_port(options.master_addr);
+  // A port chosen here and bound later by rank 0 could be taken in between (by any process's outgoing
+  // connection): the launcher binds it itself and keeps it for the whole job.
+  std::unique_ptr<AgentStore> agent_store;
+  if (options.master_port == 0) {
+    agent_store = std::make_unique<AgentStore>(options.master_addr, options.nnodes * options.nproc_per_node);
+    options.master_port = agent_store->port();
+  }
   SignalForwarding signals;
   std::vector<Stream> streams;
   std::vector<Rank> ranks;
   for (int local_rank = 0; local_rank < options.nproc_per_node; ++local_rank)
-    ranks.push_back(start_rank(options, local_rank, streams));
+    ranks.push_back(start_rank(options, local_rank, agent_store != nullptr, streams));
 
   LaunchResult result;
   result.master_port = options.master_port;

@@ -86,7 +86,7 @@ ProcessGroupContext::ProcessGroupContext(const DistributedEnvironment& environme
   try {
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<std::uint16_t>(environment.master_port);
-    store_options.isServer = environment.is_primary();
+    store_options.isServer = environment.is_primary() && !environment.agent_store;
     store_options.numWorkers = static_cast<std::size_t>(environment.world_size);
     store_options.waitWorkers = true;
     store_options.timeout = timeout;

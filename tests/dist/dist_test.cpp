@@ -46,6 +46,11 @@ TEST(DistributedEnvironment, ReadsTorchrunVariablesWithLocalDefaults) {
   EXPECT_EQ(environment.local_world_size, 4);
   EXPECT_EQ(environment.master_addr, "10.0.0.1");
   EXPECT_EQ(environment.master_port, 29511);
+  EXPECT_FALSE(environment.agent_store);  // rank 0 hosts the store unless a launcher says it does
+  const auto under_launcher = dist::read_distributed_environment(
+      lookup_in({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"},
+                 {"TORCHELASTIC_USE_AGENT_STORE", "True"}}));
+  EXPECT_TRUE(under_launcher.agent_store);
   const auto two_machines = dist::read_distributed_environment(lookup_in({{"RANK", "3"},
                                                                           {"WORLD_SIZE", "4"},
                                                                           {"LOCAL_RANK", "1"},
@@ -171,6 +176,47 @@ TEST(Launcher, ForwardsSigtermToEveryRank) {
 TEST(ProcessGroup, CollectivesBetweenTwoRealRanks) {
   const auto result =
       run_process(ipj_binary() + " launch --nproc-per-node 2 -- " + IPJ_DIST_WORKER + " allreduce");
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+}
+
+TEST(Launcher, HoldsTheAutomaticPortForTheWholeJob) {
+  // Without --master-port the launcher hosts the rendezvous store itself: while the job runs the port is bound
+  // (no other process can take it between choosing and using it) and the ranks are told to join as clients.
+  const std::string try_bind =
+      "import os, socket\n"
+      "s = socket.socket()\n"
+      "try:\n"
+      "    s.bind(('127.0.0.1', int(os.environ['MASTER_PORT']))); print('free')\n"
+      "except OSError as error:\n"
+      "    print('held', error.errno, os.environ['TORCHELASTIC_USE_AGENT_STORE'])\n";
+  testing::TempDir folder;
+  std::ofstream(folder.file("bind.py")) << try_bind;
+  const auto automatic = run_process(ipj_binary() + " launch --nproc-per-node 1 -- /usr/bin/python3 " +
+                                     folder.file("bind.py"));
+  EXPECT_EQ(automatic.exit_code, 0) << automatic.err;
+  EXPECT_NE(automatic.out.find("held 98 True"), std::string::npos) << automatic.out;  // EADDRINUSE
+  const int fixed_port = dist::find_free_port("127.0.0.1");
+  const auto fixed = run_process(ipj_binary() + " launch --nproc-per-node 1 --master-port " +
+                                 std::to_string(fixed_port) + " -- /usr/bin/python3 " + folder.file("bind.py"));
+  EXPECT_EQ(fixed.exit_code, 0) << fixed.err;
+  EXPECT_NE(fixed.out.find("free"), std::string::npos) << fixed.out;  // a given port is rank 0's to bind
+}
+
+TEST(ProcessGroup, CollectivesUnderAnAgentStoreHostedByPyTorch) {
+  // What torchrun's static rendezvous does (Debian's torchrun 1.13 CLI itself fails on Python 3.11 in
+  // Std.from_str): PyTorch's TCPStore is hosted by the launching process on MASTER_PORT and the ranks get
+  // TORCHELASTIC_USE_AGENT_STORE=True, so rank 0 must join that store rather than bind the port again.
+  testing::TempDir folder;
+  std::ofstream(folder.file("agent.py"))
+      << "import datetime, os, subprocess, sys\n"
+         "import torch.distributed as dist\n"
+         "store = dist.TCPStore('127.0.0.1', 0, None, True, datetime.timedelta(seconds=60), "
+         "wait_for_workers=False)\n"
+         "ranks = [subprocess.Popen([sys.argv[1], 'allreduce'], env=dict(os.environ, RANK=str(r), "
+         "WORLD_SIZE='2', LOCAL_RANK=str(r), LOCAL_WORLD_SIZE='2', MASTER_ADDR='127.0.0.1', "
+         "MASTER_PORT=str(store.port), TORCHELASTIC_USE_AGENT_STORE='True')) for r in range(2)]\n"
+         "sys.exit(max(rank.wait() for rank in ranks))\n";
+  const auto result = run_process("/usr/bin/python3 " + folder.file("agent.py") + " " + IPJ_DIST_WORKER);
   EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
 }
 

@@ -13,7 +13,7 @@ struct LaunchOptions {
   int nnodes = 1;
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;    // 0: a free port on this machine (single-node jobs only)
+  int master_port = 0;    // 0: the launcher hosts the rendezvous store on a free port (single-node jobs only)
   double grace_s = 10.0;  // after a failure or a signal: SIGTERM to every rank, SIGKILL after this long
   std::vector<std::string> command;
 };
