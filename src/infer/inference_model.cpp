@@ -15,6 +15,7 @@
 #include "ipj/core/log.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/infer/script_program.hpp"
+#include "ipj/models/catalog.hpp"
 #include "ipj/quant/graph_builders.hpp"
 #include "ipj/quant/graph_file.hpp"
 #include "ipj/quant/program_file.hpp"
@@ -169,7 +170,7 @@ InferenceModelPtr from_checkpoint(const std::string& path, const LoadOptions& op
     for (const auto& buffer : trained.model->buffers())
       bytes += buffer.numel() * buffer.element_size();
     result->parameter_bytes = bytes;
-  } else if (info.at("name") == "mlp" || info.at("name") == "cnn") {
+  } else if (models::has_layer_program(info.at("name").get<std::string>())) {
     result = program_variant(quant::extract_program(*trained.model, info), variant, data_dir, data_options,
                              options);
   } else {

@@ -41,11 +41,8 @@ Json accuracy_dataset_json(const data::Dataset& dataset) {
 }  // namespace
 
 device::ThreadWorkload inference_thread_workload(const InferenceModel& model) {
-  const auto& catalog = models::model_catalog();
-  const auto entry = std::find_if(catalog.begin(), catalog.end(), [&](const models::ModelEntry& known) {
-    return known.name == model.model_name;
-  });
-  const bool convolutional = entry == catalog.end() || entry->convolutional;  // unknown graphs: oneDNN
+  const models::ModelEntry* entry = models::find_model_entry(model.model_name);
+  const bool convolutional = entry == nullptr || entry->convolutional;  // unknown graphs: oneDNN
   return device::thread_workload(model.variant == "fp32", convolutional);
 }
 
