@@ -90,7 +90,8 @@ infer::ModelBenchOptions bench_options(BenchFlags& flags) {
   options.load = flags.load;
   options.bench = flags.bench;
   options.batches = parse_integer_list(flags.batches_text, "--batch", 1, kMaxBatch);
-  options.variants = split_commas(flags.variants_text);
+  for (const std::string& variant : split_commas(flags.variants_text))
+    options.variants.push_back(infer::parse_variant(variant, "--variants"));
   options.threads = flags.threads;
   options.thread_plan = flags.thread_plan;
   options.measure_accuracy = !flags.no_accuracy;
