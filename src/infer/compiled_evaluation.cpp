@@ -8,14 +8,18 @@
 #include "ipj/core/error.hpp"
 #include "ipj/data/batch_loader.hpp"
 #include "ipj/infer/script_program.hpp"
+#include "ipj/models/catalog.hpp"
 #include "ipj/quant/layer_program.hpp"
 
 namespace ipj::infer {
 
 void require_compilable(const std::string& model_name) {
-  if (model_name != "mlp" && model_name != "cnn")
-    fail(ErrorCategory::unsupported, "--compile jit compiles mlp and cnn; '" + model_name +
-                                         "' is not a straight line of layers (use --compile none)");
+  if (!models::has_layer_program(model_name))
+    fail(ErrorCategory::unsupported,
+         "--compile jit compiles " + models::model_names_where([](const models::ModelEntry& entry) {
+           return entry.has_layer_program();
+         }) + "; '" +
+             model_name + "' is not a straight line of layers (use --compile none)");
 }
 
 train::EvalResult evaluate_compiled(models::Classifier& model, const std::string& model_name,

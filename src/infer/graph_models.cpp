@@ -54,23 +54,24 @@ std::vector<quant::QuantParams> calibration_params(const quant::Graph& graph, co
 
 }  // namespace
 
-std::shared_ptr<InferenceModel> graph_variant(quant::Graph graph, const std::string& variant,
+std::shared_ptr<InferenceModel> graph_variant(quant::Graph graph, Variant variant,
                                               const std::string& data_dir,
                                               const data::DataOptions& data_options,
                                               const LoadOptions& options) {
-  if (variant == "fp32" || variant == "bf16") {
+  if (variant == Variant::fp32 || variant == Variant::bf16) {
     const std::int64_t bytes = quant::graph_float_parameter_bytes(graph);
-    auto result = std::make_shared<FloatGraphModel>(std::move(graph), variant);
+    auto result = std::make_shared<FloatGraphModel>(std::move(graph), choice_name(variant));
     result->parameter_bytes = bytes;
     return result;
   }
   quant::QuantMode mode = quant::QuantMode::dynamic;
   std::vector<quant::QuantParams> params;
-  if (variant == "int8-static") {
+  if (variant == Variant::int8_static) {
     mode = quant::QuantMode::static_ptq;
     params = calibration_params(graph, data_dir, data_options, options);
-  } else if (variant != "int8-dynamic") {
-    fail(ErrorCategory::unsupported, "variant '" + variant + "' is not available for " + graph.model_name +
+  } else if (variant != Variant::int8_dynamic) {
+    fail(ErrorCategory::unsupported, "variant '" + choice_name(variant) + "' is not available for " +
+                                         graph.model_name +
                                          " (graph models run fp32, bf16, int8-dynamic, int8-static; "
                                          "int8-qat: bench the file `ipj quantize "
                                          "--mode qat` writes)");
@@ -84,12 +85,10 @@ std::shared_ptr<InferenceModel> graph_variant(quant::Graph graph, const std::str
 std::shared_ptr<InferenceModel> int8_graph_model(const std::string& path, const LoadOptions& options) {
   auto result = std::make_shared<Int8GraphModel>(quant::QuantizedGraph::load(path, options.engine));
   const quant::QuantizedGraph& loaded = result->graph();
-  const std::string stored = "int8-" + quant::quant_mode_name(loaded.mode());
-  if (options.variant != "file" && options.variant != stored)
-    fail(ErrorCategory::unsupported, "'" + path + "' is an int8 model (" + stored +
-                                         "); it runs only as variant '" + stored + "' (or 'file')");
+  const Variant stored = stored_int8_variant(quant::quant_mode_name(loaded.mode()), "'" + path + "'");
+  require_stored_variant(options.variant, stored, path);
   result->variant = stored;
-  result->format = "ipj-int8";
+  result->format = ModelFormat::ipj_int8;
   result->path = path;
   result->model_name = loaded.graph().model_name;
   result->sample_shape = loaded.graph().input_shape;

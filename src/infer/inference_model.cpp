@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <optional>
 #include <sstream>
 
 #include "graph_models.hpp"
@@ -15,6 +16,7 @@
 #include "ipj/core/log.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/infer/script_program.hpp"
+#include "ipj/models/catalog.hpp"
 #include "ipj/quant/graph_builders.hpp"
 #include "ipj/quant/graph_file.hpp"
 #include "ipj/quant/program_file.hpp"
@@ -105,32 +107,27 @@ std::int64_t tensor_bytes(const torch::jit::Module& module) {
   return bytes;
 }
 
-void check_variant(const std::string& variant) {
-  if (variant == "file") return;
-  for (const auto& name : variant_names())
-    if (name == variant) return;
-  std::string list = "file";
-  for (const auto& name : variant_names())
-    list += ", " + name;
-  fail(ErrorCategory::usage, "unknown variant '" + variant + "': use " + list);
+// The variant a float file runs as: `requested`, or `as_stored` for Variant::file.
+Variant as_stored_or(Variant requested, Variant as_stored) {
+  return requested == Variant::file ? as_stored : requested;
 }
 
 // jit / int8 variants of a float LayerProgram (from a checkpoint or a program file).
-std::shared_ptr<InferenceModel> program_variant(quant::LayerProgram program, const std::string& variant,
+std::shared_ptr<InferenceModel> program_variant(quant::LayerProgram program, Variant variant,
                                                 const std::string& data_dir,
                                                 const data::DataOptions& data_options,
                                                 const LoadOptions& options) {
-  if (variant == "fp32" || variant == "jit") {
+  if (variant == Variant::fp32 || variant == Variant::jit) {
     // fp32 of a program file runs the program through TorchScript too (frozen and optimised for "jit")
     auto result =
-        std::make_shared<ScriptModel>(script_program(program, variant == "jit"), std::vector<float>{},
+        std::make_shared<ScriptModel>(script_program(program, variant == Variant::jit), std::vector<float>{},
                                       std::vector<float>{}, "fp32", std::vector<std::int64_t>{});
     result->parameter_bytes = quant::float_parameter_bytes(program);
     return result;
   }
   std::vector<quant::QuantParams> params;
   quant::QuantMode mode = quant::QuantMode::dynamic;
-  if (variant == "int8-static") {
+  if (variant == Variant::int8_static) {
     mode = quant::QuantMode::static_ptq;
     const std::string calibration_dir =
         options.calibration_data.empty() ? data_dir : options.calibration_data;
@@ -140,9 +137,9 @@ std::shared_ptr<InferenceModel> program_variant(quant::LayerProgram program, con
     quant::check_data_shape(program.input_shape, calibration.train, calibration_dir);
     params = quant::calibrate(program, calibration.train, options.calibration_samples, 256,
                               quant::ObserverKind::minmax, 100.0);
-  } else if (variant != "int8-dynamic") {
+  } else if (variant != Variant::int8_dynamic) {
     fail(ErrorCategory::unsupported,
-         "variant '" + variant +
+         "variant '" + choice_name(variant) +
              "' is not available here (int8-qat: bench the file `ipj quantize --mode qat` writes)");
   }
   auto int8 =
@@ -156,20 +153,20 @@ InferenceModelPtr from_checkpoint(const std::string& path, const LoadOptions& op
   const Json& info = trained.state.model_info;
   const auto mean = info.at("mean").get<std::vector<float>>();
   const auto std = info.at("std").get<std::vector<float>>();
-  const std::string variant = options.variant == "file" ? "fp32" : options.variant;
+  const Variant variant = as_stored_or(options.variant, Variant::fp32);
   const std::string data_dir = trained.state.config.value("data", std::string(data::kDefaultDataDirectory));
   const data::DataOptions data_options =
       data::data_options_from_json(trained.state.config.value("data_options", Json::object()));
   std::shared_ptr<InferenceModel> result;
-  if (variant == "fp32" || variant == "bf16") {
-    result = std::make_shared<ClassifierModel>(trained.model, mean, std, variant);
+  if (variant == Variant::fp32 || variant == Variant::bf16) {
+    result = std::make_shared<ClassifierModel>(trained.model, mean, std, choice_name(variant));
     std::int64_t bytes = 0;
     for (const auto& parameter : trained.model->parameters())
       bytes += parameter.numel() * 4;
     for (const auto& buffer : trained.model->buffers())
       bytes += buffer.numel() * buffer.element_size();
     result->parameter_bytes = bytes;
-  } else if (info.at("name") == "mlp" || info.at("name") == "cnn") {
+  } else if (models::has_layer_program(info.at("name").get<std::string>())) {
     result = program_variant(quant::extract_program(*trained.model, info), variant, data_dir, data_options,
                              options);
   } else {
@@ -177,7 +174,7 @@ InferenceModelPtr from_checkpoint(const std::string& path, const LoadOptions& op
         graph_variant(quant::extract_graph(*trained.model, info), variant, data_dir, data_options, options);
   }
   result->variant = variant;
-  result->format = "ipj-checkpoint";
+  result->format = ModelFormat::ipj_checkpoint;
   result->path = trained.path;
   result->model_name = info.at("name").get<std::string>();
   result->sample_shape = info.at("input_shape").get<std::vector<std::int64_t>>();
@@ -189,8 +186,8 @@ InferenceModelPtr from_checkpoint(const std::string& path, const LoadOptions& op
 
 // What a model loaded from an ipj file says about itself (variant, format, origin, input, data).
 struct FileModelDescription {
-  std::string variant;
-  std::string format;
+  Variant variant;
+  ModelFormat format;
   std::string path;
   std::string model_name;
   std::vector<std::int64_t> sample_shape;
@@ -199,8 +196,8 @@ struct FileModelDescription {
 };
 
 void describe_file_model(InferenceModel& model, FileModelDescription description) {
-  model.variant = std::move(description.variant);
-  model.format = std::move(description.format);
+  model.variant = description.variant;
+  model.format = description.format;
   model.path = std::move(description.path);
   model.model_name = std::move(description.model_name);
   model.sample_shape = std::move(description.sample_shape);
@@ -210,8 +207,8 @@ void describe_file_model(InferenceModel& model, FileModelDescription description
 
 InferenceModelPtr from_program(const std::string& path, const LoadOptions& options) {
   quant::ProgramFile file = quant::load_program(path);
-  const std::string variant = options.variant == "file" ? "fp32" : options.variant;
-  if (variant == "bf16")
+  const Variant variant = as_stored_or(options.variant, Variant::fp32);
+  if (variant == Variant::bf16)
     fail(ErrorCategory::unsupported,
          "variant bf16 needs an ipj checkpoint; program files run fp32, jit or int8");
   const std::string data_dir = file.extra.value("data_dir", std::string(data::kDefaultDataDirectory));
@@ -220,8 +217,8 @@ InferenceModelPtr from_program(const std::string& path, const LoadOptions& optio
   const auto sample_shape = file.program.input_shape;
   const std::string model_name = file.program.model_name;
   auto result = program_variant(std::move(file.program), variant, data_dir, data_options, options);
-  describe_file_model(*result,
-                      {variant, "ipj-program", path, model_name, sample_shape, data_dir, data_options});
+  describe_file_model(
+      *result, {variant, ModelFormat::ipj_program, path, model_name, sample_shape, data_dir, data_options});
   result->trained_data =
       data::data_record_from_json(file.extra.value("data_record", Json()), "'" + path + "'");
   return result;
@@ -229,15 +226,13 @@ InferenceModelPtr from_program(const std::string& path, const LoadOptions& optio
 
 InferenceModelPtr from_int8(const std::string& path, const LoadOptions& options) {
   auto program = quant::QuantizedProgram::load(path, options.engine);
-  const std::string stored = "int8-" + quant::quant_mode_name(program.mode());
-  if (options.variant != "file" && options.variant != stored)
-    fail(ErrorCategory::unsupported, "'" + path + "' is an int8 model (" + stored +
-                                         "); it runs only as variant '" + stored + "' (or 'file')");
+  const Variant stored = stored_int8_variant(quant::quant_mode_name(program.mode()), "'" + path + "'");
+  require_stored_variant(options.variant, stored, path);
   auto result = std::make_shared<Int8Model>(std::move(program));
   const quant::QuantizedProgram& loaded = result->program();
   describe_file_model(*result,
-                      {stored, "ipj-int8", path, loaded.program().model_name, loaded.program().input_shape,
-                       loaded.extra().value("data_dir", std::string()),
+                      {stored, ModelFormat::ipj_int8, path, loaded.program().model_name,
+                       loaded.program().input_shape, loaded.extra().value("data_dir", std::string()),
                        data::data_options_from_json(loaded.extra().value("data_options", Json::object()))});
   result->parameter_bytes = loaded.parameter_bytes();
   result->trained_data =
@@ -247,15 +242,15 @@ InferenceModelPtr from_int8(const std::string& path, const LoadOptions& options)
 
 InferenceModelPtr from_graph(const std::string& path, const LoadOptions& options) {
   quant::GraphFile file = quant::load_graph(path);
-  const std::string variant = options.variant == "file" ? "fp32" : options.variant;
+  const Variant variant = as_stored_or(options.variant, Variant::fp32);
   const std::string data_dir = file.extra.value("data_dir", std::string());
   const data::DataOptions data_options =
       data::data_options_from_json(file.extra.value("data_options", Json::object()));
   const auto sample_shape = file.graph.input_shape;
   const std::string model_name = file.graph.model_name;
   auto result = graph_variant(std::move(file.graph), variant, data_dir, data_options, options);
-  describe_file_model(*result,
-                      {variant, "ipj-graph", path, model_name, sample_shape, data_dir, data_options});
+  describe_file_model(
+      *result, {variant, ModelFormat::ipj_graph, path, model_name, sample_shape, data_dir, data_options});
   result->trained_data =
       data::data_record_from_json(file.extra.value("data_record", Json()), "'" + path + "'");
   return result;
@@ -289,7 +284,7 @@ std::shared_ptr<InferenceModel> torchscript_static(const torch::jit::Module& mod
 // int8 variants of a TorchScript file: imported into the graph IR (with its --mean/--std), checked against
 // the module on random inputs, then converted.
 std::shared_ptr<InferenceModel> torchscript_int8(const torch::jit::Module& module, const std::string& path,
-                                                 const std::string& variant, const LoadOptions& options,
+                                                 Variant variant, const LoadOptions& options,
                                                  const data::DataRecord& trained_data) {
   if (options.input_shape.empty())
     fail(ErrorCategory::usage, "int8 variants of TorchScript files need --input-shape (e.g. 1,28,28)");
@@ -308,7 +303,7 @@ std::shared_ptr<InferenceModel> torchscript_int8(const torch::jit::Module& modul
                                            std::to_string(difference) +
                                            " (relative); int8 is not available for it");
   } catch (const Error& error) {
-    if (error.category() != ErrorCategory::unsupported || variant != "int8-static") throw;
+    if (error.category() != ErrorCategory::unsupported || variant != Variant::int8_static) throw;
     spdlog::warn("{}; int8-static runs on the TorchScript module as it is (int8 regions, float elsewhere)",
                  error.what());
     return torchscript_static(module, path, options, import, trained_data);
@@ -327,13 +322,15 @@ std::shared_ptr<InferenceModel> torchscript_dynamic(const torch::jit::Module& mo
   return result;
 }
 
-// "int8-dynamic" for a file `ipj quantize --mode dynamic` wrote from a TorchScript file (its ipj.json says
-// so), else "".
-std::string stored_script_variant(const std::string& info_text) {
-  if (info_text.empty()) return "";
+// int8-dynamic for a file `ipj quantize --mode dynamic` wrote from a TorchScript file (its ipj.json says
+// so), int8-static for --mode static, else none.
+std::optional<Variant> stored_script_variant(const std::string& info_text, const std::string& path) {
+  if (info_text.empty()) return std::nullopt;
   const Json info = Json::parse(info_text, nullptr, /*allow_exceptions=*/false);
-  if (!info.is_object() || !info.contains("quantization") || !info["quantization"].is_object()) return "";
-  return "int8-" + info["quantization"].value("mode", std::string("dynamic"));
+  if (!info.is_object() || !info.contains("quantization") || !info["quantization"].is_object())
+    return std::nullopt;
+  return stored_int8_variant(info["quantization"].value("mode", std::string("dynamic")),
+                             "'" + path + "' (its ipj.json's quantization mode)");
 }
 
 // A file that `ipj train` wrote (OUT/model.pt) brings its input shape and normalisation; flags win.
@@ -351,8 +348,8 @@ InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& g
     fail(ErrorCategory::invalid_input,
          "'" + path + "' has no forward method (save a scripted or traced module)");
   module.eval();
-  const std::string stored = stored_script_variant(extra_files[train::kTorchScriptInfoName]);
-  if (stored == "int8-static") {
+  const std::optional<Variant> stored = stored_script_variant(extra_files[train::kTorchScriptInfoName], path);
+  if (stored == Variant::int8_static) {
     // Its packed int8 weights are repacked when the file loads, for the engine selected then: the one
     // `ipj quantize` calibrated and checked them on (recorded in ipj.json), so load it again under that one.
     const Json info = Json::parse(extra_files[train::kTorchScriptInfoName]);
@@ -362,34 +359,32 @@ InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& g
     load_file_checked(path, "TorchScript file", [&] { module = torch::jit::load(path); });
     module.eval();
   }
-  if (!stored.empty() && options.variant != "file" && options.variant != stored)
-    fail(ErrorCategory::unsupported, "'" + path + "' is an int8 model (" + stored +
-                                         "); it runs only as variant '" + stored + "' (or 'file')");
-  const std::string variant = !stored.empty() ? stored : options.variant == "file" ? "fp32" : options.variant;
+  if (stored) require_stored_variant(options.variant, *stored, path);
+  const Variant variant = stored ? *stored : as_stored_or(options.variant, Variant::fp32);
   std::vector<std::int64_t> reshape;  // a flat --input-shape (e.g. 784) feeds [B, 784]
   if (options.input_shape.size() == 1) reshape = options.input_shape;
   std::shared_ptr<InferenceModel> result;
-  if (!stored.empty())
+  if (stored)
     result = std::make_shared<ScriptModel>(module, options.mean, options.std, "fp32", reshape);
-  else if (variant == "int8-dynamic")
+  else if (variant == Variant::int8_dynamic)
     result = torchscript_dynamic(module, path, options, reshape);
-  else if (variant.rfind("int8", 0) == 0)
+  else if (is_int8(variant))
     result = torchscript_int8(module, path, variant, options, trained_data);
   else
-    result =
-        std::make_shared<ScriptModel>(variant == "jit" ? freeze_for_inference(module) : module, options.mean,
-                                      options.std, variant == "bf16" ? "bf16" : "fp32", reshape);
+    result = std::make_shared<ScriptModel>(variant == Variant::jit ? freeze_for_inference(module) : module,
+                                           options.mean, options.std,
+                                           variant == Variant::bf16 ? "bf16" : "fp32", reshape);
   result->variant = variant;
-  result->format = "torchscript";
+  result->format = ModelFormat::torchscript;
   result->path = path;
   result->model_name = module.type()->name() ? module.type()->name()->name() : "torchscript";
   result->sample_shape = options.input_shape;
   result->trained_data = trained_data;
   result->data_dir = trained_data.directory;  // "" when the file records no data
   result->data_options = trained_data.options;
-  if (!stored.empty())
+  if (stored)
     result->parameter_bytes = quant::script_model_bytes(module);
-  else if (variant.rfind("int8", 0) != 0)
+  else if (!is_int8(variant))
     result->parameter_bytes = tensor_bytes(module);
   return result;
 }
@@ -397,9 +392,41 @@ InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& g
 }  // namespace
 
 const std::vector<std::string>& variant_names() {
-  static const std::vector<std::string> names{"fp32",         "bf16",        "jit",
-                                              "int8-dynamic", "int8-static", "int8-qat"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> all;
+    for (const auto& [variant, name] : ChoiceNames<Variant>::names)
+      if (variant != Variant::file) all.push_back(name);
+    return all;
+  }();
   return names;
+}
+
+bool is_int8(Variant variant) {
+  return variant == Variant::int8_dynamic || variant == Variant::int8_static || variant == Variant::int8_qat;
+}
+
+Variant stored_int8_variant(const std::string& mode, const std::string& where) {
+  for (const Variant variant : {Variant::int8_dynamic, Variant::int8_static, Variant::int8_qat})
+    if (choice_name(variant) == "int8-" + mode) return variant;
+  fail(ErrorCategory::invalid_input,
+       where + ": unknown int8 mode '" + mode + "' (ipj writes dynamic, static or qat); re-run ipj quantize");
+}
+
+Variant parse_variant(const std::string& text, const std::string& setting) {
+  for (const auto& [variant, name] : ChoiceNames<Variant>::names)
+    if (text == name) return variant;
+  std::string list;
+  for (const auto& [variant, name] : ChoiceNames<Variant>::names)
+    list += (list.empty() ? "" : ", ") + std::string(name);
+  fail(ErrorCategory::usage,
+       (setting.empty() ? "" : setting + ": ") + "unknown variant '" + text + "': use " + list);
+}
+
+void require_stored_variant(Variant requested, Variant stored, const std::string& path) {
+  if (requested == Variant::file || requested == stored) return;
+  fail(ErrorCategory::unsupported, "'" + path + "' is an int8 model (" + choice_name(stored) +
+                                       "); it runs only as variant '" + choice_name(stored) +
+                                       "' (or 'file')");
 }
 
 std::vector<std::int64_t> parse_shape(const std::string& text, const std::string& flag) {
@@ -431,7 +458,6 @@ InferenceModelPtr load_inference_model(const std::string& path) {
 }
 
 InferenceModelPtr load_inference_model(const std::string& path, const LoadOptions& options) {
-  check_variant(options.variant);
   switch (quant::detect_model_file(path)) {
     case quant::ModelFileFormat::checkpoint:
       return from_checkpoint(path, options);

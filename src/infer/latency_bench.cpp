@@ -151,7 +151,7 @@ BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, cons
   }
 
   BenchRow row;
-  row.variant = model.variant;
+  row.variant = choice_name(model.variant);
   row.batch = batch;
   row.windows = windows;
   row.stable = stable;

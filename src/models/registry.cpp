@@ -1,4 +1,4 @@
-// Model registry: names -> constructors.
+// Model registry: names -> constructors (the catalog of names and capabilities is catalog.cpp).
 #include "ipj/models/registry.hpp"
 
 #include <torch/torch.h>
@@ -10,16 +10,6 @@
 #include "ipj/models/simple_models.hpp"
 
 namespace ipj::models {
-
-const std::vector<ModelEntry>& model_catalog() {
-  static const std::vector<ModelEntry> catalog = {
-      {"mlp", "784-512-512-10 multilayer perceptron (seed 000)", false},
-      {"cnn", "2x(conv3x3 + BN + ReLU + maxpool) + FC128 + FC (Fashion-MNIST ~0.92-0.93 class)", true},
-      {"resnet18", "ResNet-18, small-image variant (3x3 stem, no max-pool), seed 004's case study", true},
-      {"resnet50", "ResNet-50 (bottleneck), small-image variant", true},
-  };
-  return catalog;
-}
 
 ClassifierPtr create_model(const std::string& name, InputShape input, int num_classes) {
   if (num_classes < 2) fail(ErrorCategory::usage, "a classifier needs at least 2 classes");
@@ -35,22 +25,6 @@ ClassifierPtr build_classifier(const ModelSource& source, InputShape input, int 
   if (num_classes < 2) fail(ErrorCategory::usage, "a classifier needs at least 2 classes");
   if (source.is_file()) return create_script_classifier(source, input, num_classes);
   return create_model(source.zoo_name, input, num_classes);
-}
-
-const ModelEntry& model_entry(const std::string& name) {
-  for (const auto& entry : model_catalog())
-    if (entry.name == name) return entry;
-  require_known_model(name);
-  fail(ErrorCategory::internal, "model_entry: '" + name + "' not found");
-}
-
-void require_known_model(const std::string& name, const std::string& flag) {
-  for (const auto& entry : model_catalog())
-    if (entry.name == name) return;
-  std::string known;
-  for (const auto& entry : model_catalog())
-    known += (known.empty() ? "" : ", ") + entry.name;
-  fail(ErrorCategory::usage, flag + ": unknown model '" + name + "' (known: " + known + ")");
 }
 
 std::int64_t count_parameters(const torch::nn::Module& model) {

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "ipj/core/error.hpp"
+#include "ipj/models/catalog.hpp"
 
 namespace ipj::quant {
 namespace {
@@ -172,10 +173,16 @@ Graph extract_graph(models::Classifier& model, const Json& model_info) {
     fail(ErrorCategory::invalid_input,
          "the checkpoint has no model_info (written by ipj >= 0.1 train); retrain it with this ipj");
   const std::string name = model_info.at("name").get<std::string>();
-  if (name == "mlp" || name == "cnn") return graph_from_program(extract_program(model, model_info));
-  if (name != "resnet18" && name != "resnet50")
-    fail(ErrorCategory::unsupported,
-         "model '" + name + "' has no graph builder (mlp, cnn, resnet18, resnet50)");
+  const models::ModelEntry* entry = models::find_model_entry(name);
+  const models::GraphBuilder builder = entry ? entry->graph : models::GraphBuilder::none;
+  if (builder == models::GraphBuilder::from_layer_program)
+    return graph_from_program(extract_program(model, model_info));
+  if (builder != models::GraphBuilder::resnet) {
+    std::string known;
+    for (const models::ModelEntry& each : models::model_catalog())
+      if (each.has_graph()) known += (known.empty() ? "" : ", ") + each.name;
+    fail(ErrorCategory::unsupported, "model '" + name + "' has no graph builder (" + known + ")");
+  }
   Graph graph = resnet_graph(model);
   graph.model_name = name;
   graph.input_shape = model_info.at("input_shape").get<std::vector<std::int64_t>>();

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "ipj/core/error.hpp"
+#include "ipj/models/catalog.hpp"
 
 namespace ipj::quant {
 namespace {
@@ -79,6 +80,25 @@ void fold_normalization(LayerProgram& program, const std::vector<float>& mean,
   }
 }
 
+// One step of the catalog's layer line (models::ProgramStep) read from the model's modules.
+Layer layer_for_step(models::Classifier& model, const models::ProgramStep& step) {
+  using Kind = models::ProgramStep::Kind;
+  Layer layer;
+  switch (step.kind) {
+    case Kind::flatten:
+      layer.kind = LayerKind::flatten;
+      return layer;
+    case Kind::max_pool2d:
+      layer.kind = LayerKind::max_pool2d;
+      return layer;
+    case Kind::linear:
+      return linear_layer(model, step.module, step.relu);
+    case Kind::conv_bn:
+      return conv_bn_layer(model, step.module, step.norm, step.padding);
+  }
+  fail(ErrorCategory::internal, "layer_for_step: unknown program step kind");
+}
+
 }  // namespace
 
 std::string layer_kind_name(LayerKind kind) {
@@ -104,32 +124,16 @@ LayerProgram extract_program(models::Classifier& model, const Json& model_info) 
   program.model_name = model_info.at("name").get<std::string>();
   program.input_shape = model_info.at("input_shape").get<std::vector<std::int64_t>>();
   program.num_classes = model_info.at("num_classes").get<int>();
-  auto pool = [] {
-    Layer layer;
-    layer.kind = LayerKind::max_pool2d;
-    return layer;
-  };
-  auto flatten = [] {
-    Layer layer;
-    layer.kind = LayerKind::flatten;
-    return layer;
-  };
-  if (program.model_name == "mlp") {
-    program.layers = {flatten(), linear_layer(model, "fc1", true), linear_layer(model, "fc2", true),
-                      linear_layer(model, "fc3", false)};
-  } else if (program.model_name == "cnn") {
-    program.layers = {conv_bn_layer(model, "conv1", "bn1", 1),
-                      pool(),
-                      conv_bn_layer(model, "conv2", "bn2", 1),
-                      pool(),
-                      flatten(),
-                      linear_layer(model, "fc1", true),
-                      linear_layer(model, "fc2", false)};
-  } else {
-    fail(ErrorCategory::unsupported, "model '" + program.model_name +
-                                         "' is not a straight line of layers; int8 conversion, pruning and "
-                                         "distillation support mlp and cnn (export TorchScript for others)");
-  }
+  const models::ModelEntry* entry = models::find_model_entry(program.model_name);
+  if (entry == nullptr || !entry->has_layer_program())
+    fail(ErrorCategory::unsupported,
+         "model '" + program.model_name +
+             "' is not a straight line of layers; int8 conversion, pruning and distillation support " +
+             models::model_names_where(
+                 [](const models::ModelEntry& known) { return known.has_layer_program(); }) +
+             " (export TorchScript for others)");
+  for (const models::ProgramStep& step : entry->layer_program)
+    program.layers.push_back(layer_for_step(model, step));
   fold_normalization(program, model_info.at("mean").get<std::vector<float>>(),
                      model_info.at("std").get<std::vector<float>>());
   return program;

@@ -11,6 +11,7 @@
 #include "ipj/core/error.hpp"
 #include "ipj/data/data_options.hpp"
 #include "ipj/data/dataset.hpp"
+#include "ipj/models/catalog.hpp"
 #include "ipj/quant/graph_builders.hpp"
 #include "ipj/quant/graph_file.hpp"
 #include "ipj/quant/program_file.hpp"
@@ -25,7 +26,7 @@ SourceModel from_checkpoint(const std::string& path) {
   SourceModel source;
   const Json& info = trained.state.model_info;
   const std::string name = info.is_object() ? info.value("name", std::string()) : std::string();
-  if (name == "mlp" || name == "cnn")
+  if (models::has_layer_program(name))
     source.program = extract_program(*trained.model, info);
   else
     source.graph = extract_graph(*trained.model, info);

@@ -90,7 +90,6 @@ ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger)
     : config_(std::move(config)), ledger_(ledger) {
   version_ = config_.latest_version();
   infer::LoadOptions options;
-  options.variant = config_.variant;
   options.input_shape = config_.sample_shape();
   for (auto& dim : options.input_shape)
     if (dim == -1) dim = 1;
@@ -98,6 +97,7 @@ ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger)
   options.std = config_.std;
   const std::string path = config_.model_path(version_);
   try {
+    options.variant = infer::parse_variant(config_.variant);  // the config's text: its errors name the model
     model_ = infer::load_inference_model(path, options);
   } catch (const Error& error) {
     fail(error.category(), "model '" + config_.name + "': " + error.what());
@@ -241,9 +241,9 @@ Json ServedModel::metadata() const {
   };
   return {{"name", config_.name},
           {"versions", config_.versions},
-          {"platform", model_->format == "torchscript" ? "pytorch_libtorch"
-                       : model_->format == "ipj-int8"  ? "ipj_int8"
-                                                       : "ipj_checkpoint"},
+          {"platform", model_->format == infer::ModelFormat::torchscript ? "pytorch_libtorch"
+                       : model_->format == infer::ModelFormat::ipj_int8  ? "ipj_int8"
+                                                                         : "ipj_checkpoint"},
           {"inputs", Json::array({tensor(config_.input)})},
           {"outputs", Json::array({tensor(config_.output)})}};
 }
@@ -263,7 +263,7 @@ Json ServedModel::triton_config() const {
       {"input", Json::array({tensor(config_.input)})},
       {"output", Json::array({tensor(config_.output)})},
       {"instance_group", Json::array({{{"count", config_.batching.instances}, {"kind", "KIND_CPU"}}})},
-      {"parameters", {{"variant", {{"string_value", model_->variant}}}}}};
+      {"parameters", {{"variant", {{"string_value", choice_name(model_->variant)}}}}}};
   if (config_.batching.max_queue_delay_us > 0 || !config_.batching.preferred_batch_sizes.empty())
     config["dynamic_batching"] = {{"preferred_batch_size", config_.batching.preferred_batch_sizes},
                                   {"max_queue_delay_microseconds", config_.batching.max_queue_delay_us}};

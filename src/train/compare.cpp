@@ -14,25 +14,20 @@
 namespace ipj::train {
 namespace {
 
-struct ModelDefaults {
-  double target_acc;
-  int baseline_max_epochs;
-  int optimized_epochs;
-  std::int64_t optimized_batch;
-  double optimized_lr;
-  bool convolutional;  // channels-last in the optimized recipe
+struct ModelDefaults : models::CompareDefaults {
+  bool convolutional = false;  // channels-last in the optimized recipe
 };
 
-// Tuned on this VM for mlp and cnn (docs/PERFORMANCE.md: the cnn's 2-epoch cosine at batch 128 reached 0.90
-// at its second epoch for seeds 0, 1, 2; batch 256 needed a third epoch for seed 2). resnet18: untuned.
-// A user's TorchScript model gets the defaults of the zoo model of its kind: cnn's when it has 4-D
-// (convolution) weights, mlp's otherwise.
+// The catalog's compare defaults of a zoo model (tuned on this VM for mlp and cnn: docs/PERFORMANCE.md).
+// A user's TorchScript model gets the defaults of the catalog's file template of its kind: cnn's when it has
+// 4-D (convolution) weights, mlp's otherwise.
 ModelDefaults defaults_for(const models::ModelSource& model) {
-  const bool convolutional = models::is_convolutional(model);
-  const std::string kind = model.is_file() ? (convolutional ? "cnn" : "mlp") : model.zoo_name;
-  if (kind == "mlp") return {0.88, 10, 4, 256, 0.1, convolutional};
-  if (kind == "cnn") return {0.90, 8, 2, 128, 0.05, convolutional};
-  return {0.90, 15, 10, 256, 0.05, convolutional};
+  ModelDefaults defaults;
+  defaults.convolutional = models::is_convolutional(model);
+  const models::ModelEntry& entry = model.is_file() ? models::file_template_entry(defaults.convolutional)
+                                                    : models::model_entry(model.zoo_name);
+  static_cast<models::CompareDefaults&>(defaults) = entry.compare;
+  return defaults;
 }
 
 std::string child_folder(const CompareConfig& config, const char* name) {

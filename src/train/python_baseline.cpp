@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ipj/core/error.hpp"
+#include "ipj/models/catalog.hpp"
 
 extern char** environ;
 
@@ -75,9 +76,14 @@ std::string joined(const std::vector<std::string>& command) {
 Json run_python_seed_loop(const PythonBaseline& baseline, const TrainConfig& recipe,
                           const data::Dataset& dataset) {
   const std::string model = recipe.model.is_file() ? "" : recipe.model.zoo_name;
-  if (model != "mlp" && model != "cnn")
-    fail(ErrorCategory::usage, "--python-baseline: the Python seed loop has the zoo mlp and cnn only, not '" +
-                                   recipe.model.label() + "'; drop --python-baseline for this model");
+  const models::ModelEntry* entry = models::find_model_entry(model);
+  if (entry == nullptr || !entry->python_seed_loop)
+    fail(ErrorCategory::usage, "--python-baseline: the Python seed loop has the zoo " +
+                                   models::model_names_where([](const models::ModelEntry& known) {
+                                     return known.python_seed_loop;
+                                   }) +
+                                   " only, not '" + recipe.model.label() +
+                                   "'; drop --python-baseline for this model");
   if (dataset.format != "idx")
     fail(ErrorCategory::usage, "--python-baseline: the Python seed loop reads IDX data only, not " +
                                    dataset.format + " ('" + dataset.directory + "')");

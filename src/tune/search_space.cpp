@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "ipj/core/error.hpp"
+#include "ipj/models/catalog.hpp"
 #include "ipj/train/recipe.hpp"
 
 namespace ipj::tune {
@@ -97,16 +98,18 @@ std::vector<Dimension> default_dimensions(const SpaceContext& context) {
   if (context.bf16_native || context.cuda) precisions.push_back("bf16");
   if (context.cuda) precisions.push_back("fp16");
   dimensions.push_back({"precision", precisions});
+  // A zoo model's catalog row may set its own batch and epoch values; a TorchScript file gets the general
+  // ones.
+  const models::ModelEntry* entry = models::find_model_entry(context.model);
   std::vector<std::int64_t> batches = {64, 128, 256};
-  if (context.model == "mlp") batches = {128, 256, 512, 1024};
+  if (entry != nullptr && !entry->tune.batches.empty()) batches = entry->tune.batches;
   batches.push_back(start.batch_size);
   dimensions.push_back({"batch", integer_values(batches)});
   dimensions.push_back({kLrScale, {0.5, 1.0, 2.0}});
   dimensions.push_back({"warmup_epochs", {0.0, 0.25}});
   dimensions.push_back({"schedule", {"cosine", "step", "none"}});
   std::vector<std::int64_t> epochs = {std::max(1, start.epochs / 2), start.epochs, start.epochs * 3 / 2};
-  if (context.model == "mlp") epochs = {2, 3, 4, 6};
-  if (context.model == "cnn") epochs = {2, 3, 4};
+  if (entry != nullptr && !entry->tune.epochs.empty()) epochs = entry->tune.epochs;
   dimensions.push_back({"epochs", integer_values(epochs)});
   dimensions.push_back({"optimizer_impl", {"fused", "torch"}});
   dimensions.push_back({"threads", integer_values({1, std::max(1, context.cores / 2), context.cores})});

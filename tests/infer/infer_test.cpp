@@ -58,12 +58,12 @@ TEST(InferTorchScript, ScriptedAndTracedModelsMatchPyTorch) {
     LoadOptions options;
     options.input_shape = {1, 28, 28};
     const InferenceModelPtr model = load_inference_model(golden().dir.file(name), options);
-    EXPECT_EQ(model->format, "torchscript");
-    EXPECT_EQ(model->variant, "fp32");
+    EXPECT_EQ(model->format, ModelFormat::torchscript);
+    EXPECT_EQ(model->variant, Variant::fp32);
     const torch::Tensor output = model->forward(golden().input);
     EXPECT_LT((output - golden().expected).abs().max().item<double>(), 1e-5) << name;
 
-    options.variant = "jit";  // frozen + optimize_for_inference
+    options.variant = Variant::jit;  // frozen + optimize_for_inference
     const torch::Tensor frozen =
         load_inference_model(golden().dir.file(name), options)->forward(golden().input);
     EXPECT_LT((frozen - golden().expected).abs().max().item<double>(), 1e-4) << name;
@@ -106,7 +106,7 @@ TEST(InferTorchScript, TrainedFileBringsItsInputShapeAndNormalisation) {
   const torch::Tensor flagged = load_inference_model(trained, explicit_flags)->forward(golden().input);
   EXPECT_LT((flagged - golden().expected).abs().max().item<double>(), 1e-5);
   LoadOptions int8;
-  int8.variant = "int8-dynamic";  // the graph import needs the input shape: taken from the file
+  int8.variant = Variant::int8_dynamic;  // the graph import needs the input shape: taken from the file
   const torch::Tensor quantized = load_inference_model(trained, int8)->forward(golden().input);
   EXPECT_TRUE(quantized.argmax(1).equal(golden().normalized_expected.argmax(1)));
   EXPECT_EQ(category_of([&] { load_inference_model(damaged, LoadOptions()); }), ErrorCategory::invalid_input);
@@ -116,16 +116,16 @@ TEST(InferVariants, JitBf16AndInt8AgreeWithFp32OnACheckpoint) {
   const std::string checkpoint = testing::trained_checkpoint("cnn");
   LoadOptions options;
   const InferenceModelPtr fp32 = load_inference_model(checkpoint, options);
-  EXPECT_EQ(fp32->format, "ipj-checkpoint");
+  EXPECT_EQ(fp32->format, ModelFormat::ipj_checkpoint);
   EXPECT_EQ(fp32->sample_shape, (std::vector<std::int64_t>{1, 28, 28}));
   torch::manual_seed(5);
   const torch::Tensor pixels = torch::rand({16, 1, 28, 28});
   const torch::Tensor reference = fp32->forward(pixels);
   const double range = (reference.max() - reference.min()).item<double>();
   for (const char* variant : {"jit", "bf16", "int8-dynamic", "int8-static"}) {
-    options.variant = variant;
+    options.variant = parse_variant(variant);
     const InferenceModelPtr model = load_inference_model(checkpoint, options);
-    EXPECT_EQ(model->variant, variant);
+    EXPECT_EQ(choice_name(model->variant), variant);
     const double tolerance = std::string(variant) == "jit" ? 1e-4 : 0.1 * range;
     EXPECT_LT((model->forward(pixels) - reference).abs().max().item<double>(), tolerance) << variant;
   }
@@ -136,13 +136,24 @@ TEST(InferErrors, BadFilesAndVariantsGetClearErrors) {
   std::ofstream(dir.file("junk.pt")) << "definitely not a zip archive";
   EXPECT_EQ(category_of([&] { load_inference_model(dir.file("junk.pt")); }), ErrorCategory::invalid_input);
   EXPECT_EQ(category_of([&] { load_inference_model(dir.file("missing.pt")); }), ErrorCategory::io);
+  // A variant is text only where it enters (--variants, a served model's config): parsed there, named in the
+  // error.
+  EXPECT_EQ(category_of([] { parse_variant("int9"); }), ErrorCategory::usage);
+  try {
+    parse_variant("int9", "--variants");
+    ADD_FAILURE() << "int9 parsed";
+  } catch (const Error& error) {
+    EXPECT_STREQ(
+        error.what(),
+        "--variants: unknown variant 'int9': use file, fp32, bf16, jit, int8-dynamic, int8-static, int8-qat");
+  }
+  for (const std::string& name : variant_names())
+    EXPECT_EQ(choice_name(parse_variant(name)), name);
+  EXPECT_EQ(variant_names().size(), 6u);  // every variant but file
   LoadOptions options;
-  options.variant = "int9";
-  EXPECT_EQ(category_of([&] { load_inference_model(testing::trained_checkpoint("mlp"), options); }),
-            ErrorCategory::usage);
   // int8-static of a TorchScript file goes through the graph IR and needs the shape (int8-dynamic does not:
   // it quantizes the module's nn.Linear layers as they are).
-  options.variant = "int8-static";
+  options.variant = Variant::int8_static;
   EXPECT_EQ(category_of([&] { load_inference_model(golden().dir.file("scripted.pt"), options); }),
             ErrorCategory::usage);
   EXPECT_EQ(category_of([] { parse_shape("1,x,28", "--input-shape"); }), ErrorCategory::usage);
@@ -169,7 +180,7 @@ TEST(InferBench, StabilityRuleLooksAtTheLastWindowsOnly) {
 struct LabelledModel : InferenceModel {
   LabelledModel(std::string name, std::string kind) {
     model_name = std::move(name);
-    variant = std::move(kind);
+    variant = parse_variant(kind);
   }
   torch::Tensor forward(const torch::Tensor& input) const override { return input; }
 };
@@ -186,7 +197,7 @@ TEST(InferBench, ThreadPolicyGivesOpenBlasOnlyFp32ModelsWithoutConvolutions) {
 TEST(InferBench, ModelBenchRunsVariantsTimesBatchesAndLeavesThreadSettingsAsFound) {
   ModelBenchOptions options;
   options.model_path = testing::trained_checkpoint("mlp");
-  options.variants = {"fp32", "bf16"};
+  options.variants = {Variant::fp32, Variant::bf16};
   options.batches = {1, 4};
   options.bench.warmup_s = 0.01;
   options.bench.window_s = 0.02;
@@ -214,7 +225,7 @@ TEST(InferBench, ModelBenchRunsVariantsTimesBatchesAndLeavesThreadSettingsAsFoun
   EXPECT_TRUE(json["rows"][0]["j_per_1000"].is_null());
 
   options.measure_accuracy = false;
-  options.variants = {"fp32"};
+  options.variants = {Variant::fp32};
   EXPECT_FALSE(to_json(run_model_bench(options)).contains("dataset"));  // no accuracy pass, no data set
   options.batches = {};
   EXPECT_EQ(category_of([&] { run_model_bench(options); }), ErrorCategory::usage);

@@ -60,4 +60,46 @@ TEST(Models, UnknownNameListsKnownModels) {
   }
 }
 
+// The catalog's rows agree with themselves: a layer program is the graph of its model, each kind of user file
+// has exactly one template row to borrow recipe defaults from, and the recipe and search defaults are usable.
+// (tests/quant/catalog_test.cpp checks the capabilities against the code that serves them.)
+TEST(Models, CatalogCapabilitiesAreConsistent) {
+  for (const bool convolutional : {false, true}) {
+    int templates = 0;
+    for (const auto& entry : model_catalog())
+      templates += entry.file_template && entry.convolutional == convolutional;
+    EXPECT_EQ(templates, 1) << "convolutional " << convolutional;
+    EXPECT_EQ(file_template_entry(convolutional).convolutional, convolutional);
+  }
+  EXPECT_EQ(file_template_entry(false).name, "mlp");
+  EXPECT_EQ(file_template_entry(true).name, "cnn");
+  for (const auto& entry : model_catalog()) {
+    SCOPED_TRACE(entry.name);
+    EXPECT_EQ(&model_entry(entry.name), &entry);
+    EXPECT_EQ(find_model_entry(entry.name), &entry);
+    EXPECT_EQ(has_layer_program(entry.name), entry.has_layer_program());
+    EXPECT_EQ(entry.graph == GraphBuilder::from_layer_program, entry.has_layer_program());
+    if (entry.python_seed_loop) {
+      EXPECT_TRUE(entry.has_layer_program());  // the seeds' models are mlp/cnn-like
+    }
+    EXPECT_GT(entry.compare.target_acc, 0.0);
+    EXPECT_LT(entry.compare.target_acc, 1.0);
+    EXPECT_GT(entry.compare.baseline_max_epochs, 0);
+    EXPECT_GT(entry.compare.optimized_epochs, 0);
+    EXPECT_GT(entry.compare.optimized_batch, 0);
+    EXPECT_GT(entry.compare.optimized_lr, 0.0);
+    for (const std::int64_t value : entry.tune.batches)
+      EXPECT_GT(value, 0);
+    for (const std::int64_t value : entry.tune.epochs)
+      EXPECT_GT(value, 0);
+  }
+  EXPECT_EQ(find_model_entry("vgg"), nullptr);
+  EXPECT_FALSE(has_layer_program("vgg"));
+  EXPECT_EQ(model_names_where([](const ModelEntry& entry) { return entry.has_layer_program(); }),
+            "mlp and cnn");
+  EXPECT_EQ(model_names_where([](const ModelEntry& entry) { return entry.has_graph(); }),
+            "mlp, cnn, resnet18 and resnet50");
+  EXPECT_EQ(model_names_where([](const ModelEntry&) { return false; }), "none");
+}
+
 }  // namespace ipj::models

@@ -110,7 +110,7 @@ TEST(Prune, MagnitudeZerosStayZeroThroughFineTuningAndFilesRoundTrip) {
   EXPECT_TRUE(torch::equal(run_float(loaded.program, pixels), run_float(program, pixels)));
   // a program file is a model for bench/serve: fp32 and int8 variants load and agree
   const auto fp32 = infer::load_inference_model(dir.file("sparse.pt"));
-  EXPECT_EQ(fp32->format, "ipj-program");
+  EXPECT_EQ(fp32->format, infer::ModelFormat::ipj_program);
   EXPECT_LT((fp32->forward(pixels) - run_float(program, pixels)).abs().max().item<double>(), 1e-4);
 }
 

@@ -13,6 +13,7 @@
 
 #include "ipj/data/data_options.hpp"
 #include "ipj/data/data_record.hpp"
+#include "ipj/infer/variant.hpp"
 
 namespace ipj::infer {
 
@@ -22,9 +23,9 @@ class InferenceModel {
   // input: [B, ...sample_shape] float32 -> output [B, ...] float32. Thread-safe (no autograd, no state).
   virtual torch::Tensor forward(const torch::Tensor& input) const = 0;
 
-  std::string variant;  // fp32 | bf16 | jit | int8-dynamic | int8-static | int8-qat
-  std::string format;   // ipj-checkpoint | ipj-int8 | ipj-program | ipj-graph | torchscript
-  std::string path;     // the file loaded
+  Variant variant = Variant::fp32;  // how it runs (never Variant::file once loaded)
+  ModelFormat format = ModelFormat::ipj_checkpoint;
+  std::string path;                        // the file loaded
   std::vector<std::int64_t> sample_shape;  // e.g. [1, 28, 28]; empty when unknown
   std::int64_t parameter_bytes = 0;        // weights as stored for this variant
   std::string model_name;                  // mlp, cnn, ... or the TorchScript class name
@@ -37,7 +38,7 @@ class InferenceModel {
 using InferenceModelPtr = std::shared_ptr<const InferenceModel>;
 
 struct LoadOptions {
-  std::string variant = "file";  // "file": the model as stored; else one of variant_names()
+  Variant variant = Variant::file;  // file: the model as stored
   std::vector<std::int64_t>
       input_shape;          // gives the sample shape (TorchScript; needed for its int8 variants)
   std::vector<float> mean;  // TorchScript preprocessing: (x - mean) / std per channel

@@ -18,7 +18,7 @@ namespace ipj::infer {
 
 struct ModelBenchOptions {
   std::string model_path;             // checkpoint / run folder, int8/program/graph file or TorchScript file
-  std::vector<std::string> variants;  // "file" or variant_names(), in the order benched
+  std::vector<Variant> variants;      // in the order benched (parse_variant at the CLI)
   std::vector<std::int64_t> batches;  // batch sizes, in the order benched for each variant
   // How each variant is loaded (its `variant` is set per variant). load.calibration_data and
   // load.calibration_data_options are also the data of the accuracy pass.
