@@ -8,17 +8,18 @@ namespace ipj::train {
 void GradScaler::unscale(torch::optim::Optimizer& optimizer) {
   if (unscaled_) return;
   const double inverse = 1.0 / scale_;
-  torch::Tensor non_finite = torch::zeros({}, torch::kBool);
+  torch::Tensor non_finite;  // 0-dim bool on the gradients' device (a CPU flag fails beside CUDA gradients)
   torch::NoGradGuard no_grad;
   for (auto& group : optimizer.param_groups()) {
     for (auto& parameter : group.params()) {
       torch::Tensor& grad = parameter.mutable_grad();
       if (!grad.defined()) continue;
-      non_finite = non_finite.logical_or(grad.isfinite().logical_not().any());
+      const torch::Tensor grad_non_finite = grad.isfinite().logical_not().any();
+      non_finite = non_finite.defined() ? non_finite.logical_or(grad_non_finite) : grad_non_finite;
       grad.mul_(inverse);
     }
   }
-  found_inf_ = non_finite.item<bool>();
+  found_inf_ = non_finite.defined() && non_finite.item<bool>();
   unscaled_ = true;
 }
 
