@@ -59,7 +59,7 @@ train::TrainConfig resolve_config(TrainFlags& flags, const CLI::App& command) {
   train::TrainConfig config = flags.config;
   if (flags.no_save && (config.resume || !config.out_dir.empty()))
     throw ipj::Error(ipj::ErrorCategory::usage, "--no-save cannot be combined with --out or --resume");
-  apply_flag_texts(config, flags.texts);
+  config.model = parse_model_flags(flags.texts.model, flags.texts.input_shape);
   if (!flags.recipe_path.empty()) {
     const Json recipe = train::read_recipe_file(flags.recipe_path);
     config = train::apply_recipe(config, recipe, given_setting_keys(command));
@@ -67,6 +67,7 @@ train::TrainConfig resolve_config(TrainFlags& flags, const CLI::App& command) {
   }
   if (!flags.no_save && config.out_dir.empty())
     config.out_dir = default_run_folder(models::short_name(config.model));
+  apply_device_and_data_flags(config, flags.texts);  // --device (given or not) wins over a recipe's device
   return config;
 }
 

@@ -1,5 +1,6 @@
 // `ipj train`'s setting flags from the settings table: the typed options (numbers, texts, choices, switches)
-// bound to TrainConfig's fields, and the composite ones kept as texts.
+// bound to TrainConfig's fields, and the composite ones kept as texts (--model and --input-shape are parsed
+// by the command with parse_model_flags before a recipe is applied).
 #include "train_flags.hpp"
 
 #include <type_traits>
@@ -31,7 +32,7 @@ void add_field_flag(CLI::App& command, const train::TrainSetting& setting, T& va
   }
 }
 
-// The rows whose value is composite: their flags fill texts that apply_flag_texts parses.
+// The rows whose value is composite: their flags fill texts, parsed after CLI11.
 void add_text_flag(CLI::App& command, const train::TrainSetting& setting, TrainFlagTexts& texts) {
   if (setting.key == "model") {
     command.add_option(setting.flag, texts.model, setting.help)->capture_default_str();
@@ -64,8 +65,7 @@ void add_train_setting_flags(CLI::App& command, train::TrainConfig& config, Trai
   }
 }
 
-void apply_flag_texts(train::TrainConfig& config, const TrainFlagTexts& texts) {
-  config.model = parse_model_flags(texts.model, texts.input_shape);
+void apply_device_and_data_flags(train::TrainConfig& config, const TrainFlagTexts& texts) {
   config.device = train::parse_device(texts.device, "--device");
   config.data_options = data_options(texts.data);
 }

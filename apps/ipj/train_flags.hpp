@@ -1,6 +1,6 @@
 // `ipj train`'s setting flags, generated from the settings table (train/train_settings.hpp): one option per
 // row with a flag, bound to its TrainConfig field, with the row's help, range check and shown default. The
-// model, input shape, data options and device are kept as texts and parsed after CLI11 (apply_flag_texts).
+// model, input shape, data options and device are kept as texts and parsed after CLI11.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -29,9 +29,10 @@ using FlagsBefore = std::map<std::string, std::function<void()>>;
 void add_train_setting_flags(CLI::App& command, train::TrainConfig& config, TrainFlagTexts& texts,
                              const FlagsBefore& before = {});
 
-// Parses the texts into config.model, config.device and config.data_options; throws ipj::Error(usage)
-// naming the flag.
-void apply_flag_texts(train::TrainConfig& config, const TrainFlagTexts& texts);
+// Parses --device and the data flags into config.device and config.data_options; throws ipj::Error(usage)
+// naming the flag. (The model texts go through parse_model_flags before a --recipe is applied; the device is
+// set after it, so --device, given or not, wins over a recipe's "device", as before the table.)
+void apply_device_and_data_flags(train::TrainConfig& config, const TrainFlagTexts& texts);
 
 // The validator of a setting's range (integer_range, finite_range, positive_number, seed_value).
 CLI::Validator range_validator(const train::ValueRange& range);
