@@ -168,19 +168,6 @@ void print_json(const Json& value) {
   std::cout << value.dump() << std::endl;
 }
 
-std::vector<std::string> given_config_keys(const CLI::App& command) {
-  std::vector<std::string> keys;
-  for (const CLI::Option* option : command.get_options()) {
-    if (option->count() == 0 || option->get_lnames().empty()) continue;
-    std::string key = option->get_lnames().front();
-    std::replace(key.begin(), key.end(), '-', '_');
-    if (key == "thread_plan") key = "tune_threads";
-    if (key == "no_energy") key = "measure_energy";
-    keys.push_back(key);
-  }
-  return keys;
-}
-
 void check_model_against_recipe(const CLI::App& command, const Json& recipe, const std::string& recipe_path,
                                 models::ModelSource& model) {
   const bool shape_given = command.count("--model") == 0 || command.count("--input-shape") > 0;

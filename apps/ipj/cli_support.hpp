@@ -92,12 +92,6 @@ void print_warnings(const Json& report);
 // Prints `value` as one compact JSON line on stdout.
 void print_json(const Json& value);
 
-// The TrainConfig JSON keys (train/train_config.hpp) set by flags given on this command line:
-// "--weight-decay"
-// -> "weight_decay", "--thread-plan" -> "tune_threads", "--no-energy" -> "measure_energy". These override a
-// --recipe file's values.
-std::vector<std::string> given_config_keys(const CLI::App& command);
-
 // After a recipe file was applied (`model`: from --model, or the recipe's own): warns on stderr when it is
 // not the model the recipe was tuned for (another model or input shape, or the file changed since), and gives
 // the same file given without --input-shape the recipe's input shape (train::check_recipe_model).

@@ -186,7 +186,7 @@ TrainConfig optimized_recipe(const CompareConfig& config) {
   recipe.batch_size = defaults.optimized_batch;
   recipe.learning_rate = defaults.optimized_lr;
   recipe.schedule = ScheduleKind::cosine;
-  recipe.accumulation_steps = 1;  // no memory pressure on the CPU: accumulation would only add steps
+  recipe.accum = 1;  // no memory pressure on the CPU: accumulation would only add steps
   recipe.prefetch_batches = 4;
   recipe.thread_plan = ThreadPlanChoice::tuned;
   recipe.allocator = AllocatorChoice::tuned;

@@ -1,11 +1,13 @@
 // Recipe files: building, checking and applying them through the config's own JSON form (to_json /
-// config_from_json), so that they follow TrainConfig's fields and validation.
+// config_from_json) and the settings table's recipe rows, so that they follow TrainConfig's fields and
+// validation.
 #include "ipj/train/recipe.hpp"
 
 #include <algorithm>
 #include <filesystem>
 
 #include "ipj/core/error.hpp"
+#include "ipj/train/train_settings.hpp"
 
 namespace ipj::train {
 namespace {
@@ -27,12 +29,7 @@ bool is_model_key(const std::string& key) {
 }  // namespace
 
 const std::vector<std::string>& recipe_keys() {
-  static const std::vector<std::string> keys = {
-      "model",          "model_source", "input_shape",  "epochs",     "batch",     "lr",
-      "optimizer",      "momentum",     "weight_decay", "schedule",   "step_size", "step_gamma",
-      "warmup_epochs",  "threads",      "tune_threads", "allocator",  "augment",   "prefetch",
-      "eval_batch",     "device",       "precision",    "loss_scale", "accum",     "memory_format",
-      "optimizer_impl", "compile",      "target_acc"};
+  static const std::vector<std::string> keys = setting_keys(kRecipe);
   return keys;
 }
 
@@ -57,10 +54,10 @@ void check_recipe(const Json& recipe, const std::string& source) {
                             ")");
   if (recipe.contains("kind") && recipe["kind"] != "recipe")
     fail_recipe(source, "\"kind\" is " + recipe["kind"].dump() + ", expected \"recipe\"");
-  const Json defaults = to_json(TrainConfig{});
   for (const auto& [key, value] : recipe.items()) {
     if (key == "schema_version" || key == "kind" || key == "provenance") continue;
-    if (!is_listed(recipe_keys(), key)) {
+    const TrainSetting* setting = find_setting(key);  // a recipe key, or an older name of one
+    if (setting == nullptr || !setting->has(kRecipe)) {
       std::string known;
       for (const auto& name : recipe_keys())
         known += (known.empty() ? "" : ", ") + name;
@@ -69,10 +66,8 @@ void check_recipe(const Json& recipe, const std::string& source) {
     }
     try {
       (void)config_from_json(Json{{key, value}});
-    } catch (const nlohmann::json::exception&) {
-      fail_recipe(source, "\"" + key + "\" must be a " + defaults[key].type_name() + ", got " + value.dump());
-    } catch (const Error& error) {  // a choice outside its names (e.g. "precision": "fp8")
-      if (error.category() != ErrorCategory::usage) throw;
+    } catch (const Error& error) {  // a value of the wrong type, a choice outside its names ("fp8")
+      if (error.category() != ErrorCategory::invalid_input) throw;
       fail_recipe(source, error.what());
     }
   }
@@ -91,20 +86,21 @@ Json read_recipe_file(const std::string& path) {
 }
 
 TrainConfig apply_recipe(const TrainConfig& base, const Json& recipe, const std::vector<std::string>& keep) {
+  const Json settings = with_current_keys(recipe);
   Json merged = to_json(base);
   bool keep_model = false;
   for (const auto& key : keep)
     keep_model = keep_model || is_model_key(key);
-  const bool recipe_names_model = recipe.contains("model");
+  const bool recipe_names_model = settings.contains("model");
   for (const auto& key : recipe_keys()) {
     if (is_model_key(key)) {
       if (keep_model || !recipe_names_model) continue;
-      if (!recipe.contains(key)) {  // an older recipe with "model" alone: a zoo name
+      if (!settings.contains(key)) {  // an older recipe with "model" alone: a zoo name
         merged[key] = key == "model_source" ? Json("zoo") : Json::array();
         continue;
       }
     }
-    if (recipe.contains(key) && !is_listed(keep, key)) merged[key] = recipe[key];
+    if (settings.contains(key) && !is_listed(keep, key)) merged[key] = settings[key];
   }
   TrainConfig config = config_from_json(merged);
   config.resume = base.resume;  // not part of the JSON form

@@ -87,7 +87,7 @@ class TrainingRun {
     };
     options.first_epoch = setup_.start_epoch;
     options.epochs = config_.epochs;
-    options.accumulation_steps = config_.accumulation_steps;
+    options.accumulation_steps = config_.accum;
     options.schedule = ScheduleSpec{config_.schedule,  config_.learning_rate, config_.epochs, 1,
                                     config_.step_size, config_.step_gamma};
     options.warmup_epochs = config_.warmup_epochs;

@@ -9,6 +9,7 @@
 #include "ipj/core/error.hpp"
 #include "ipj/models/catalog.hpp"
 #include "ipj/train/recipe.hpp"
+#include "ipj/train/train_settings.hpp"
 
 namespace ipj::tune {
 namespace {
@@ -31,13 +32,13 @@ std::string join(const std::vector<std::string>& names) {
   return text;
 }
 
-// The recipe keys that say which run this is, not how it trains: the model (--model, --input-shape), the
-// device
-// (--device) and the target (--target-acc). They come from the flags, are the same in every trial and are
-// written into recipe.json as they are; a space can neither vary nor fix them.
+// The recipe keys that say which run this is, not how it trains (the settings table's recipe rows that are
+// not tunable): the model (--model, --input-shape), the device (--device) and the target (--target-acc). They
+// come from the flags, are the same in every trial and are written into recipe.json as they are; a space can
+// neither vary nor fix them.
 bool is_identity_key(const std::string& key) {
-  return key == "model" || key == "model_source" || key == "input_shape" || key == "device" ||
-         key == "target_acc";
+  const train::TrainSetting* setting = train::find_setting(key);
+  return setting != nullptr && setting->has(train::kRecipe) && !setting->has(train::kTunable);
 }
 
 [[noreturn]] void fail_identity_key(const std::string& source, const std::string& where,
@@ -47,12 +48,9 @@ bool is_identity_key(const std::string& key) {
                          "--target-acc; a space cannot search or fix it (drop the key)");
 }
 
-// Recipe keys a space may vary or fix: all but the identity keys.
+// Recipe keys a space may vary or fix: the settings table's tunable rows.
 std::vector<std::string> tunable_keys() {
-  std::vector<std::string> keys;
-  for (const auto& key : train::recipe_keys())
-    if (!is_identity_key(key)) keys.push_back(key);
-  return keys;
+  return train::setting_keys(train::kTunable);
 }
 
 std::vector<std::string> dimension_keys() {
@@ -64,16 +62,12 @@ std::vector<std::string> dimension_keys() {
 
 // Checks one complete recipe object through the trainer's validation; `where` names the setting.
 void check_settings(const Json& recipe, const std::string& source, const std::string& where) {
-  const Json defaults = train::to_json(train::TrainConfig{});
   for (const auto& [key, value] : recipe.items()) {
-    if (!defaults.contains(key)) continue;
+    if (train::find_setting(key) == nullptr) continue;
     try {
       (void)train::config_from_json(Json{{key, value}});
-    } catch (const nlohmann::json::exception&) {
-      fail_space(source, where + ": \"" + key + "\" must be a " + defaults[key].type_name() + ", got " +
-                             value.dump());
-    } catch (const Error& error) {  // a choice outside its names (e.g. "precision": "fp8")
-      if (error.category() != ErrorCategory::usage) throw;
+    } catch (const Error& error) {  // a value of the wrong type, a choice outside its names ("fp8")
+      if (error.category() != ErrorCategory::invalid_input) throw;
       fail_space(source, where + ": " + error.what());
     }
   }
@@ -266,15 +260,33 @@ SearchSpace default_space(const SpaceContext& context) {
   space.fixed = fixed_defaults;
   for (const auto& dimension : space.dimensions)
     space.fixed.erase(dimension.key);
-  space.reference_batch = context.start.batch_size * context.start.accumulation_steps;
+  space.reference_batch = context.start.batch_size * context.start.accum;
   space.start = Json::object();
   fill_start(space, context, fixed_defaults);
   return space;
 }
 
-SearchSpace parse_space(const Json& json, const SpaceContext& context, const std::string& source) {
-  if (!json.is_object())
+namespace {
+
+// The space's settings with older key names replaced by the current ones ("tune_threads" -> "thread_plan").
+Json with_current_setting_keys(Json json, const std::string& source) {
+  try {
+    for (const char* group : {"fixed", "start", "dimensions"})
+      if (json.contains(group))
+        json[group] = train::with_current_keys(json[group], std::string(group) == "dimensions");
+  } catch (const Error& error) {
+    if (error.category() != ErrorCategory::invalid_input) throw;
+    fail_space(source, error.what());
+  }
+  return json;
+}
+
+}  // namespace
+
+SearchSpace parse_space(const Json& given, const SpaceContext& context, const std::string& source) {
+  if (!given.is_object())
     fail_space(source, "must be a JSON object (see docs/TUNE.md, or ipj tune --print-space)");
+  const Json json = with_current_setting_keys(given, source);
   if (!json.contains("schema_version") || json["schema_version"] != kSpaceSchemaVersion)
     fail_space(source, "needs \"schema_version\": " + std::to_string(kSpaceSchemaVersion) +
                            (json.contains("schema_version") ? ", got " + json["schema_version"].dump() : ""));

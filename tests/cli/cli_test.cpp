@@ -169,6 +169,85 @@ TEST(Cli, HelpShowsAnExample) {
   EXPECT_NE(result.out.find("Example: ipj train"), std::string::npos) << result.out;
 }
 
+// Issue 26: train's flags come from one settings table. The help lists every flag it had before (with its
+// default where it showed one), and a recipe of an earlier ipj ("tune_threads") still applies, below the
+// flags given (--thread-plan sets "thread_plan").
+TEST(Cli, TrainFlagsFromTheSettingsTableAndAnOlderRecipe) {
+  const auto help = ipj("train --help");
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  for (const char* flag : {"--json",
+                           "-q,--quiet",
+                           "--model TEXT=mlp",
+                           "--input-shape",
+                           "--data TEXT=",
+                           "--resize",
+                           "--channels",
+                           "--mean",
+                           "--std",
+                           "--skip-bad-images",
+                           "--image-cache-mb",
+                           "--decode-threads",
+                           "--epochs INT:[1, 1000000]=1",
+                           "--batch INT:[1, 16777216]=128",
+                           "--lr FLOAT:(0, 100]=0.01",
+                           "--optimizer TEXT=sgd",
+                           "--momentum FLOAT:[0, 0.9999]=0.9",
+                           "--weight-decay",
+                           "--schedule TEXT=none",
+                           "--step-size INT:[0, 1000000]\n",
+                           "--step-gamma",
+                           "--warmup-epochs FLOAT:[0, 1e+06]=0",
+                           "--seed UINT:",
+                           "--threads INT:[0, 4096]=0",
+                           "--thread-plan TEXT=tuned",
+                           "--allocator TEXT=tuned",
+                           "--limit INT:[0, 1099511627776]\n",
+                           "--test-limit",
+                           "--augment",
+                           "--prefetch INT:[0, 64]=4",
+                           "--eval-batch",
+                           "--precision TEXT=fp32",
+                           "--device TEXT=cpu",
+                           "--loss-scale TEXT=auto",
+                           "--accum INT:[1, 4096]=1",
+                           "--optimizer-impl TEXT=fused",
+                           "--memory-format TEXT=contiguous",
+                           "--compile TEXT=none",
+                           "--target-acc FLOAT:[0, 1] ",
+                           "--no-energy",
+                           "--energy-interval-ms INT:[1, 10000]=100",
+                           "--cpu-tdp-w",
+                           "--out TEXT",
+                           "--no-save",
+                           "--repeat",
+                           "--resume",
+                           "--distributed",
+                           "--dist-backend",
+                           "--dist-timeout-s",
+                           "--recipe"})
+    EXPECT_NE(help.out.find(std::string("  ") + flag), std::string::npos) << flag << "\n" << help.out;
+  testing::TempDir dir;
+  write_file_atomically(
+      dir.file("old.json"),
+      R"({"schema_version": 1, "kind": "recipe", "tune_threads": false, "accum": 2, "batch": 64})");
+  const std::string run =
+      "train --limit 512 --test-limit 100 --json --no-save --no-energy --recipe " + dir.file("old.json");
+  const auto old = ipj(run);
+  ASSERT_EQ(old.exit_code, 0) << old.err;
+  const json report = json::parse(old.out);
+  EXPECT_EQ(report["config"]["thread_plan"], "python");
+  EXPECT_EQ(report["threads"]["plan"], "python");
+  EXPECT_FALSE(report["config"].contains("tune_threads"));
+  EXPECT_EQ(report["config"]["accum"], 2);
+  EXPECT_EQ(report["config"]["batch"], 64);
+  const auto flags = ipj(run + " --thread-plan tuned --accum 1");
+  ASSERT_EQ(flags.exit_code, 0) << flags.err;
+  const json overridden = json::parse(flags.out);
+  EXPECT_EQ(overridden["config"]["thread_plan"], "tuned");
+  EXPECT_EQ(overridden["config"]["accum"], 1);
+  EXPECT_EQ(overridden["config"]["batch"], 64);
+}
+
 }  // namespace ipj
 
 namespace ipj {

@@ -98,7 +98,7 @@ TEST(Accumulation, MicroBatchesEqualOneLargeBatchIncludingAShortLastGroup) {
   large.learning_rate = 0.05;
   TrainConfig accumulated = large;
   accumulated.batch_size = 16;
-  accumulated.accumulation_steps = 4;
+  accumulated.accum = 4;
   const TrainResult a = run_training(large, dataset, quiet());
   const TrainResult b = run_training(accumulated, dataset, quiet());
   const auto first = a.model->named_parameters();
@@ -109,7 +109,7 @@ TEST(Accumulation, MicroBatchesEqualOneLargeBatchIncludingAShortLastGroup) {
   }
   // Control: plain batch-16 training without accumulation takes 4x the steps and must differ clearly, so the
   // comparison above is able to fail.
-  accumulated.accumulation_steps = 1;
+  accumulated.accum = 1;
   const TrainResult small = run_training(accumulated, dataset, quiet());
   EXPECT_GT((small.model->named_parameters()["fc1.weight"] - first["fc1.weight"]).abs().max().item<double>(),
             1e-3);

@@ -268,7 +268,7 @@ TEST(TrainingLoop, HooksAreTheSeamsForDataParallelTraining) {
   TrainConfig config;
   config.epochs = 2;
   config.batch_size = 64;
-  config.accumulation_steps = 2;
+  config.accum = 2;
   config.out_dir = dir.file("run");
   TrainHooks hooks;
   hooks.show_progress = false;

@@ -85,7 +85,7 @@ TEST(UserModels, EveryArchitectureScriptedAndTracedTrainsAndItsTorchScriptGivesI
       // MobileNetV2's ReLU6 has no bf16 backward kernel in LibTorch 1.13 (checked below).
       config.precision = name == "mobilenet_v2_traced" ? Precision::fp32 : Precision::bf16;
       config.memory_format = MemoryFormat::channels_last;
-      config.accumulation_steps = 2;
+      config.accum = 2;
     }
     const TrainResult result = run_training(config, dataset, quiet());
     ASSERT_EQ(result.epochs.size(), 1u);

@@ -110,6 +110,24 @@ TEST(TuneSpace, SpaceFilesRoundTripAndScaleTheLearningRate) {
   EXPECT_EQ(to_json(read_space_file(dir.file("space.json"), context)), to_json(space));
 }
 
+// Issue 26: space files (and tune_settings.json of runs begun) before "thread_plan" name it "tune_threads".
+TEST(TuneSpace, OlderKeyTuneThreadsIsReadAsThreadPlan) {
+  const SpaceContext context = context_for("mlp", false);
+  const SearchSpace fixed =
+      parse_space({{"schema_version", 1}, {"fixed", {{"tune_threads", false}}}}, context, "old");
+  EXPECT_EQ(fixed.fixed["thread_plan"], "python");
+  EXPECT_FALSE(fixed.fixed.contains("tune_threads"));
+  EXPECT_EQ(candidate_at(fixed, start_point(fixed)).recipe["thread_plan"], "python");
+  const SearchSpace searched =
+      parse_space({{"schema_version", 1}, {"dimensions", {{"tune_threads", Json::array({true, false})}}}},
+                  context, "old");
+  ASSERT_EQ(searched.dimensions.size(), 1u);
+  EXPECT_EQ(searched.dimensions[0].key, "thread_plan");
+  EXPECT_EQ(searched.dimensions[0].values, (std::vector<Json>{"tuned", "python"}));
+  expect_space_error({{"schema_version", 1}, {"fixed", {{"tune_threads", "yes"}}}},
+                     "\"tune_threads\" must be a boolean");
+}
+
 TEST(TuneSpace, BadSpaceFilesGiveClearErrors) {
   expect_space_error(Json::array(), "must be a JSON object");
   expect_space_error({{"dimensions", {{"batch", {64}}}}}, "schema_version");

@@ -14,7 +14,8 @@ namespace ipj::train {
 // Version of the recipe layout (docs/TUNE.md "Recipe files"); bump on an incompatible change.
 inline constexpr int kRecipeSchemaVersion = 1;
 
-// The TrainConfig JSON keys a recipe may hold (model, epochs, batch, lr, ..., target_acc), in file order.
+// The TrainConfig JSON keys a recipe may hold (model, epochs, batch, lr, ..., target_acc), in file order: the
+// settings table's recipe rows (train_settings.hpp). Older keys of them are read too ("tune_threads").
 const std::vector<std::string>& recipe_keys();
 
 // {"schema_version", "kind": "recipe", <recipe keys of config>, "provenance": provenance (when not null)}.

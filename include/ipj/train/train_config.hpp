@@ -30,7 +30,8 @@ struct TrainConfig {
   double warmup_epochs = 0.0;  // linear learning-rate warmup over this many epochs (fractions allowed)
   std::uint64_t seed = 0;
   int threads = 0;  // cores to use (0 = all)
-  // python: Python torch's default thread settings (the seed recipe). JSON: "tune_threads" true | false.
+  // python: Python torch's default thread settings (the seed recipe). JSON: "thread_plan" (older files:
+  // "tune_threads" true | false, still read).
   ThreadPlanChoice thread_plan = ThreadPlanChoice::tuned;
   AllocatorChoice allocator = AllocatorChoice::tuned;  // glibc malloc settings (device/allocator.hpp)
   std::int64_t limit = 0;                              // first N training samples (0 = all)
@@ -41,7 +42,7 @@ struct TrainConfig {
   DeviceSpec device;                                // cpu (default) | cuda | cuda:N
   Precision precision = Precision::fp32;            // automatic: the fastest native precision here
   LossScaling loss_scale = LossScaling::automatic;  // automatic: dynamic for fp16, none otherwise
-  int accumulation_steps = 1;                       // micro-batches per optimizer step (--accum)
+  int accum = 1;                                    // gradient accumulation: micro-batches per optimizer step
   // contiguous | channels_last: 4-D weights and input batches in NHWC, oneDNN's fast layout for convolutions
   // and pooling on the CPU (no effect on models without 4-D weights).
   MemoryFormat memory_format = MemoryFormat::contiguous;
@@ -62,13 +63,16 @@ struct TrainConfig {
 // Throws ipj::Error(usage) naming the flag for any invalid value or combination.
 void validate(const TrainConfig& config);
 
+// The JSON form, the resume check and the flags come from one table: train_settings.hpp (defined in
+// train_settings.cpp).
 Json to_json(const TrainConfig& config);
-// Reads a config back (from a checkpoint or results file, or a tuner's trial); missing keys keep their
-// defaults. Throws ipj::Error(usage) naming the key for a choice it does not know.
+// Reads a config back (from a checkpoint or results file, a recipe or a tuner's trial); missing or null keys
+// keep their defaults; older keys are still read ("tune_threads"). Throws ipj::Error(invalid_input) naming
+// the key for a value of the wrong JSON type or a choice it does not know.
 TrainConfig config_from_json(const Json& json);
 
-// For --resume: the settings that must match for the continuation to equal an uninterrupted run.
-// Throws ipj::Error(usage) naming the first differing flag.
+// For --resume: the settings that must match (the table's resumable rows) for the continuation to equal an
+// uninterrupted run. Throws ipj::Error(usage) naming the first differing flag.
 void check_resumable(const TrainConfig& saved, const TrainConfig& requested);
 
 }  // namespace ipj::train
