@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 debian_packages=(nlohmann-json3-dev libcli11-dev libspdlog-dev libspdlog1.10 libfmt-dev libfmt9 libprotobuf-dev
   libprotobuf32 libprotobuf-lite32 libonnx-dev libonnx1 libcpuinfo-dev libcpuinfo0 libxxhash-dev libxxhash0
   libpng-dev libpng16-16 libjpeg62-turbo-dev libjpeg62-turbo libcpp-httplib-dev libcpp-httplib0.11
-  libboost1.74-dev libsimdjson-dev libsimdjson14 pkgconf pkgconf-bin libpkgconf3 zlib1g-dev zlib1g libbrotli1
+  libboost1.74-dev pkgconf pkgconf-bin libpkgconf3 zlib1g-dev zlib1g libbrotli1
   libgloo-dev libonnxifi libbrotli-dev)
 
 if [[ "${1:-}" == "--prepare" ]]; then

@@ -15,8 +15,8 @@ packages=(
   dataset-fashion-mnist
   # libraries
   zlib1g-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libcpuinfo-dev pkg-config
-  # HTTP for `ipj serve` / `ipj load` (Boost.Beast/Asio front end), bounded JSON parsing, file checksums
-  libcpp-httplib-dev libboost-dev libsimdjson-dev libxxhash-dev
+  # HTTP for `ipj serve` / `ipj load` (Boost.Beast/Asio front end), file checksums
+  libcpp-httplib-dev libboost-dev libxxhash-dev
   # image folders (PNG, JPEG)
   libpng-dev libjpeg62-turbo-dev
   # ONNX export (libonnx protobuf types, checker, shape inference) and c10d's Gloo backend (headers only)

@@ -300,6 +300,19 @@ TEST(KserveCodec, DuplicateKeysTrailingTextAndWrongTypesAreRefused) {
   expect_refused(both + std::string(16, '\0'), "both", both.size());
 }
 
+// Values nobody reads are still checked (issue 26: simdjson 3.0.1 On-Demand, evaluated as a replacement,
+// skips them by counting brackets only: a reader built on it would have served these bodies).
+TEST(KserveCodec, ValuesOfUnknownKeysAreCheckedNotJustSkipped) {
+  expect_refused(request_with("[1, 2, 3, 4]", R"("junk": [1 2 : }, )"),
+                 "expected ']' in an unknown key's value");
+  for (const char* junk : {"[}", R"({"a" 1})", "[1, ]", R"({"a": [1}]})", "tru", R"("\x")", "[01]"})
+    expect_refused(request_with("[1, 2, 3, 4]", std::string(R"("junk": )") + junk + ", "),
+                   "an unknown key's value");
+  expect_refused(R"({"inputs": [{"name": "x", "datatype": "FP32", "junk": [1 2], "shape": [2, 2],
+                     "data": [1, 2, 3, 4]}]})",
+                 "an unknown key's value");
+}
+
 TEST(KserveCodec, EnergyGoesIntoTheAnswersParametersWhenGiven) {
   const InferRequest request = parse(request_with("[1, 2, 3, 4]", R"("id": "e", )"));
   const Json with = Json::parse(
