@@ -21,8 +21,9 @@ AgentStore::AgentStore(const std::string& master_addr, int world_size) : state_(
     options.waitWorkers = false;
     state_->store = c10::make_intrusive<c10d::TCPStore>(master_addr, options);
   } catch (const std::exception& error) {
-    fail(ErrorCategory::io, std::string("ipj launch: cannot host the job's rendezvous store on a free port: ") +
-                                error.what() + " (give a port with --master-port)");
+    fail(ErrorCategory::io,
+         std::string("ipj launch: cannot host the job's rendezvous store on a free port: ") + error.what() +
+             " (give a port with --master-port)");
   }
 }
 

@@ -158,7 +158,8 @@ std::vector<std::string> rank_environment(const LaunchOptions& options, int loca
 }
 
 // Starts one rank in its own process group with its stdout/stderr on pipes.
-Rank start_rank(const LaunchOptions& options, int local_rank, bool agent_store, std::vector<Stream>& streams) {
+Rank start_rank(const LaunchOptions& options, int local_rank, bool agent_store,
+                std::vector<Stream>& streams) {
   int out_pipe[2], err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0)
     fail(ErrorCategory::io, std::string("ipj launch: cannot create a pipe: ") + std::strerror(errno));

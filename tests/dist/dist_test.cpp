@@ -47,9 +47,12 @@ TEST(DistributedEnvironment, ReadsTorchrunVariablesWithLocalDefaults) {
   EXPECT_EQ(environment.master_addr, "10.0.0.1");
   EXPECT_EQ(environment.master_port, 29511);
   EXPECT_FALSE(environment.agent_store);  // rank 0 hosts the store unless a launcher says it does
-  const auto under_launcher = dist::read_distributed_environment(
-      lookup_in({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"},
-                 {"TORCHELASTIC_USE_AGENT_STORE", "True"}}));
+  const auto under_launcher =
+      dist::read_distributed_environment(lookup_in({{"RANK", "0"},
+                                                    {"WORLD_SIZE", "2"},
+                                                    {"MASTER_ADDR", "a"},
+                                                    {"MASTER_PORT", "1"},
+                                                    {"TORCHELASTIC_USE_AGENT_STORE", "True"}}));
   EXPECT_TRUE(under_launcher.agent_store);
   const auto two_machines = dist::read_distributed_environment(lookup_in({{"RANK", "3"},
                                                                           {"WORLD_SIZE", "4"},
@@ -180,8 +183,9 @@ TEST(ProcessGroup, CollectivesBetweenTwoRealRanks) {
 }
 
 TEST(Launcher, HoldsTheAutomaticPortForTheWholeJob) {
-  // Without --master-port the launcher hosts the rendezvous store itself: while the job runs the port is bound
-  // (no other process can take it between choosing and using it) and the ranks are told to join as clients.
+  // Without --master-port the launcher hosts the rendezvous store itself: while the job runs the port is
+  // bound (no other process can take it between choosing and using it) and the ranks are told to join as
+  // clients.
   const std::string try_bind =
       "import os, socket\n"
       "s = socket.socket()\n"
@@ -191,13 +195,14 @@ TEST(Launcher, HoldsTheAutomaticPortForTheWholeJob) {
       "    print('held', error.errno, os.environ['TORCHELASTIC_USE_AGENT_STORE'])\n";
   testing::TempDir folder;
   std::ofstream(folder.file("bind.py")) << try_bind;
-  const auto automatic = run_process(ipj_binary() + " launch --nproc-per-node 1 -- /usr/bin/python3 " +
-                                     folder.file("bind.py"));
+  const auto automatic =
+      run_process(ipj_binary() + " launch --nproc-per-node 1 -- /usr/bin/python3 " + folder.file("bind.py"));
   EXPECT_EQ(automatic.exit_code, 0) << automatic.err;
   EXPECT_NE(automatic.out.find("held 98 True"), std::string::npos) << automatic.out;  // EADDRINUSE
   const int fixed_port = dist::find_free_port("127.0.0.1");
-  const auto fixed = run_process(ipj_binary() + " launch --nproc-per-node 1 --master-port " +
-                                 std::to_string(fixed_port) + " -- /usr/bin/python3 " + folder.file("bind.py"));
+  const auto fixed =
+      run_process(ipj_binary() + " launch --nproc-per-node 1 --master-port " + std::to_string(fixed_port) +
+                  " -- /usr/bin/python3 " + folder.file("bind.py"));
   EXPECT_EQ(fixed.exit_code, 0) << fixed.err;
   EXPECT_NE(fixed.out.find("free"), std::string::npos) << fixed.out;  // a given port is rank 0's to bind
 }

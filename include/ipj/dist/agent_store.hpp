@@ -1,5 +1,5 @@
-// The rendezvous store hosted by `ipj launch` itself (torchrun's "agent store"): the launcher binds a free port
-// and keeps it for the whole job, so no other process can take the port between choosing and binding it.
+// The rendezvous store hosted by `ipj launch` itself (torchrun's "agent store"): the launcher binds a free
+// port and keeps it for the whole job, so no other process can take the port between choosing and binding it.
 // LibTorch-free header; the c10d TCPStore lives in the implementation.
 #pragma once
 
