@@ -64,10 +64,10 @@ void add_bench_data_flags(CLI::App& command, BenchFlags& flags) {
   command.add_option("--test-limit", flags.test_limit, "Accuracy on the first N test samples only (0 = all)")
       ->check(non_negative_integer(kMaxSamples));
   add_data_flags(command, flags.data, false);
-  command.add_option("--calib", flags.load.calibration_samples, "Calibration samples for int8-static")
+  command.add_option("--calib", flags.load.calibration.samples, "Calibration samples for int8-static")
       ->check(positive_integer(kMaxSamples))
       ->capture_default_str();
-  command.add_option("--engine", flags.load.engine, "Quantized engine for int8 variants")
+  command.add_option("--engine", flags.load.run.engine, "Quantized engine for int8 variants")
       ->capture_default_str();
   command.add_flag("--no-accuracy", flags.no_accuracy, "Skip the test-set accuracy of each variant");
   command.add_flag("--no-energy", flags.no_energy, "Do not measure energy");
@@ -84,9 +84,10 @@ void add_bench_data_flags(CLI::App& command, BenchFlags& flags) {
 infer::ModelBenchOptions bench_options(BenchFlags& flags) {
   infer::ModelBenchOptions options;
   options.model_path = flags.model_path;
-  parse_model_input_flags(flags.input, flags.load.input_shape, flags.load.mean, flags.load.std);
-  flags.load.calibration_data = flags.data_dir;
-  flags.load.calibration_data_options = data_options(flags.data);
+  parse_model_input_flags(flags.input, flags.load.inputs.input_shape, flags.load.inputs.mean,
+                          flags.load.inputs.std);
+  flags.load.calibration.data = flags.data_dir;
+  flags.load.calibration.data_options = data_options(flags.data);
   options.load = flags.load;
   options.bench = flags.bench;
   options.batches = parse_integer_list(flags.batches_text, "--batch", 1, kMaxBatch);

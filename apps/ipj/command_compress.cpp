@@ -157,7 +157,7 @@ void add_distill_flags(CLI::App& app, DistillFlags& f) {
 std::pair<infer::InferenceModelPtr, data::Dataset> load_teacher_and_data(DistillFlags& f, bool data_given) {
   infer::LoadOptions teacher_options;
   if (!f.teacher_input_shape.empty())
-    teacher_options.input_shape = infer::parse_shape(f.teacher_input_shape, "--teacher-input-shape");
+    teacher_options.inputs.input_shape = infer::parse_shape(f.teacher_input_shape, "--teacher-input-shape");
   std::string folder = f.data_dir;
   data::DataOptions folder_options = data_options(f.data);
   if (!data_given) {
@@ -169,8 +169,8 @@ std::pair<infer::InferenceModelPtr, data::Dataset> load_teacher_and_data(Distill
   }
   f.options.data_dir = folder;
   data::Dataset dataset = data::load_dataset(folder, f.limit, f.test_limit, folder_options);
-  teacher_options.mean = dataset.normalization.mean;
-  teacher_options.std = dataset.normalization.std;
+  teacher_options.inputs.mean = dataset.normalization.mean;
+  teacher_options.inputs.std = dataset.normalization.std;
   infer::InferenceModelPtr teacher = infer::load_inference_model(f.teacher_path, teacher_options);
   const std::string mismatch = data_given ? data::describe_data_mismatch(teacher->trained_data, dataset) : "";
   if (!mismatch.empty()) std::cerr << "ipj: warning: " << mismatch << "\n";

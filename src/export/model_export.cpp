@@ -99,10 +99,10 @@ std::string reference_engine(const ExportableModel& model) {
 infer::InferenceModelPtr load_reference(const std::string& model_path, const quant::ImportOptions& import,
                                         const std::string& engine = "auto") {
   infer::LoadOptions options;
-  options.engine = engine;
-  options.input_shape = import.input_shape;
-  options.mean = import.mean;
-  options.std = import.std;
+  options.run.engine = engine;
+  options.inputs.input_shape = import.input_shape;
+  options.inputs.mean = import.mean;
+  options.inputs.std = import.std;
   return infer::load_inference_model(model_path, options);
 }
 

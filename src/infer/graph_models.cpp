@@ -41,14 +41,9 @@ class Int8GraphModel : public InferenceModel {
 std::vector<quant::QuantParams> calibration_params(const quant::Graph& graph, const std::string& data_dir,
                                                    const data::DataOptions& data_options,
                                                    const LoadOptions& options) {
-  const std::string folder = !options.calibration_data.empty() ? options.calibration_data
-                             : !data_dir.empty()               ? data_dir
-                                                               : std::string(data::kDefaultDataDirectory);
-  const data::Dataset calibration =
-      data::load_dataset(folder, options.calibration_samples, 1,
-                         data::merge_data_options(data_options, options.calibration_data_options));
-  quant::check_data_shape(graph.input_shape, calibration.train, folder);
-  return quant::calibrate_graph(graph, calibration.train, options.calibration_samples, 256,
+  const CalibrationImages calibration =
+      load_calibration_images(options.calibration, data_dir, data_options, graph.input_shape);
+  return quant::calibrate_graph(graph, calibration.images, options.calibration.samples, 256,
                                 quant::ObserverKind::minmax, 100.0);
 }
 
@@ -76,17 +71,17 @@ std::shared_ptr<InferenceModel> graph_variant(quant::Graph graph, Variant varian
                                          "int8-qat: bench the file `ipj quantize "
                                          "--mode qat` writes)");
   }
-  auto result =
-      std::make_shared<Int8GraphModel>(quant::QuantizedGraph::convert(graph, mode, params, options.engine));
+  auto result = std::make_shared<Int8GraphModel>(
+      quant::QuantizedGraph::convert(graph, mode, params, options.run.engine));
   result->parameter_bytes = result->graph().parameter_bytes();
   return result;
 }
 
 std::shared_ptr<InferenceModel> int8_graph_model(const std::string& path, const LoadOptions& options) {
-  auto result = std::make_shared<Int8GraphModel>(quant::QuantizedGraph::load(path, options.engine));
+  auto result = std::make_shared<Int8GraphModel>(quant::QuantizedGraph::load(path, options.run.engine));
   const quant::QuantizedGraph& loaded = result->graph();
   const Variant stored = stored_int8_variant(quant::quant_mode_name(loaded.mode()), "'" + path + "'");
-  require_stored_variant(options.variant, stored, path);
+  require_stored_variant(options.run.variant, stored, path);
   result->variant = stored;
   result->format = ModelFormat::ipj_int8;
   result->path = path;

@@ -129,21 +129,17 @@ std::shared_ptr<InferenceModel> program_variant(quant::LayerProgram program, Var
   quant::QuantMode mode = quant::QuantMode::dynamic;
   if (variant == Variant::int8_static) {
     mode = quant::QuantMode::static_ptq;
-    const std::string calibration_dir =
-        options.calibration_data.empty() ? data_dir : options.calibration_data;
-    const data::Dataset calibration =
-        data::load_dataset(calibration_dir, options.calibration_samples, 1,
-                           data::merge_data_options(data_options, options.calibration_data_options));
-    quant::check_data_shape(program.input_shape, calibration.train, calibration_dir);
-    params = quant::calibrate(program, calibration.train, options.calibration_samples, 256,
+    const CalibrationImages calibration =
+        load_calibration_images(options.calibration, data_dir, data_options, program.input_shape);
+    params = quant::calibrate(program, calibration.images, options.calibration.samples, 256,
                               quant::ObserverKind::minmax, 100.0);
   } else if (variant != Variant::int8_dynamic) {
     fail(ErrorCategory::unsupported,
          "variant '" + choice_name(variant) +
              "' is not available here (int8-qat: bench the file `ipj quantize --mode qat` writes)");
   }
-  auto int8 =
-      std::make_shared<Int8Model>(quant::QuantizedProgram::convert(program, mode, params, options.engine));
+  auto int8 = std::make_shared<Int8Model>(
+      quant::QuantizedProgram::convert(program, mode, params, options.run.engine));
   int8->parameter_bytes = int8->program().parameter_bytes();
   return int8;
 }
@@ -153,7 +149,7 @@ InferenceModelPtr from_checkpoint(const std::string& path, const LoadOptions& op
   const Json& info = trained.state.model_info;
   const auto mean = info.at("mean").get<std::vector<float>>();
   const auto std = info.at("std").get<std::vector<float>>();
-  const Variant variant = as_stored_or(options.variant, Variant::fp32);
+  const Variant variant = as_stored_or(options.run.variant, Variant::fp32);
   const std::string data_dir = trained.state.config.value("data", std::string(data::kDefaultDataDirectory));
   const data::DataOptions data_options =
       data::data_options_from_json(trained.state.config.value("data_options", Json::object()));
@@ -207,7 +203,7 @@ void describe_file_model(InferenceModel& model, FileModelDescription description
 
 InferenceModelPtr from_program(const std::string& path, const LoadOptions& options) {
   quant::ProgramFile file = quant::load_program(path);
-  const Variant variant = as_stored_or(options.variant, Variant::fp32);
+  const Variant variant = as_stored_or(options.run.variant, Variant::fp32);
   if (variant == Variant::bf16)
     fail(ErrorCategory::unsupported,
          "variant bf16 needs an ipj checkpoint; program files run fp32, jit or int8");
@@ -225,9 +221,9 @@ InferenceModelPtr from_program(const std::string& path, const LoadOptions& optio
 }
 
 InferenceModelPtr from_int8(const std::string& path, const LoadOptions& options) {
-  auto program = quant::QuantizedProgram::load(path, options.engine);
+  auto program = quant::QuantizedProgram::load(path, options.run.engine);
   const Variant stored = stored_int8_variant(quant::quant_mode_name(program.mode()), "'" + path + "'");
-  require_stored_variant(options.variant, stored, path);
+  require_stored_variant(options.run.variant, stored, path);
   auto result = std::make_shared<Int8Model>(std::move(program));
   const quant::QuantizedProgram& loaded = result->program();
   describe_file_model(*result,
@@ -242,7 +238,7 @@ InferenceModelPtr from_int8(const std::string& path, const LoadOptions& options)
 
 InferenceModelPtr from_graph(const std::string& path, const LoadOptions& options) {
   quant::GraphFile file = quant::load_graph(path);
-  const Variant variant = as_stored_or(options.variant, Variant::fp32);
+  const Variant variant = as_stored_or(options.run.variant, Variant::fp32);
   const std::string data_dir = file.extra.value("data_dir", std::string());
   const data::DataOptions data_options =
       data::data_options_from_json(file.extra.value("data_options", Json::object()));
@@ -262,21 +258,17 @@ std::shared_ptr<InferenceModel> torchscript_static(const torch::jit::Module& mod
                                                    const LoadOptions& options,
                                                    const quant::ImportOptions& import,
                                                    const data::DataRecord& trained_data) {
-  const std::string folder = !options.calibration_data.empty() ? options.calibration_data
-                             : !trained_data.directory.empty() ? trained_data.directory
-                                                               : std::string(data::kDefaultDataDirectory);
-  const data::Dataset calibration =
-      data::load_dataset(folder, options.calibration_samples, 1,
-                         data::merge_data_options(trained_data.options, options.calibration_data_options));
-  quant::check_data_shape(options.input_shape, calibration.train, folder);
+  const CalibrationImages calibration = load_calibration_images(
+      options.calibration, trained_data.directory, trained_data.options, options.inputs.input_shape);
   quant::StaticScriptOptions settings;
-  settings.engine = options.engine;
-  settings.calib_samples = options.calibration_samples;
+  settings.engine = options.run.engine;
+  settings.calib_samples = options.calibration.samples;
   const quant::StaticScript int8 =
-      quant::quantize_script_static(module, import, calibration.train, settings, path);
+      quant::quantize_script_static(module, import, calibration.images, settings, path);
   std::vector<std::int64_t> reshape;  // a flat --input-shape (e.g. 784) feeds [B, 784]
-  if (options.input_shape.size() == 1) reshape = options.input_shape;
-  auto result = std::make_shared<ScriptModel>(*int8.module, options.mean, options.std, "fp32", reshape);
+  if (options.inputs.input_shape.size() == 1) reshape = options.inputs.input_shape;
+  auto result =
+      std::make_shared<ScriptModel>(*int8.module, options.inputs.mean, options.inputs.std, "fp32", reshape);
   result->parameter_bytes = int8.int8_bytes;
   return result;
 }
@@ -286,17 +278,17 @@ std::shared_ptr<InferenceModel> torchscript_static(const torch::jit::Module& mod
 std::shared_ptr<InferenceModel> torchscript_int8(const torch::jit::Module& module, const std::string& path,
                                                  Variant variant, const LoadOptions& options,
                                                  const data::DataRecord& trained_data) {
-  if (options.input_shape.empty())
+  if (options.inputs.input_shape.empty())
     fail(ErrorCategory::usage, "int8 variants of TorchScript files need --input-shape (e.g. 1,28,28)");
   quant::ImportOptions import;
-  import.input_shape = options.input_shape;
-  import.mean = options.mean;
-  import.std = options.std;
+  import.input_shape = options.inputs.input_shape;
+  import.mean = options.inputs.mean;
+  import.std = options.inputs.std;
   quant::Graph graph;
   try {
     graph = quant::import_torchscript(module, path, import);
     std::vector<std::int64_t> shape{8};
-    shape.insert(shape.end(), options.input_shape.begin(), options.input_shape.end());
+    shape.insert(shape.end(), options.inputs.input_shape.begin(), options.inputs.input_shape.end());
     const double difference = quant::import_difference(module, graph, import, torch::rand(shape));
     if (!(difference <= 1e-3))
       fail(ErrorCategory::unsupported, "'" + path + "': ipj's imported graph differs from the module by " +
@@ -316,8 +308,9 @@ std::shared_ptr<InferenceModel> torchscript_int8(const torch::jit::Module& modul
 std::shared_ptr<InferenceModel> torchscript_dynamic(const torch::jit::Module& module, const std::string& path,
                                                     const LoadOptions& options,
                                                     const std::vector<std::int64_t>& reshape) {
-  const quant::DynamicScript int8 = quant::quantize_script_dynamic(module, options.engine, path);
-  auto result = std::make_shared<ScriptModel>(*int8.module, options.mean, options.std, "fp32", reshape);
+  const quant::DynamicScript int8 = quant::quantize_script_dynamic(module, options.run.engine, path);
+  auto result =
+      std::make_shared<ScriptModel>(*int8.module, options.inputs.mean, options.inputs.std, "fp32", reshape);
   result->parameter_bytes = int8.int8_bytes;
   return result;
 }
@@ -340,8 +333,8 @@ InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& g
   load_file_checked(path, "TorchScript file",
                     [&] { module = torch::jit::load(path, c10::nullopt, extra_files); });
   LoadOptions options = given;
-  train::fill_inputs_from_trained_info(extra_files[train::kTorchScriptInfoName], path, options.input_shape,
-                                       options.mean, options.std);
+  train::fill_inputs_from_trained_info(extra_files[train::kTorchScriptInfoName], path,
+                                       options.inputs.input_shape, options.inputs.mean, options.inputs.std);
   const data::DataRecord trained_data =
       train::trained_data_record(extra_files[train::kTorchScriptInfoName], path);
   if (!module.find_method("forward"))
@@ -353,32 +346,32 @@ InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& g
     // Its packed int8 weights are repacked when the file loads, for the engine selected then: the one
     // `ipj quantize` calibrated and checked them on (recorded in ipj.json), so load it again under that one.
     const Json info = Json::parse(extra_files[train::kTorchScriptInfoName]);
-    quant::select_quantized_engine(options.engine != "auto"
-                                       ? options.engine
+    quant::select_quantized_engine(options.run.engine != "auto"
+                                       ? options.run.engine
                                        : info["quantization"].value("engine", std::string("auto")));
     load_file_checked(path, "TorchScript file", [&] { module = torch::jit::load(path); });
     module.eval();
   }
-  if (stored) require_stored_variant(options.variant, *stored, path);
-  const Variant variant = stored ? *stored : as_stored_or(options.variant, Variant::fp32);
+  if (stored) require_stored_variant(options.run.variant, *stored, path);
+  const Variant variant = stored ? *stored : as_stored_or(options.run.variant, Variant::fp32);
   std::vector<std::int64_t> reshape;  // a flat --input-shape (e.g. 784) feeds [B, 784]
-  if (options.input_shape.size() == 1) reshape = options.input_shape;
+  if (options.inputs.input_shape.size() == 1) reshape = options.inputs.input_shape;
   std::shared_ptr<InferenceModel> result;
   if (stored)
-    result = std::make_shared<ScriptModel>(module, options.mean, options.std, "fp32", reshape);
+    result = std::make_shared<ScriptModel>(module, options.inputs.mean, options.inputs.std, "fp32", reshape);
   else if (variant == Variant::int8_dynamic)
     result = torchscript_dynamic(module, path, options, reshape);
   else if (is_int8(variant))
     result = torchscript_int8(module, path, variant, options, trained_data);
   else
     result = std::make_shared<ScriptModel>(variant == Variant::jit ? freeze_for_inference(module) : module,
-                                           options.mean, options.std,
+                                           options.inputs.mean, options.inputs.std,
                                            variant == Variant::bf16 ? "bf16" : "fp32", reshape);
   result->variant = variant;
   result->format = ModelFormat::torchscript;
   result->path = path;
   result->model_name = module.type()->name() ? module.type()->name()->name() : "torchscript";
-  result->sample_shape = options.input_shape;
+  result->sample_shape = options.inputs.input_shape;
   result->trained_data = trained_data;
   result->data_dir = trained_data.directory;  // "" when the file records no data
   result->data_options = trained_data.options;

@@ -24,9 +24,7 @@ namespace {
 
 // The folder of the accuracy pass: the given one, else the one the model was trained on, else the default.
 std::string accuracy_data_folder(const LoadOptions& load, const InferenceModel& model) {
-  if (!load.calibration_data.empty()) return load.calibration_data;
-  if (!model.data_dir.empty()) return model.data_dir;
-  return data::kDefaultDataDirectory;
+  return calibration_folder(load.calibration, model.data_dir);
 }
 
 // The data set's "dataset" object without what only the (1-sample) training split says: the models
@@ -128,7 +126,7 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& options) {
   const device::MachineState machine = device::read_machine_state();
   device::LoadSampler sampler(machine.limits);
   for (const Variant requested : options.variants) {
-    load.variant = requested;
+    load.run.variant = requested;
     const std::string variant = choice_name(requested);  // as the skipped rows name it
     if (options.show_progress) spdlog::info("loading {} as {}", options.model_path, variant);
     InferenceModelPtr model;
@@ -145,9 +143,9 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& options) {
       if (!dataset) {
         dataset =
             data::load_dataset(accuracy_data_folder(load, *model), 1, options.test_limit,
-                               data::merge_data_options(model->data_options, load.calibration_data_options));
+                               data::merge_data_options(model->data_options, load.calibration.data_options));
         const std::string mismatch =
-            load.calibration_data.empty() ? "" : data::describe_data_mismatch(model->trained_data, *dataset);
+            load.calibration.data.empty() ? "" : data::describe_data_mismatch(model->trained_data, *dataset);
         if (!mismatch.empty()) report.warnings.push_back(mismatch);
       }
       if (!try_variant_step(

@@ -90,14 +90,15 @@ ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger)
     : config_(std::move(config)), ledger_(ledger) {
   version_ = config_.latest_version();
   infer::LoadOptions options;
-  options.input_shape = config_.sample_shape();
-  for (auto& dim : options.input_shape)
+  options.inputs.input_shape = config_.sample_shape();
+  for (auto& dim : options.inputs.input_shape)
     if (dim == -1) dim = 1;
-  options.mean = config_.mean;
-  options.std = config_.std;
+  options.inputs.mean = config_.mean;
+  options.inputs.std = config_.std;
   const std::string path = config_.model_path(version_);
   try {
-    options.variant = infer::parse_variant(config_.variant);  // the config's text: its errors name the model
+    options.run.variant =
+        infer::parse_variant(config_.variant);  // the config's text: its errors name the model
     model_ = infer::load_inference_model(path, options);
   } catch (const Error& error) {
     fail(error.category(), "model '" + config_.name + "': " + error.what());

@@ -56,14 +56,14 @@ const Golden& golden() {
 TEST(InferTorchScript, ScriptedAndTracedModelsMatchPyTorch) {
   for (const char* name : {"scripted.pt", "traced.pt"}) {
     LoadOptions options;
-    options.input_shape = {1, 28, 28};
+    options.inputs.input_shape = {1, 28, 28};
     const InferenceModelPtr model = load_inference_model(golden().dir.file(name), options);
     EXPECT_EQ(model->format, ModelFormat::torchscript);
     EXPECT_EQ(model->variant, Variant::fp32);
     const torch::Tensor output = model->forward(golden().input);
     EXPECT_LT((output - golden().expected).abs().max().item<double>(), 1e-5) << name;
 
-    options.variant = Variant::jit;  // frozen + optimize_for_inference
+    options.run.variant = Variant::jit;  // frozen + optimize_for_inference
     const torch::Tensor frozen =
         load_inference_model(golden().dir.file(name), options)->forward(golden().input);
     EXPECT_LT((frozen - golden().expected).abs().max().item<double>(), 1e-4) << name;
@@ -72,9 +72,9 @@ TEST(InferTorchScript, ScriptedAndTracedModelsMatchPyTorch) {
 
 TEST(InferTorchScript, MeanAndStdPreprocessTheInput) {
   LoadOptions options;
-  options.input_shape = {1, 28, 28};
-  options.mean = {0.25f};
-  options.std = {0.5f};
+  options.inputs.input_shape = {1, 28, 28};
+  options.inputs.mean = {0.25f};
+  options.inputs.std = {0.5f};
   const torch::Tensor output =
       load_inference_model(golden().dir.file("scripted.pt"), options)->forward(golden().input);
   EXPECT_LT((output - golden().normalized_expected).abs().max().item<double>(), 1e-5);
@@ -101,12 +101,12 @@ TEST(InferTorchScript, TrainedFileBringsItsInputShapeAndNormalisation) {
   EXPECT_LT((recorded->forward(golden().input) - golden().normalized_expected).abs().max().item<double>(),
             1e-5);
   LoadOptions explicit_flags;
-  explicit_flags.mean = {0.0f};
-  explicit_flags.std = {1.0f};
+  explicit_flags.inputs.mean = {0.0f};
+  explicit_flags.inputs.std = {1.0f};
   const torch::Tensor flagged = load_inference_model(trained, explicit_flags)->forward(golden().input);
   EXPECT_LT((flagged - golden().expected).abs().max().item<double>(), 1e-5);
   LoadOptions int8;
-  int8.variant = Variant::int8_dynamic;  // the graph import needs the input shape: taken from the file
+  int8.run.variant = Variant::int8_dynamic;  // the graph import needs the input shape: taken from the file
   const torch::Tensor quantized = load_inference_model(trained, int8)->forward(golden().input);
   EXPECT_TRUE(quantized.argmax(1).equal(golden().normalized_expected.argmax(1)));
   EXPECT_EQ(category_of([&] { load_inference_model(damaged, LoadOptions()); }), ErrorCategory::invalid_input);
@@ -123,7 +123,7 @@ TEST(InferVariants, JitBf16AndInt8AgreeWithFp32OnACheckpoint) {
   const torch::Tensor reference = fp32->forward(pixels);
   const double range = (reference.max() - reference.min()).item<double>();
   for (const char* variant : {"jit", "bf16", "int8-dynamic", "int8-static"}) {
-    options.variant = parse_variant(variant);
+    options.run.variant = parse_variant(variant);
     const InferenceModelPtr model = load_inference_model(checkpoint, options);
     EXPECT_EQ(choice_name(model->variant), variant);
     const double tolerance = std::string(variant) == "jit" ? 1e-4 : 0.1 * range;
@@ -153,7 +153,7 @@ TEST(InferErrors, BadFilesAndVariantsGetClearErrors) {
   LoadOptions options;
   // int8-static of a TorchScript file goes through the graph IR and needs the shape (int8-dynamic does not:
   // it quantizes the module's nn.Linear layers as they are).
-  options.variant = Variant::int8_static;
+  options.run.variant = Variant::int8_static;
   EXPECT_EQ(category_of([&] { load_inference_model(golden().dir.file("scripted.pt"), options); }),
             ErrorCategory::usage);
   EXPECT_EQ(category_of([] { parse_shape("1,x,28", "--input-shape"); }), ErrorCategory::usage);
@@ -339,6 +339,28 @@ TEST(CompileJit, FrozenEvaluationMatchesEagerEvaluation) {
   EXPECT_NEAR(compiled.epochs[0].test_loss, eager.epochs[0].test_loss, 1e-3);
   EXPECT_EQ(compiled.report["config"]["compile"], "jit");
   EXPECT_EQ(category_of([] { require_compilable("resnet18"); }), ErrorCategory::unsupported);
+}
+
+TEST(Calibration, OneFolderRuleAndAShapeCheckForEveryFormat) {
+  CalibrationSource source;
+  EXPECT_EQ(calibration_folder(source, ""), data::kDefaultDataDirectory);  // nothing recorded, nothing given
+  EXPECT_EQ(calibration_folder(source, "/data/recorded"), "/data/recorded");
+  source.data = "/data/given";
+  EXPECT_EQ(calibration_folder(source, "/data/recorded"), "/data/given");  // --data wins over the record
+
+  source.data.clear();
+  source.samples = 12;
+  const CalibrationImages images = load_calibration_images(source, "", {}, {1, 28, 28});
+  EXPECT_EQ(images.folder, data::kDefaultDataDirectory);
+  EXPECT_EQ(images.images.count, 12);
+  EXPECT_EQ(images.images.channels, 1);
+  try {
+    load_calibration_images(source, "", {}, {3, 32, 32});
+    ADD_FAILURE() << "a 3x32x32 model calibrated on 1x28x28 images";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::invalid_input);
+    EXPECT_NE(std::string(error.what()).find(data::kDefaultDataDirectory), std::string::npos) << error.what();
+  }
 }
 
 }  // namespace

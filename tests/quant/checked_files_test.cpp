@@ -103,7 +103,7 @@ TEST(CheckedFiles, DamagedTorchScriptFilesAreInvalidInputNamingTheFile) {
   const std::string path = dir.file("user.pt");
   infer::script_program(source.program, false).save(path);
   infer::LoadOptions options;
-  options.input_shape = {1, 28, 28};
+  options.inputs.input_shape = {1, 28, 28};
   EXPECT_NO_THROW(
       infer::load_inference_model(path, options));  // a user's file: no checksum, no warning needed
   const std::string original = read_file(path);

@@ -13,6 +13,7 @@
 
 #include "ipj/data/data_options.hpp"
 #include "ipj/data/data_record.hpp"
+#include "ipj/infer/calibration.hpp"
 #include "ipj/infer/variant.hpp"
 
 namespace ipj::infer {
@@ -37,17 +38,23 @@ class InferenceModel {
 };
 using InferenceModelPtr = std::shared_ptr<const InferenceModel>;
 
-struct LoadOptions {
-  Variant variant = Variant::file;  // file: the model as stored
-  std::vector<std::int64_t>
-      input_shape;          // gives the sample shape (TorchScript; needed for its int8 variants)
-  std::vector<float> mean;  // TorchScript preprocessing: (x - mean) / std per channel
+// What is loaded, separate from how it runs (as ONNX Runtime separates a session from its providers) and from
+// the calibration images a static int8 variant needs (calibration.hpp).
+struct ModelInputs {                      // how to feed a TorchScript file (ipj files record all of it)
+  std::vector<std::int64_t> input_shape;  // the sample shape (needed for a TorchScript file's int8 variants)
+  std::vector<float> mean;                // preprocessing: (x - mean) / std per channel
   std::vector<float> std;
-  std::string calibration_data;  // int8-static: data folder (default: the model's, else Fashion-MNIST)
-  // int8-static and accuracy: --resize/--channels/... on top of the model's recorded data options.
-  data::DataOptions calibration_data_options;
-  std::int64_t calibration_samples = 1000;
-  std::string engine = "auto";  // quantized engine for int8 variants and int8 files ("auto": the file's)
+};
+
+struct RunOptions {
+  Variant variant = Variant::file;  // file: the model as stored
+  std::string engine = "auto";      // quantized engine for int8 variants and int8 files ("auto": the file's)
+};
+
+struct LoadOptions {
+  ModelInputs inputs;
+  RunOptions run;
+  CalibrationSource calibration;  // read only by int8-static variants
 };
 
 // The variant names load_inference_model accepts besides "file".
