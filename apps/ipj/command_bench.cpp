@@ -111,8 +111,9 @@ void print_bench_table(const infer::ModelBenchReport& report) {
     table.add_row({row.variant, std::to_string(row.batch), format_number("%.3f", row.p50_ms),
                    format_number("%.3f", row.p90_ms), format_number("%.3f", row.p99_ms),
                    format_number("%.0f", row.throughput_per_s),
-                   row.energy_source == "none" ? "-" : format_number("%.3f", row.j_per_1000),
-                   row.energy_source, row.test_acc ? format_number("%.4f", *row.test_acc) : "-",
+                   !row.energy_source ? "-" : format_number("%.3f", row.j_per_1000),
+                   energy::reported_source_name(row.energy_source),
+                   row.test_acc ? format_number("%.4f", *row.test_acc) : "-",
                    format_number("%.0f KiB", row.parameter_bytes / 1024.0), row.stable ? "yes" : "no"});
   }
   std::cout << table.render();

@@ -86,7 +86,7 @@ train::TrainHooks make_hooks(const TrainFlags& flags, const train::TrainConfig& 
     std::printf("epoch %d  loss %.4f  train acc %.4f  test acc %.4f  %s samples/s  %s  %.1f J (%s)\n",
                 metrics.epoch, metrics.loss, metrics.train_acc, metrics.test_acc,
                 format_count(metrics.samples_per_s).c_str(), format_duration(metrics.wall_s).c_str(),
-                metrics.energy_j, metrics.energy_source.c_str());
+                metrics.energy_j, energy::reported_source_name(metrics.energy_source).c_str());
     std::fflush(stdout);
   };
   return hooks;
@@ -111,7 +111,8 @@ void print_final(const train::TrainResult& result, const train::TrainConfig& con
       "final: test acc %.4f  %.0f samples/s  wall %s (training %s)  energy %.1f J (%s), %.3g "
       "J/sample\n",
       result.test_acc, result.samples_per_s, format_duration(result.wall_s).c_str(),
-      format_duration(result.train_wall_s).c_str(), result.energy_j, result.energy_source.c_str(),
+      format_duration(result.train_wall_s).c_str(), result.energy_j,
+      energy::reported_source_name(result.energy_source).c_str(),
       result.samples > 0 ? result.energy_j / result.samples : 0.0);
   if (!config.out_dir.empty()) std::printf("results: %s/results.json\n", config.out_dir.c_str());
   if (!config.out_dir.empty() && config.model.is_file())

@@ -23,23 +23,22 @@ namespace {
 
 constexpr int kNoMeter = 3;  // a rank without meters of its own (node-wide counters are read by local rank 0)
 
-int source_code(const std::string& name) {
-  for (const auto source :
-       {energy::EnergySource::counter, energy::EnergySource::integrated, energy::EnergySource::estimated})
-    if (name == energy::source_name(source)) return static_cast<int>(source);
-  return kNoMeter;
+// A source as a number for the all-reduce that gathers them (the enum's value; kNoMeter for none).
+double source_code(const energy::ReportedSource& source) {
+  return static_cast<double>(source ? static_cast<int>(*source) : kNoMeter);
 }
 
-std::string source_text(int code) {
-  return code == kNoMeter ? "none" : energy::source_name(static_cast<energy::EnergySource>(code));
+energy::ReportedSource source_from_code(int code) {
+  if (code == kNoMeter) return std::nullopt;
+  return static_cast<energy::EnergySource>(code);
 }
 
-// The weakest source among the ranks that measured something ("none" when no rank did).
-int weakest_code(const std::vector<int>& codes) {
-  int weakest = -1;
-  for (const int code : codes)
-    if (code != kNoMeter) weakest = std::max(weakest, code);
-  return weakest < 0 ? kNoMeter : weakest;
+// The weakest source among the ranks that measured something (none when no rank did).
+energy::ReportedSource weakest_source(const std::vector<energy::ReportedSource>& sources) {
+  energy::ReportedSource weakest;
+  for (const auto& source : sources)
+    weakest = energy::weakest(weakest, source);
+  return weakest;
 }
 
 // Every rank's `values` (the same count on each): result[rank][i]. One sum all-reduce of per-rank slots.
@@ -170,16 +169,16 @@ class DataParallelRank {
     const std::vector<std::vector<double>> ranks = gather_per_rank(
         context_,
         {samples, metrics.loss * samples, metrics.train_acc * samples, metrics.train_wall_s, metrics.energy_j,
-         static_cast<double>(has_meters_ ? source_code(metrics.energy_source) : kNoMeter)});
+         has_meters_ ? source_code(metrics.energy_source) : source_code(std::nullopt)});
     double total_samples = 0.0, loss = 0.0, correct = 0.0, train_wall_s = 0.0, joules = 0.0;
-    std::vector<int> sources;
+    std::vector<energy::ReportedSource> sources;
     for (const auto& rank : ranks) {
       total_samples += rank[0];
       loss += rank[1];
       correct += rank[2];
       train_wall_s = std::max(train_wall_s, rank[3]);
       joules += rank[4];
-      sources.push_back(static_cast<int>(rank[5]));
+      sources.push_back(source_from_code(static_cast<int>(rank[5])));
     }
     const double count = std::max(1.0, total_samples);
     metrics.samples = static_cast<std::int64_t>(total_samples);
@@ -189,36 +188,35 @@ class DataParallelRank {
     metrics.wall_s = metrics.train_wall_s + metrics.eval_wall_s;
     metrics.samples_per_s = total_samples / std::max(1e-9, train_wall_s);
     metrics.energy_j = joules;
-    metrics.energy_source = config_.measure_energy ? source_text(weakest_code(sources)) : "none";
+    metrics.energy_source = config_.measure_energy ? weakest_source(sources) : std::nullopt;
   }
 
   // The run's joules summed over the ranks, each rank listed with its own figure and source.
   void sum_run_energy(train::TrainResult& result) {
-    const int own_source = has_meters_ ? source_code(result.energy_source) : kNoMeter;
-    const std::vector<std::vector<double>> ranks =
-        gather_per_rank(context_, {result.energy_j, static_cast<double>(own_source)});
+    const double own_source = source_code(has_meters_ ? result.energy_source : std::nullopt);
+    const std::vector<std::vector<double>> ranks = gather_per_rank(context_, {result.energy_j, own_source});
     double total = 0.0;
-    std::vector<int> sources;
+    std::vector<energy::ReportedSource> sources;
     Json rank_list = Json::array();
     for (std::size_t rank = 0; rank < ranks.size(); ++rank) {
       total += ranks[rank][0];
-      sources.push_back(static_cast<int>(ranks[rank][1]));
-      rank_list.push_back(
-          Json{{"rank", rank},
-               {"energy_j", ranks[rank][0]},
-               {"energy_source", config_.measure_energy ? source_text(sources.back()) : "none"}});
+      sources.push_back(config_.measure_energy ? source_from_code(static_cast<int>(ranks[rank][1]))
+                                               : std::nullopt);
+      rank_list.push_back(Json{{"rank", rank},
+                               {"energy_j", ranks[rank][0]},
+                               {"energy_source", energy::reported_source_name(sources.back())}});
     }
     result.energy_j = total;
-    result.energy_source = config_.measure_energy ? source_text(weakest_code(sources)) : "none";
+    result.energy_source = weakest_source(sources);
     Json& report = result.report;
     Json& final_figures = report["final"];
     final_figures["energy_j"] = total;
-    final_figures["energy_source"] = result.energy_source;
+    final_figures["energy_source"] = energy::reported_source_name(result.energy_source);
     final_figures["j_per_sample"] = result.samples > 0 ? total / static_cast<double>(result.samples) : 0.0;
     final_figures["acc_per_kj"] = energy::accuracy_per_kj(result.test_acc, total);
     report["energy"]["rank0_energy_j"] = report["energy"]["energy_j"];  // its devices and meters are listed
     report["energy"]["energy_j"] = total;
-    report["energy"]["energy_source"] = result.energy_source;
+    report["energy"]["energy_source"] = energy::reported_source_name(result.energy_source);
     report["energy"]["ranks"] = rank_list;
     const DistributedEnvironment& environment = context_.environment();
     report["distributed"] = {{"world_size", environment.world_size},

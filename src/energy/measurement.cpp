@@ -1,6 +1,7 @@
 // Energy source names and JSON rendering of measurements.
 #include "ipj/energy/measurement.hpp"
 
+#include "ipj/core/error.hpp"
 #include "ipj/core/number_format.hpp"
 
 namespace ipj::energy {
@@ -19,6 +20,25 @@ const char* source_name(EnergySource source) {
 
 EnergySource weakest(EnergySource a, EnergySource b) {
   return static_cast<int>(a) > static_cast<int>(b) ? a : b;
+}
+
+std::string reported_source_name(const ReportedSource& source) {
+  return source ? source_name(*source) : "none";
+}
+
+ReportedSource parse_reported_source(const std::string& text, const std::string& where) {
+  if (text == "none") return std::nullopt;
+  for (const EnergySource source : {EnergySource::counter, EnergySource::integrated, EnergySource::estimated})
+    if (text == source_name(source)) return source;
+  throw Error(ErrorCategory::invalid_input,
+              where + ": energy source '" + text +
+                  "' is not one of counter, integrated, estimated, none (fix or regenerate the file)");
+}
+
+ReportedSource weakest(const ReportedSource& a, const ReportedSource& b) {
+  if (!a) return b;
+  if (!b) return a;
+  return weakest(*a, *b);
 }
 
 Json to_json(const Measurement& measurement) {

@@ -23,7 +23,7 @@ struct Window {
   double wall_s = 0.0;
   double energy_j = 0.0;
   int energy_samples = 0;
-  std::string energy_source = "none";
+  energy::ReportedSource energy_source;
   std::string energy_model;
   double throughput(std::int64_t batch) const {
     return wall_s > 0 ? static_cast<double>(latencies_ms.size() * batch) / wall_s : 0.0;
@@ -70,11 +70,10 @@ bool windows_agree(const std::vector<double>& throughputs, int count, double tol
 Json to_json(const BenchRow& row) {
   Json windows = Json::array();
   for (const BenchRow::WindowStats& window : row.window_stats)
-    windows.push_back(
-        {{"throughput_per_s", window.throughput_per_s},
-         {"p50_ms", window.p50_ms},
-         {"p99_ms", window.p99_ms},
-         {"j_per_1000", row.energy_source == "none" ? Json(nullptr) : Json(window.j_per_1000)}});
+    windows.push_back({{"throughput_per_s", window.throughput_per_s},
+                       {"p50_ms", window.p50_ms},
+                       {"p99_ms", window.p99_ms},
+                       {"j_per_1000", !row.energy_source ? Json(nullptr) : Json(window.j_per_1000)}});
   return {
       {"variant", row.variant},
       {"batch", row.batch},
@@ -83,17 +82,17 @@ Json to_json(const BenchRow& row) {
       {"p99_ms", row.p99_ms},
       {"mean_ms", row.mean_ms},
       {"throughput_per_s", row.throughput_per_s},
-      {"j_per_1000", row.energy_source == "none" ? Json(nullptr) : Json(row.j_per_1000)},
-      {"energy_source", row.energy_source},
+      {"j_per_1000", !row.energy_source ? Json(nullptr) : Json(row.j_per_1000)},
+      {"energy_source", energy::reported_source_name(row.energy_source)},
       {"windows", row.windows},
       {"stable", row.stable},
       {"parameter_bytes", row.parameter_bytes},
       {"test_acc", row.test_acc ? Json(*row.test_acc) : Json(nullptr)},
       {"window_stats", windows},
-      {"energy_window_s", row.energy_source == "none" ? Json(nullptr) : Json(row.energy_window_s)},
-      {"energy_samples", row.energy_source == "none" ? Json(nullptr) : Json(row.energy_samples)},
+      {"energy_window_s", !row.energy_source ? Json(nullptr) : Json(row.energy_window_s)},
+      {"energy_samples", !row.energy_source ? Json(nullptr) : Json(row.energy_samples)},
       {"energy_sample_hz",
-       row.energy_source == "none" || row.energy_window_s <= 0
+       !row.energy_source || row.energy_window_s <= 0
            ? Json(nullptr)
            : Json((row.energy_samples - static_cast<double>(row.window_stats.size())) / row.energy_window_s)},
       {"energy_model", row.energy_model}};
@@ -135,7 +134,7 @@ BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, cons
     if (monitor) {
       const energy::Measurement measured = monitor->end_window("bench");
       window.energy_j = measured.energy_j;
-      window.energy_source = measured.devices.empty() ? "none" : energy::source_name(measured.source);
+      window.energy_source = measured.devices.empty() ? energy::ReportedSource() : measured.source;
       window.energy_samples = measured.samples;
       for (const auto& device : measured.devices)
         if (device.in_total && !device.model.empty())
@@ -158,7 +157,7 @@ BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, cons
   row.parameter_bytes = model.parameter_bytes;
   std::vector<double> latencies;
   double wall_s = 0.0, energy_j = 0.0;
-  std::string source = "none";
+  energy::ReportedSource source;
   for (const Window& kept : recent) {
     latencies.insert(latencies.end(), kept.latencies_ms.begin(), kept.latencies_ms.end());
     wall_s += kept.wall_s;

@@ -14,7 +14,7 @@ struct Side {
   std::string precision;
   double test_acc = 0, samples_per_s = 0;
   std::optional<double> wall_s, energy_j, time_to_target_s, energy_to_target_j, acc_per_kj, epochs_completed;
-  std::string energy_source = "none";
+  energy::ReportedSource energy_source;
   EnergyProvenance provenance;
   std::vector<EpochRow> epochs;  // from the run folder's results.json, when present
 };
@@ -26,14 +26,14 @@ Side read_side(const Fields& fields, const Json& json, const char* name) {
   side.test_acc = fields.number(side_json, "test_acc", name);
   side.samples_per_s = fields.number(side_json, "samples_per_s", name);
   side.wall_s = fields.optional_number(side_json, "wall_s", name);
-  side.energy_source = fields.optional_text(side_json, "energy_source", "none", name);
+  side.energy_source = read_energy_source(fields, side_json, "energy_source", name);
   side.energy_j = fields.optional_number(side_json, "energy_j", name);
   side.time_to_target_s = fields.optional_number(side_json, "time_to_target_s", name);
   side.energy_to_target_j = fields.optional_number(side_json, "energy_to_target_j", name);
   side.acc_per_kj = fields.optional_number(side_json, "acc_per_kj", name);
   side.epochs_completed = fields.optional_number(side_json, "epochs_completed", name);
   side.precision = fields.optional_text(side_json, "precision", "?", name);
-  side.provenance.source = side.energy_source;
+  side.provenance.source = energy::reported_source_name(side.energy_source);
   side.provenance.window_s = side.wall_s;
   return side;
 }
@@ -90,7 +90,7 @@ void add_compare_metrics(const Fields& fields, const Json& json, const Side& bas
       section.metrics.push_back(make_metric(name + ".time_to_target_s", name + ": time to target", "s",
                                             *side->time_to_target_s, Direction::lower_is_better,
                                             MetricCategory::time));
-    if (side->energy_source != "none") {
+    if (side->energy_source) {
       if (side->energy_to_target_j) {
         Metric metric = make_metric(name + ".energy_to_target_j", name + ": energy to target", "J",
                                     *side->energy_to_target_j, Direction::lower_is_better,
@@ -102,7 +102,7 @@ void add_compare_metrics(const Fields& fields, const Json& json, const Side& bas
       if (side->energy_j) {
         section.energy.push_back({name + ": energy of the run", *side->energy_j, "J", side->provenance});
         section.pareto.push_back({model + " " + name + " recipe", side->test_acc, *side->energy_j,
-                                  side->energy_source, EnergyDomain::training});
+                                  energy::source_name(*side->energy_source), EnergyDomain::training});
       }
     }
   }
@@ -110,7 +110,7 @@ void add_compare_metrics(const Fields& fields, const Json& json, const Side& bas
     section.metrics.push_back(make_metric("speedup", "speed-up to target (baseline time / optimized)", "x",
                                           *speedup, Direction::higher_is_better, MetricCategory::time));
   if (const auto ratio = fields.optional_number(json, "energy_ratio");
-      ratio && baseline.energy_source == optimized.energy_source && baseline.energy_source != "none") {
+      ratio && baseline.energy_source == optimized.energy_source && baseline.energy_source) {
     Metric metric = make_metric("energy_ratio", "energy to target, optimized / baseline", "x", *ratio,
                                 Direction::lower_is_better, MetricCategory::energy);
     metric.energy = optimized.provenance;
@@ -141,7 +141,8 @@ Table compare_table(const Fields& fields, const Json& json, const Side& baseline
                         optional_text(baseline.energy_to_target_j, 4, "not reached"),
                         optional_text(optimized.energy_to_target_j, 4, "not reached"),
                         energy_ratio ? fixed(*energy_ratio, 2) + "x the energy" : "n/a"});
-  table.rows.push_back({"energy source", baseline.energy_source, optimized.energy_source, ""});
+  table.rows.push_back({"energy source", energy::reported_source_name(baseline.energy_source),
+                        energy::reported_source_name(optimized.energy_source), ""});
   const auto throughput_ratio = fields.optional_number(json, "throughput_ratio");
   table.rows.push_back({"training samples/s", significant(baseline.samples_per_s, 4),
                         significant(optimized.samples_per_s, 4),
@@ -165,7 +166,8 @@ Chart target_bars(const Side& baseline, const Side& optimized, const std::string
   bars.y.label = "relative to baseline";
   bars.y.unit = "x";
   bars.y.include_zero = true;
-  bars.caption = "1.0 = the baseline; lower is better. Energy source: " + optimized.energy_source;
+  bars.caption = "1.0 = the baseline; lower is better. Energy source: " +
+                 energy::reported_source_name(optimized.energy_source);
   Series time_series{"time to target", {}, {}, false, 0};
   Series energy_series{"energy to target", {}, {}, false, 1};
   if (baseline.time_to_target_s && optimized.time_to_target_s && *baseline.time_to_target_s > 0) {

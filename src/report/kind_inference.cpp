@@ -38,7 +38,8 @@ namespace {
 
 // One row of `ipj bench --json` as read (required keys checked).
 struct BenchRowValues {
-  std::string variant, source, key, label;
+  std::string variant, key, label;
+  energy::ReportedSource source;
   double batch = 0, p50_ms = 0, p99_ms = 0, rate_per_s = 0;
   std::optional<double> p90_ms, j_per_1000, windows_count, accuracy;
   bool stable = true;
@@ -54,8 +55,8 @@ BenchRowValues read_bench_row(const Fields& fields, const Json& row, const std::
   values.rate_per_s = fields.number(row, "throughput_per_s", at);
   values.p90_ms = fields.optional_number(row, "p90_ms", at);
   values.j_per_1000 = fields.optional_number(row, "j_per_1000", at);
-  values.source = fields.optional_text(row, "energy_source", "none", at);
-  if (values.source == "none") values.j_per_1000.reset();
+  values.source = read_energy_source(fields, row, "energy_source", at);
+  if (!values.source) values.j_per_1000.reset();
   values.stable = fields.optional_flag(row, "stable", at).value_or(true);
   values.windows_count = fields.optional_number(row, "windows", at);
   values.accuracy = fields.optional_number(row, "test_acc", at);
@@ -83,7 +84,7 @@ void add_row_metrics(const Fields& fields, const Json& row, const BenchRowValues
   add("p99_ms", "p99 latency", "ms", values.p99_ms, Direction::lower_is_better, MetricCategory::latency);
   if (!values.j_per_1000) return;
   EnergyProvenance provenance;
-  provenance.source = values.source;
+  provenance.source = energy::reported_source_name(values.source);
   provenance.model = fields.optional_text(row, "energy_model", "", at);
   provenance.samples = fields.optional_number(row, "energy_samples", at);
   provenance.sample_hz = fields.optional_number(row, "energy_sample_hz", at);
@@ -94,7 +95,8 @@ void add_row_metrics(const Fields& fields, const Json& row, const BenchRowValues
   section.energy.push_back({values.label, *values.j_per_1000, "J/1000 inferences", provenance});
   if (values.accuracy)
     section.pareto.push_back({values.variant + " batch " + significant(values.batch, 8), *values.accuracy,
-                              *values.j_per_1000, values.source, EnergyDomain::inference});
+                              *values.j_per_1000, energy::reported_source_name(values.source),
+                              EnergyDomain::inference});
 }
 
 // Latency, throughput and J/1000 against batch size, one colour per variant.
@@ -115,7 +117,7 @@ class BenchCharts {
     rate_[values.variant].points.emplace_back(values.batch, values.rate_per_s);
     if (values.j_per_1000) {
       joules_[values.variant].points.emplace_back(values.batch, *values.j_per_1000);
-      sources_.insert(values.source);
+      sources_.insert(energy::reported_source_name(values.source));
     }
   }
 
@@ -212,7 +214,7 @@ Section build_bench_section(const ResultsFile& file) {
         {values.variant, significant(values.batch, 8), fixed(values.p50_ms, 3),
          values.p90_ms ? fixed(*values.p90_ms, 3) : "-", fixed(values.p99_ms, 3),
          significant(values.rate_per_s, 4), values.j_per_1000 ? significant(*values.j_per_1000, 4) : "-",
-         values.source, values.accuracy ? fixed(*values.accuracy, 4) : "-",
+         energy::reported_source_name(values.source), values.accuracy ? fixed(*values.accuracy, 4) : "-",
          values.windows_count ? significant(*values.windows_count, 3) : "-", values.stable ? "yes" : "no"});
   }
   for (Metric& metric : section.metrics)

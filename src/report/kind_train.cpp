@@ -30,10 +30,21 @@ Axis accuracy_axis(const std::string& label) {
   return axis;
 }
 
+energy::ReportedSource read_energy_source(const Fields& fields, const Json& parent, const std::string& key,
+                                          const std::string& where) {
+  const std::string text = fields.optional_text(parent, key, "none", where);
+  try {
+    return energy::parse_reported_source(text, key);
+  } catch (const Error&) {  // the report's own wording, naming the file and the field
+    fields.fail_at(where, key, "is '" + text + "', not one of counter, integrated, estimated, none");
+  }
+}
+
 EnergyProvenance measurement_provenance(const Fields& fields, const Json& measurement,
                                         const std::string& where, std::optional<double> interval_ms) {
   EnergyProvenance provenance;
-  provenance.source = fields.optional_text(measurement, "energy_source", "none", where);
+  provenance.source =
+      energy::reported_source_name(read_energy_source(fields, measurement, "energy_source", where));
   provenance.window_s = fields.optional_number(measurement, "wall_s", where);
   provenance.samples = fields.optional_number(measurement, "samples", where);
   provenance.sample_hz = fields.optional_number(measurement, "sample_hz", where);
@@ -71,7 +82,7 @@ void add_device_figures(const Fields& fields, const Json& measurement, const std
         prefix + "device " + fields.text(device, "name", at) + (in_total ? "" : " (inside another)");
     figure.value = fields.number(device, "energy_j", at);
     figure.unit = "J";
-    figure.provenance.source = fields.optional_text(device, "source", "none", at);
+    figure.provenance.source = energy::reported_source_name(read_energy_source(fields, device, "source", at));
     figure.provenance.model = fields.optional_text(device, "model", "", at);
     figure.provenance.window_s = fields.optional_number(measurement, "wall_s", where);
     section.energy.push_back(figure);
@@ -94,8 +105,8 @@ std::vector<EpochRow> read_epochs(const Fields& fields, const Json& results) {
     row.lr = fields.optional_number(epoch, "lr", at);
     row.samples_per_s = fields.optional_number(epoch, "samples_per_s", at);
     row.wall_s = fields.optional_number(epoch, "wall_s", at);
-    row.energy_source = fields.optional_text(epoch, "energy_source", "none", at);
-    if (row.energy_source != "none") row.energy_j = fields.optional_number(epoch, "energy_j", at);
+    row.energy_source = read_energy_source(fields, epoch, "energy_source", at);
+    if (row.energy_source) row.energy_j = fields.optional_number(epoch, "energy_j", at);
     rows.push_back(row);
   }
   return rows;
@@ -139,7 +150,7 @@ std::vector<Chart> epoch_charts(const std::vector<std::pair<std::string, std::ve
       train_loss.points.emplace_back(row.epoch, row.loss);
       if (row.test_loss) test_loss.points.emplace_back(row.epoch, *row.test_loss);
       if (row.energy_j) {
-        sources.insert(row.energy_source);
+        sources.insert(energy::reported_source_name(row.energy_source));
         joules.points.emplace_back(row.epoch, *row.energy_j);
         total_j += *row.energy_j;
         cumulative.points.emplace_back(total_j, row.test_acc);
@@ -195,7 +206,7 @@ Table epoch_table(const std::vector<EpochRow>& epochs) {
     table.rows.push_back({significant(row.epoch, 3), fixed(row.loss, 4), optional(row.train_acc, 4),
                           fixed(row.test_acc, 4), optional(row.test_loss, 4), optional(row.lr, 3),
                           optional(row.samples_per_s, 4), optional(row.wall_s, 3), optional(row.energy_j, 4),
-                          row.energy_source});
+                          energy::reported_source_name(row.energy_source)});
   return table;
 }
 
@@ -241,18 +252,18 @@ Section build_train_section(const ResultsFile& file) {
     section.metrics.push_back(make_metric("samples_per_s", "training throughput", "samples/s",
                                           fields.number(last, "samples_per_s", "final"),
                                           Direction::higher_is_better, MetricCategory::throughput, true));
-    const std::string source = fields.optional_text(last, "energy_source", "none", "final");
+    const energy::ReportedSource source = read_energy_source(fields, last, "energy_source", "final");
     EnergyProvenance provenance;
     if (const Json* energy = fields.optional_object(json, "energy")) {
       provenance = measurement_provenance(fields, *energy, "energy",
                                           fields.optional_number(config, "energy_interval_ms", "config"));
       add_device_figures(fields, *energy, "energy", "", section);
     }
-    provenance.source = source;
+    provenance.source = energy::reported_source_name(source);
     auto energy_metric = [&](const char* key, const std::string& label, const std::string& unit,
                              Direction direction, bool headline) {
       const auto value = fields.optional_number(last, key, "final");
-      if (!value || source == "none") return;
+      if (!value || !source) return;
       Metric metric = make_metric(key, label, unit, *value, direction, MetricCategory::energy, headline);
       metric.energy = provenance;
       section.metrics.push_back(metric);
@@ -265,9 +276,9 @@ Section build_train_section(const ResultsFile& file) {
     if (const auto time = fields.optional_number(last, "time_to_target_s", "final"))
       section.metrics.push_back(make_metric("time_to_target_s", "time to target accuracy", "s", *time,
                                             Direction::lower_is_better, MetricCategory::time));
-    if (const auto energy_j = fields.optional_number(last, "energy_j", "final"); energy_j && source != "none")
-      section.pareto.push_back(
-          {model + " " + used + " (" + file.path + ")", accuracy, *energy_j, source, EnergyDomain::training});
+    if (const auto energy_j = fields.optional_number(last, "energy_j", "final"); energy_j && source)
+      section.pareto.push_back({model + " " + used + " (" + file.path + ")", accuracy, *energy_j,
+                                energy::source_name(*source), EnergyDomain::training});
     if (const auto target = fields.optional_number(last, "target_acc", "final"))
       section.facts.emplace_back("target accuracy", fixed(*target, 3));
     if (const auto completed = fields.optional_number(last, "epochs_completed", "final"))
@@ -276,17 +287,17 @@ Section build_train_section(const ResultsFile& file) {
   if (!epochs.empty()) {
     section.charts = epoch_charts({{model, epochs}});
     section.tables.push_back(epoch_table(epochs));
-    std::set<std::string> sources;
+    std::set<energy::ReportedSource> sources;
     for (const EpochRow& row : epochs)
       if (row.energy_j) sources.insert(row.energy_source);
-    for (const std::string& source : sources) {
+    for (const energy::ReportedSource& source : sources) {
       EnergyFigure figure;
       figure.where = "per-epoch energy (chart and table)";
       figure.unit = "J";
       figure.value = 0.0;
       for (const EpochRow& row : epochs)
         if (row.energy_j && row.energy_source == source) figure.value += *row.energy_j;
-      figure.provenance.source = source;
+      figure.provenance.source = energy::reported_source_name(source);
       if (const Json* energy = fields.optional_object(json, "energy"))
         figure.provenance.model = measurement_provenance(fields, *energy, "energy", std::nullopt).model;
       section.energy.push_back(figure);
@@ -389,25 +400,25 @@ Section build_repeat_section(const ResultsFile& file) {
     const auto energy_j = fields.optional_number(last, "energy_j", where);
     const auto to_target = fields.optional_number(last, "energy_to_target_j", where);
     const auto time = fields.optional_number(last, "time_to_target_s", where);
-    const std::string source = fields.optional_text(last, "energy_source", "none", where);
+    const energy::ReportedSource source = read_energy_source(fields, last, "energy_source", where);
     const auto wall_s = fields.optional_number(last, "wall_s", where);
     if (wall_s) shortest_s = shortest_s ? std::min(*shortest_s, *wall_s) : *wall_s;
     const double x = static_cast<double>(index);
     accuracy.x.categories.push_back(significant(seed, 6));
     energy.x.categories.push_back(significant(seed, 6));
     accuracy_series.points.emplace_back(x, test_acc);
-    if (energy_j && source != "none") {
-      sources.insert(source);
+    if (energy_j && source) {
+      sources.insert(energy::source_name(*source));
       energy_series.points.emplace_back(x, *energy_j);
-      section.pareto.push_back(
-          {model + " seed " + significant(seed, 6), test_acc, *energy_j, source, EnergyDomain::training});
+      section.pareto.push_back({model + " seed " + significant(seed, 6), test_acc, *energy_j,
+                                energy::source_name(*source), EnergyDomain::training});
     }
-    if (to_target && source != "none") target_series.points.emplace_back(x, *to_target);
-    table.rows.push_back({significant(seed, 6), fixed(test_acc, 4),
-                          significant(fields.optional_number(last, "samples_per_s", where).value_or(NAN), 4),
-                          time ? significant(*time, 4) : "not reached",
-                          energy_j ? significant(*energy_j, 4) : "-",
-                          to_target ? significant(*to_target, 4) : "not reached", source});
+    if (to_target && source) target_series.points.emplace_back(x, *to_target);
+    table.rows.push_back(
+        {significant(seed, 6), fixed(test_acc, 4),
+         significant(fields.optional_number(last, "samples_per_s", where).value_or(NAN), 4),
+         time ? significant(*time, 4) : "not reached", energy_j ? significant(*energy_j, 4) : "-",
+         to_target ? significant(*to_target, 4) : "not reached", energy::reported_source_name(source)});
   }
   accuracy.series.push_back(accuracy_series);
   section.charts.push_back(accuracy);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fields.hpp"
+#include "ipj/energy/measurement.hpp"
 #include "ipj/report/results_file.hpp"
 
 namespace ipj::report {
@@ -26,6 +27,10 @@ Section build_measure_section(const ResultsFile& file);
 // `interval_ms` when the file predates recorded samples).
 EnergyProvenance measurement_provenance(const Fields& fields, const Json& measurement,
                                         const std::string& where, std::optional<double> interval_ms);
+// `parent[key]` as an energy source, "none" when absent. Results files of every ipj version spell it
+// counter | integrated | estimated | none; other text throws Error(invalid_input) naming where it is.
+energy::ReportedSource read_energy_source(const Fields& fields, const Json& parent, const std::string& key,
+                                          const std::string& where);
 // One energy figure per device of a measurement object ("device NAME").
 void add_device_figures(const Fields& fields, const Json& measurement, const std::string& where,
                         const std::string& prefix, Section& section);
@@ -45,7 +50,7 @@ namespace ipj::report {
 struct EpochRow {
   double epoch = 0, loss = 0, test_acc = 0;
   std::optional<double> train_acc, test_loss, lr, samples_per_s, wall_s, energy_j;
-  std::string energy_source = "none";
+  energy::ReportedSource energy_source;
 };
 std::vector<EpochRow> read_epochs(const Fields& fields, const Json& results);
 

@@ -76,7 +76,7 @@ InferenceServer::InferenceServer(ServeOptions options) : options_(std::move(opti
     read_total = [monitor] {
       const energy::Measurement total = monitor->latest();  // no meter read per batch
       return EnergyLedger::Reading{
-          total.energy_j, total.devices.empty() ? "none" : energy::source_name(total.source), total.wall_s};
+          total.energy_j, total.devices.empty() ? energy::ReportedSource() : total.source, total.wall_s};
     };
   ledger_ = std::make_unique<EnergyLedger>(std::move(read_total), monitor_epoch);
   for (ModelConfig& config : configs) {
@@ -126,7 +126,8 @@ std::string InferenceServer::metrics_text() const {
   idle_text.precision(15);
   idle_text << "# HELP ipj_idle_energy_joules_total Joules the meters counted between batches (no model "
                "running), charged to no model\n# TYPE ipj_idle_energy_joules_total counter\n"
-            << "ipj_idle_energy_joules_total{source=\"" << idle.source << "\"} " << idle.total_j << "\n";
+            << "ipj_idle_energy_joules_total{source=\"" << energy::reported_source_name(idle.source) << "\"} "
+            << idle.total_j << "\n";
   text += idle_text.str();
   text += "# HELP ipj_http_open_connections Open HTTP connections\n# TYPE ipj_http_open_connections gauge\n";
   text += "ipj_http_open_connections " + std::to_string(http.open_connections) + "\n";
@@ -248,8 +249,7 @@ void InferenceServer::handle_infer(HttpRequest&& request, const HttpReply& reply
         return error_response(outcome->status, outcome->error);
       }
       ResponseEnergy energy;
-      if (with_energy && outcome->energy_source != "none")
-        energy = {outcome->energy_j, outcome->energy_source};
+      if (with_energy && outcome->energy_source) energy = {outcome->energy_j, outcome->energy_source};
       EncodedResponse encoded = encode_infer_response(model->config(), model->version(), parsed,
                                                       outcome->output_shape, outcome->output, energy);
       HttpResponse response;

@@ -323,8 +323,9 @@ EncodedResponse encode_infer_response(const ModelConfig& model, const std::strin
   response["model_name"] = model.name;
   response["model_version"] = version;
   if (request.id) response["id"] = *request.id;
-  if (!energy.source.empty())
-    response["parameters"] = {{"energy_j", energy.joules}, {"energy_source", energy.source}};
+  if (energy.source)
+    response["parameters"] = {{"energy_j", energy.joules},
+                              {"energy_source", energy::source_name(*energy.source)}};
   Json output = {{"name", model.output.name}, {"datatype", "FP32"}, {"shape", shape}};
   EncodedResponse encoded;
   if (request.binary_output) {

@@ -293,7 +293,8 @@ Json ServedModel::triton_stats() const {
             {"queue", duration(stats.request_success, stats.queue_us)},
             {"compute_infer", duration(stats.execution_count, stats.compute_us)}}},
           {"batch_stats", batches},
-          {"energy", {{"joules", stats.energy_j}, {"source", stats.energy_source}}}};
+          {"energy",
+           {{"joules", stats.energy_j}, {"source", energy::reported_source_name(stats.energy_source)}}}};
 }
 
 std::string prometheus_metrics(const std::vector<std::unique_ptr<ServedModel>>& models, double usd_per_kwh) {
@@ -357,13 +358,14 @@ std::string prometheus_metrics(const std::vector<std::unique_ptr<ServedModel>>& 
          "Joules of the model's batches, the sum of its requests' energy_j (idle time: "
          "ipj_idle_energy_joules_total)");
   for (const auto& [model, stats] : all)
-    out << "ipj_model_energy_joules_total{" << labels(*model) << ",source=\"" << stats.energy_source << "\"} "
-        << stats.energy_j << "\n";
+    out << "ipj_model_energy_joules_total{" << labels(*model) << ",source=\""
+        << energy::reported_source_name(stats.energy_source) << "\"} " << stats.energy_j << "\n";
   header("ipj_model_energy_per_inference_joules", "gauge",
          "Joules per inference so far, as the answers' energy_j (idle time excluded)");
   for (const auto& [model, stats] : all)
-    out << "ipj_model_energy_per_inference_joules{" << labels(*model) << ",source=\"" << stats.energy_source
-        << "\"} " << (stats.inference_count ? stats.energy_j / stats.inference_count : 0.0) << "\n";
+    out << "ipj_model_energy_per_inference_joules{" << labels(*model) << ",source=\""
+        << energy::reported_source_name(stats.energy_source) << "\"} "
+        << (stats.inference_count ? stats.energy_j / stats.inference_count : 0.0) << "\n";
   if (usd_per_kwh >= 0) {
     header("ipj_cost_per_1000_inferences_usd", "gauge",
            "Electricity cost per 1000 inferences at --usd-per-kwh");

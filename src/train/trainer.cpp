@@ -152,8 +152,8 @@ class TrainingRun {
     return std::move(result_);
   }
 
-  std::string source_of(const energy::Measurement& measurement) const {
-    return config_.measure_energy ? energy::source_name(measurement.source) : "none";
+  energy::ReportedSource source_of(const energy::Measurement& measurement) const {
+    return config_.measure_energy ? energy::ReportedSource(measurement.source) : std::nullopt;
   }
 
   const TrainConfig& config_;
@@ -213,7 +213,7 @@ Json to_json(const EpochMetrics& metrics) {
               {"wall_s", metrics.wall_s},
               {"samples_per_s", metrics.samples_per_s},
               {"energy_j", metrics.energy_j},
-              {"energy_source", metrics.energy_source}};
+              {"energy_source", energy::reported_source_name(metrics.energy_source)}};
 }
 
 EpochMetrics epoch_metrics_from_json(const Json& json) {
@@ -230,7 +230,9 @@ EpochMetrics epoch_metrics_from_json(const Json& json) {
   metrics.wall_s = json.value("wall_s", 0.0);
   metrics.samples_per_s = json.value("samples_per_s", 0.0);
   metrics.energy_j = json.value("energy_j", 0.0);
-  metrics.energy_source = json.value("energy_source", std::string());
+  // Older checkpoints without the key read as "none".
+  metrics.energy_source =
+      energy::parse_reported_source(json.value("energy_source", std::string("none")), "epoch energy_source");
   return metrics;
 }
 

@@ -92,7 +92,7 @@ Json TrainingReport::complete(const TrainResult& result, const energy::Measureme
                      {"resumed_from_epoch", result.resumed_from_epoch},
                      {"loss", result.epochs.empty() ? 0.0 : result.epochs.back().loss},
                      {"energy_j", result.energy_j},
-                     {"energy_source", result.energy_source},
+                     {"energy_source", energy::reported_source_name(result.energy_source)},
                      {"j_per_sample", result.samples > 0 ? result.energy_j / result.samples : 0.0},
                      {"acc_per_kj", energy::accuracy_per_kj(result.test_acc, result.energy_j)},
                      {"precision", choice_name(setup_.precision.precision)},

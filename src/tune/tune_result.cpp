@@ -168,7 +168,7 @@ Json trial_record_json(const SearchState& state, const TrialRun& run, const Tria
               {"time_to_target_s", number_or_null(summary.reached, summary.time_to_target_s)},
               {"energy_j", outcome.energy_j},
               {"wall_s", outcome.wall_s},
-              {"energy_source", outcome.energy_source},
+              {"energy_source", energy::reported_source_name(outcome.energy_source)},
               {"error_category",
                outcome.error.empty() ? Json(nullptr) : Json(category_name(outcome.error_category))}};
 }

@@ -57,6 +57,33 @@ class ManualMeter : public Meter {
   std::vector<Channel> channels_;
 };
 
+// Strings only at the edges: every reported source spells and parses back to itself, "none" included,
+// and an unknown spelling (a damaged or foreign results file) is refused with the place and the choices.
+TEST(ReportedSource, SpellsAndParsesEverySourceAndRefusesUnknownText) {
+  for (const ReportedSource source :
+       {ReportedSource(EnergySource::counter), ReportedSource(EnergySource::integrated),
+        ReportedSource(EnergySource::estimated), ReportedSource()})
+    EXPECT_EQ(parse_reported_source(reported_source_name(source), "results.json"), source);
+  EXPECT_EQ(reported_source_name(std::nullopt), "none");
+  EXPECT_EQ(reported_source_name(EnergySource::integrated), "integrated");
+  try {
+    parse_reported_source("rapl", "results.json: final.energy_source");
+    FAIL() << "an unknown spelling was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::invalid_input);
+    const std::string message = error.what();
+    EXPECT_NE(message.find("results.json: final.energy_source"), std::string::npos) << message;
+    EXPECT_NE(message.find("'rapl'"), std::string::npos) << message;
+    EXPECT_NE(message.find("counter, integrated, estimated, none"), std::string::npos) << message;
+  }
+  EXPECT_THROW(parse_reported_source("", "x"), Error);
+  EXPECT_THROW(parse_reported_source("Counter", "x"), Error);
+  EXPECT_EQ(weakest(ReportedSource(), ReportedSource()), std::nullopt);
+  EXPECT_EQ(weakest(ReportedSource(EnergySource::counter), ReportedSource()), EnergySource::counter);
+  EXPECT_EQ(weakest(ReportedSource(EnergySource::counter), ReportedSource(EnergySource::estimated)),
+            EnergySource::estimated);
+}
+
 }  // namespace
 
 TEST(Rapl, PackageAndDramCountersAdvanceAndWrap) {

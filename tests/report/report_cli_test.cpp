@@ -332,6 +332,8 @@ TEST(ReportCli, MalformedOrForeignFilesGetClearErrorsNamingTheFile) {
       {kFixtures + "future-schema.json", 3, "schema_version 99"},
       {kFixtures + "mistyped-bench.json", 3, "rows[0].p50_ms must be a number"},
       {kFixtures + "incomplete-train.json", 3, "final.test_acc is missing"},
+      {kFixtures + "unknown-source-bench.json", 3,
+       "rows[0].energy_source is 'rapl', not one of counter, integrated, estimated, none"},
       {kFixtures + "no-such-file.json", 4, "no-such-file.json"},
       {kFixtures, 4, "holds no results file"},
   };

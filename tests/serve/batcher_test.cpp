@@ -200,14 +200,14 @@ TEST(EnergyLedger, ChargesEachBatchTheJoulesSinceThePreviousOneExactly) {
   std::vector<double> totals{10.0, 15.0, 15.0, 22.5,
                              22.0};  // cumulative readings; the last one glitches back
   std::size_t next = 0;
-  EnergyLedger ledger([&] { return EnergyLedger::Reading{totals[next++], "counter"}; });
+  EnergyLedger ledger([&] { return EnergyLedger::Reading{totals[next++], energy::EnergySource::counter}; });
   std::vector<double> charged;
   for (int batch = 0; batch < 5; ++batch)
     charged.push_back(ledger.take().total_j);
   EXPECT_EQ(charged,
             (std::vector<double>{10.0, 5.0, 0.0, 7.5, 0.0}));  // never negative, sums to what was seen
   EnergyLedger none(nullptr);
-  EXPECT_EQ(none.take().source, "none");
+  EXPECT_EQ(none.take().source, std::nullopt);
 }
 
 }  // namespace
@@ -219,7 +219,9 @@ namespace {
 TEST(EnergyLedger, ExtrapolatesBetweenSamplesAndGivesEachBatchItsOwnShare) {
   // Samples at 0.1 s intervals of a steady 50 W: 5 J at 0.1 s, 10 J at 0.2 s, ...
   double sample_time = 0.1;
-  EnergyLedger ledger([&] { return EnergyLedger::Reading{50.0 * sample_time, "estimated", sample_time}; });
+  EnergyLedger ledger([&] {
+    return EnergyLedger::Reading{50.0 * sample_time, energy::EnergySource::estimated, sample_time};
+  });
   EXPECT_DOUBLE_EQ(ledger.take_at(0.1, 0.001).total_j, 5.0);
   EXPECT_NEAR(ledger.take_at(0.1, 0.001).busy_j, 0.05, 1e-12);  // average power since the start x 1 ms
   sample_time = 0.2;
@@ -248,14 +250,16 @@ namespace {
 // and the per-model totals carry only the busy part); busy + idle = what the meters saw.
 TEST(EnergyLedger, KeepsTheEnergyBetweenBatchesApartAsIdle) {
   double sample_time = 0.1;  // a steady 50 W, sampled every 0.1 s
-  EnergyLedger ledger([&] { return EnergyLedger::Reading{50.0 * sample_time, "estimated", sample_time}; });
+  EnergyLedger ledger([&] {
+    return EnergyLedger::Reading{50.0 * sample_time, energy::EnergySource::estimated, sample_time};
+  });
   double busy = ledger.take_at(0.1, 0.01).busy_j;  // 5 J seen: 0.5 J in the 10 ms batch, 4.5 J idle
   sample_time = 0.2;
   busy += ledger.take_at(0.2, 0.02).busy_j;  // 5 J more: 1 J busy, 4 J idle
   EXPECT_NEAR(busy, 1.5, 1e-9);
   const EnergyLedger::Reading idle = ledger.idle_at(0.2);
   EXPECT_NEAR(idle.total_j, 8.5, 1e-9);
-  EXPECT_EQ(idle.source, "estimated");
+  EXPECT_EQ(idle.source, energy::EnergySource::estimated);
   sample_time = 0.3;  // no batch for 0.1 s: a scrape adds the idle time up to now
   EXPECT_NEAR(ledger.idle_at(0.3).total_j, 13.5, 1e-9);
   EXPECT_NEAR(busy + ledger.idle_at(0.3).total_j, 15.0, 1e-9);  // nothing counted twice

@@ -315,8 +315,9 @@ TEST(KserveCodec, ValuesOfUnknownKeysAreCheckedNotJustSkipped) {
 
 TEST(KserveCodec, EnergyGoesIntoTheAnswersParametersWhenGiven) {
   const InferRequest request = parse(request_with("[1, 2, 3, 4]", R"("id": "e", )"));
-  const Json with = Json::parse(
-      encode_infer_response(two_by_two(), "1", request, {2, 1}, {0.5f, 0.25f}, {0.0125, "estimated"}).body);
+  const Json with = Json::parse(encode_infer_response(two_by_two(), "1", request, {2, 1}, {0.5f, 0.25f},
+                                                      {0.0125, energy::EnergySource::estimated})
+                                    .body);
   EXPECT_EQ(with["parameters"]["energy_j"], 0.0125);
   EXPECT_EQ(with["parameters"]["energy_source"], "estimated");
   EXPECT_EQ(with["id"], "e");

@@ -61,7 +61,7 @@ class SyntheticRunner : public TrialRunner {
       ceiling = 0.85;
     const double joules = energy_per_epoch(recipe, lr_scale);
     TrialOutcome outcome;
-    outcome.energy_source = "estimated";
+    outcome.energy_source = energy::EnergySource::estimated;
     for (int epoch = 1; epoch <= recipe["epochs"].get<int>(); ++epoch) {
       const EpochPoint point{epoch, ceiling * (1.0 - std::exp(-speed * epoch)), joules, joules / 10.0};
       outcome.epochs.push_back(point);

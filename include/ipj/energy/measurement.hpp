@@ -3,6 +3,7 @@
 // its source.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,18 @@ enum class EnergySource {
 const char* source_name(EnergySource source);
 // The weakest of two sources: a total is only as good as its weakest part.
 EnergySource weakest(EnergySource a, EnergySource b);
+
+// What a run reports when it may have measured no energy at all (--no-energy, no meter, no window):
+// std::nullopt = nothing measured, spelt "none" in JSON and text. Strings only at the JSON/CLI edges.
+using ReportedSource = std::optional<EnergySource>;
+// "none" for std::nullopt, else source_name().
+std::string reported_source_name(const ReportedSource& source);
+// Parses "counter" | "integrated" | "estimated" | "none" (the spellings results files have always used);
+// any other text throws Error(invalid_input) naming the text, `where` (file/field) and the accepted
+// spellings: a results file with an unknown source is not silently read as "none".
+ReportedSource parse_reported_source(const std::string& text, const std::string& where);
+// The weakest of the sources that were measured; std::nullopt only when neither was.
+ReportedSource weakest(const ReportedSource& a, const ReportedSource& b);
 
 struct DeviceEnergy {
   std::string name;  // e.g. "package-0", "gpu0 (NVIDIA H200)", "cpu (estimate)"

@@ -10,6 +10,7 @@
 
 #include "ipj/core/json_io.hpp"
 #include "ipj/energy/energy_monitor.hpp"
+#include "ipj/energy/measurement.hpp"
 #include "ipj/infer/inference_model.hpp"
 
 namespace ipj::infer {
@@ -28,7 +29,7 @@ struct BenchRow {
   double p50_ms = 0.0, p90_ms = 0.0, p99_ms = 0.0, mean_ms = 0.0;  // per call (one batch)
   double throughput_per_s = 0.0;                                   // inferences (samples) per second
   double j_per_1000 = 0.0;                                         // joules per 1000 inferences
-  std::string energy_source = "none";
+  energy::ReportedSource energy_source;                            // none: no monitor, or no meter in it
   int windows = 0;
   bool stable = false;
   std::int64_t calls = 0;  // calls inside the reported windows

@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "ipj/energy/measurement.hpp"
+
 namespace ipj::serve {
 
 using Clock = std::chrono::steady_clock;
@@ -38,8 +40,8 @@ struct Outcome {
   double queue_us = 0.0;                   // enqueue -> batch formed
   double compute_us = 0.0;                 // the batch's execution
   std::int64_t batch_rows = 0;
-  double energy_j = 0.0;      // this request's share of its batch's energy
-  std::string energy_source;  // counter | integrated | estimated | none
+  double energy_j = 0.0;                 // this request's share of its batch's energy
+  energy::ReportedSource energy_source;  // none: the server measures no energy
 };
 
 struct PendingRequest {

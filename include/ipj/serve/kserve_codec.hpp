@@ -14,6 +14,7 @@
 
 #include "ipj/core/error.hpp"
 #include "ipj/core/json_io.hpp"
+#include "ipj/energy/measurement.hpp"
 #include "ipj/serve/model_repository.hpp"
 
 namespace ipj::serve {
@@ -53,10 +54,10 @@ struct EncodedResponse {
   std::optional<std::size_t> header_length;  // set for binary replies
 };
 
-// Per-request figures a response may carry in its "parameters" (absent when `source` is empty).
+// Per-request figures a response may carry in its "parameters" (absent when `source` is none).
 struct ResponseEnergy {
   double joules = 0.0;
-  std::string source;  // counter | integrated | estimated
+  energy::ReportedSource source;  // none: the response carries no energy parameters
 };
 
 EncodedResponse encode_infer_response(const ModelConfig& model, const std::string& version,

@@ -36,6 +36,8 @@ struct LoadLevel {
   // over the reported windows, and the sources seen ("estimated", ...; empty when no answer carried energy).
   std::int64_t energy_requests = 0;
   double energy_mean_j = 0.0, energy_p50_j = 0.0, energy_p99_j = 0.0;
+  // Text, not energy::ReportedSource: what any KServe v2 server wrote in its answers ("unknown" when an
+  // answer had energy_j without a source), the distinct values joined with "+" in order of appearance.
   std::string energy_source;
 };
 Json to_json(const LoadLevel& level);

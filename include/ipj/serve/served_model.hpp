@@ -12,6 +12,7 @@
 #include <string>
 
 #include "ipj/core/json_io.hpp"
+#include "ipj/energy/measurement.hpp"
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/serve/dynamic_batcher.hpp"
 #include "ipj/serve/model_repository.hpp"
@@ -32,9 +33,9 @@ class EnergyLedger {
  public:
   struct Reading {
     double total_j = 0.0;
-    std::string source = "none";
-    double time_s = -1.0;  // when total_j was sampled, on the ledger's clock (seconds); < 0: unknown
-    double busy_j = 0.0;   // take(): the busy interval's own energy (power x busy_s; total_j if no time)
+    energy::ReportedSource source;  // none: no energy measurement
+    double time_s = -1.0;           // when total_j was sampled, on the ledger's clock (seconds); < 0: unknown
+    double busy_j = 0.0;  // take(): the busy interval's own energy (power x busy_s; total_j if no time)
   };
   // `read_total` returns the cumulative energy since `epoch`; null = no energy measurement.
   explicit EnergyLedger(std::function<Reading()> read_total, Clock::time_point epoch = Clock::now())
@@ -55,7 +56,7 @@ class EnergyLedger {
   Clock::time_point epoch_;
   std::mutex mutex_;
   double idle_j_ = 0.0;  // the part of the attributed energy outside the batches' busy time
-  std::string idle_source_ = "none";
+  energy::ReportedSource idle_source_;
   double attributed_j_ = 0.0;  // charged to batches or idle so far
   double sample_j_ = 0.0;      // the latest distinct sample
   double sample_time_s_ = -1.0;
@@ -78,7 +79,7 @@ struct ModelStatistics {
   // rendered).
   std::array<std::int64_t, kLatencyBucketsS.size() + 1> latency_buckets{};
   double energy_j = 0.0;  // the batches' own energy: the sum of every executed request's energy_j
-  std::string energy_source = "none";
+  energy::ReportedSource energy_source;
   std::map<std::int64_t, std::pair<std::int64_t, double>> batch_sizes;  // rows -> (executions, compute us)
   std::int64_t last_inference_ms = 0;                                   // Unix epoch milliseconds
 };

@@ -12,6 +12,7 @@
 #include "ipj/core/json_io.hpp"
 #include "ipj/data/batch_loader.hpp"
 #include "ipj/data/dataset.hpp"
+#include "ipj/energy/measurement.hpp"
 #include "ipj/energy/meter.hpp"
 #include "ipj/models/classifier.hpp"
 #include "ipj/train/evaluate.hpp"
@@ -30,10 +31,10 @@ struct EpochMetrics {
   std::int64_t samples = 0;
   double train_wall_s = 0.0;  // optimisation only
   double eval_wall_s = 0.0;
-  double wall_s = 0.0;         // train + eval
-  double samples_per_s = 0.0;  // samples / train_wall_s
-  double energy_j = 0.0;       // train + eval of this epoch
-  std::string energy_source;   // counter | integrated | estimated
+  double wall_s = 0.0;                   // train + eval
+  double samples_per_s = 0.0;            // samples / train_wall_s
+  double energy_j = 0.0;                 // train + eval of this epoch
+  energy::ReportedSource energy_source;  // none with --no-energy
 };
 
 Json to_json(const EpochMetrics& metrics);
@@ -48,7 +49,7 @@ struct TrainResult {
   std::int64_t samples = 0;  // trained in this process
   int resumed_from_epoch = 0;
   double energy_j = 0.0;  // this process: training + evaluation
-  std::string energy_source;
+  energy::ReportedSource energy_source;
   models::ClassifierPtr model;
   Json report;  // the full results object (what results.json holds)
 };

@@ -10,6 +10,7 @@
 
 #include "ipj/core/error.hpp"
 #include "ipj/core/json_io.hpp"
+#include "ipj/energy/measurement.hpp"
 
 namespace ipj::tune {
 
@@ -31,8 +32,8 @@ struct TrialOutcome {
   std::vector<EpochPoint> epochs;  // the epochs that ran, also when the trial failed part-way
   double energy_j = 0.0;           // the whole run (set-up + epochs)
   double wall_s = 0.0;
-  std::string energy_source;  // counter | integrated | estimated
-  std::string error;          // non-empty: the trial failed (e.g. diverged); recorded, the search goes on
+  energy::ReportedSource energy_source;  // none until an epoch measured (a trial that failed early)
+  std::string error;  // non-empty: the trial failed (e.g. diverged); recorded, the search goes on
   // The failure's category: the exit code when failures repeat and the tuner gives up (tuner.hpp).
   ErrorCategory error_category = ErrorCategory::runtime;
 };
