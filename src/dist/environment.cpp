@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "ipj/core/error.hpp"
+#include "ipj/dist/agent_store.hpp"
 
 namespace ipj::dist {
 namespace {
@@ -59,7 +60,7 @@ DistributedEnvironment read_distributed_environment(const EnvironmentLookup& loo
   environment.local_rank = local_rank && !local_rank->empty()
                                ? parse_integer("LOCAL_RANK", *local_rank, 0, environment.local_world_size - 1)
                                : environment.rank % environment.local_world_size;
-  environment.agent_store = lookup("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
+  environment.agent_store = lookup(kAgentStoreVariable).value_or("") == "True";
   return environment;
 }
 
