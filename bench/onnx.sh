@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
-# ONNX Runtime vs ipj on the same models in the same run: mlp and cnn trained here (1 epoch, 6000 images), each as
-# fp32 and static int8, exported with `ipj export --verify`; per batch (1, 64, 256) ipj bench's p50 and ONNX
-# Runtime's p50 (onnxruntime-node 1.30 through Node.js, CPU, default options), alternating the two sides.
-# Usage: bench/onnx.sh [rounds=2] [seconds_per_row=2]
+# ONNX Runtime vs ipj on the same models in the same run: mlp and cnn trained here (1 epoch, 6000 images) as fp32
+# and static int8, and a user's residual net and MobileNetV2 (torchvision, TorchScript, 1x28x28: made by
+# tests/quant/make_graph_models.py) as fp32, each exported with `ipj export --verify`. Per batch: ipj bench's p50 of
+# its default fp32 variant (the engine it picks at load, shown) or the int8 file, and ONNX Runtime's p50
+# (onnxruntime-node 1.30 through Node.js, CPU, default options, its process CPU time per run), alternating sides.
+# Usage: bench/onnx.sh [rounds=2] [seconds_per_row=2] [batches=1,64]
 #   (needs build/bin/ipj: bash scripts/build.sh; and bash scripts/install-onnxruntime.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-2}"
 seconds="${2:-2}"
+batches="${3:-1,64}"
 ipj=./build/bin/ipj
 python=/usr/bin/python3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+export GLOG_minloglevel=2
 field() { "$python" -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+fields() { "$python" -c "import json,sys; d=json.load(sys.stdin); print(*($1))"; }
+user_flags=(--input-shape 1,28,28 --mean 0.286 --std 0.353)
 
 for model in mlp cnn; do
   "$ipj" train --model "$model" --epochs 1 --limit 6000 --test-limit 1000 --out "$work/$model" --quiet --json >/dev/null
@@ -23,19 +29,34 @@ for model in mlp cnn; do
   "$ipj" export --model "$work/$model-int8.pt" --out "$work/$model-int8.onnx" --verify --json | field "d['verify']['status']" \
     | sed "s/^/$model int8 export verify: /"
 done
+"$python" tests/quant/make_graph_models.py "$work" >/dev/null
+for model in resnet18_scripted mobilenet_v2_scripted; do
+  "$ipj" export --model "$work/$model.pt" "${user_flags[@]}" --out "$work/$model-fp32.onnx" --verify --json \
+    | field "d['verify']['status']" | sed "s/^/$model fp32 export verify: /"
+done
 
-printf '%-5s %-5s %6s %5s %12s %12s %10s\n' model prec batch round ipj_p50_ms ort_p50_ms ort/ipj
+printf '%-22s %-5s %6s %5s %-7s %11s %11s %9s %12s\n' model prec batch round engine ipj_p50_ms ort_p50_ms ort/ipj \
+  ort_cpu_ms/run
 for round in $(seq 1 "$rounds"); do
-  for model in mlp cnn; do
+  for model in mlp cnn resnet18_scripted mobilenet_v2_scripted; do
     for precision in fp32 int8; do
-      if [ "$precision" = fp32 ]; then source="$work/$model" variants=fp32; else source="$work/$model-int8.pt" variants=file; fi
-      for batch in 1 64 256; do
-        ours=$("$ipj" bench --model "$source" --variants "$variants" --batch "$batch" --window-s "$seconds" \
-               --warmup-s 0.5 --max-windows 4 --no-accuracy --no-energy --json --quiet | field "d['rows'][0]['p50_ms']")
-        theirs=$(node bench/onnxruntime_bench.js "$work/$model-$precision.onnx" "$batch" "$seconds" \
-                 | field "d['rows'][0]['p50_ms']")
-        printf '%-5s %-5s %6s %5s %12.3f %12.3f %9.2fx\n' "$model" "$precision" "$batch" "$round" "$ours" "$theirs" \
-          "$("$python" -c "print($theirs/$ours)")"
+      flags=()
+      case "$model-$precision" in
+        *_scripted-int8) continue ;;
+        *_scripted-fp32) source="$work/$model.pt" variants=fp32 flags=("${user_flags[@]}") ;;
+        *-fp32) source="$work/$model" variants=fp32 ;;
+        *) source="$work/$model-int8.pt" variants=file ;;
+      esac
+      for batch in ${batches//,/ }; do
+        ours=$("$ipj" bench --model "$source" "${flags[@]}" --variants "$variants" --batch "$batch" \
+               --window-s "$seconds" --warmup-s 0.5 --max-windows 4 --no-accuracy --no-energy --json --quiet 2>/dev/null \
+               | fields "d['rows'][0]['p50_ms'], (d['variants'][0]['fp32_engine'] or {}).get('engine', '-')")
+        theirs=$(IPJ_SAMPLE_SHAPE='[1,28,28]' node bench/onnxruntime_bench.js "$work/$model-$precision.onnx" "$batch" \
+                 "$seconds" | fields "d['rows'][0]['p50_ms'], d['rows'][0]['cpu_ms_per_run']")
+        read -r ours_ms engine <<<"$ours"
+        read -r theirs_ms theirs_cpu <<<"$theirs"
+        printf '%-22s %-5s %6s %5s %-7s %11.3f %11.3f %8.2fx %12.3f\n' "$model" "$precision" "$batch" "$round" \
+          "$engine" "$ours_ms" "$theirs_ms" "$("$python" -c "print($theirs_ms/$ours_ms)")" "$theirs_cpu"
       done
     done
   done

@@ -69,6 +69,9 @@ void add_bench_data_flags(CLI::App& command, BenchFlags& flags) {
       ->capture_default_str();
   command.add_option("--engine", flags.load.run.engine, "Quantized engine for int8 variants")
       ->capture_default_str();
+  add_choice_option(command, "--fp32-engine", flags.load.run.fp32_engine,
+                    "How fp32 runs: auto (eager and frozen timed at load, the faster exact one) | eager | "
+                    "frozen (BN folded, oneDNN layouts, batch-1 linear as matrix-vector)");
   command.add_flag("--no-accuracy", flags.no_accuracy, "Skip the test-set accuracy of each variant");
   command.add_flag("--no-energy", flags.no_energy, "Do not measure energy");
   command.add_option("--cpu-tdp-w", flags.tdp, "CPU power at full load for the energy estimate")
@@ -117,6 +120,10 @@ void print_bench_table(const infer::ModelBenchReport& report) {
                    format_number("%.0f KiB", row.parameter_bytes / 1024.0), row.stable ? "yes" : "no"});
   }
   std::cout << table.render();
+  for (const infer::BenchedVariant& variant : report.variants)
+    if (variant.fp32_engine)
+      std::cout << variant.variant << " engine: " << choice_name(variant.fp32_engine->engine) << " ("
+                << variant.fp32_engine->reason << ")\n";
   for (const infer::SkippedRow& skipped : report.skipped)
     std::cout << "skipped: " << skipped.variant
               << (skipped.batch > 0 ? " batch " + std::to_string(skipped.batch) : std::string()) << " ("

@@ -1,4 +1,4 @@
-// Applying thread plans to ATen and (through dlsym, no link-time dependency) OpenBLAS.
+// Applying thread plans to ATen and (through dlsym, no link-time dependency) OpenBLAS and OpenMP.
 #include "ipj/device/threading.hpp"
 
 #include <ATen/Parallel.h>
@@ -16,7 +16,7 @@ using SetThreadsFunction = void (*)(int);
 using GetThreadsFunction = int (*)();
 
 template <typename Function>
-Function find_blas_symbol(const char* name) {
+Function find_loaded_symbol(const char* name) {
   return reinterpret_cast<Function>(::dlsym(RTLD_DEFAULT, name));
 }
 
@@ -109,12 +109,35 @@ Json to_json(const ThreadPlan& plan) {
 
 void apply_thread_plan(const ThreadPlan& plan) {
   at::set_num_threads(std::max(1, plan.torch_threads));
-  if (auto set_threads = find_blas_symbol<SetThreadsFunction>("openblas_set_num_threads"))
+  if (auto set_threads = find_loaded_symbol<SetThreadsFunction>("openblas_set_num_threads"))
     set_threads(std::max(1, plan.blas_threads));
 }
 
+namespace {
+using SetOpenMpThreads = void (*)(int);
+using GetOpenMpThreads = int (*)();
+}  // namespace
+
+int caller_openmp_threads() {
+  static const auto get_threads = find_loaded_symbol<GetOpenMpThreads>("omp_get_max_threads");
+  return get_threads ? get_threads() : 1;
+}
+
+CallerOpenMpThreads::CallerOpenMpThreads(int threads) {
+  static const auto set_threads = find_loaded_symbol<SetOpenMpThreads>("omp_set_num_threads");
+  const int current = caller_openmp_threads();
+  if (set_threads == nullptr || current == threads) return;
+  previous_ = current;
+  set_threads(std::max(1, threads));
+}
+
+CallerOpenMpThreads::~CallerOpenMpThreads() {
+  static const auto set_threads = find_loaded_symbol<SetOpenMpThreads>("omp_set_num_threads");
+  if (previous_ > 0) set_threads(previous_);
+}
+
 int blas_thread_count() {
-  if (auto get_threads = find_blas_symbol<GetThreadsFunction>("openblas_get_num_threads"))
+  if (auto get_threads = find_loaded_symbol<GetThreadsFunction>("openblas_get_num_threads"))
     return get_threads();
   return -1;
 }

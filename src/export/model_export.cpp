@@ -12,10 +12,10 @@
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/infer/inference_model.hpp"
+#include "ipj/infer/script_graph.hpp"
 #include "ipj/quant/graph_builders.hpp"
 #include "ipj/quant/quantized_graph.hpp"
 #include "ipj/quant/quantized_program.hpp"
-#include "script_graph.hpp"
 #include "script_onnx.hpp"
 
 namespace ipj::exporter {
@@ -153,10 +153,10 @@ Json export_torchscript(const ExportOptions& options, const ExportableModel& mod
                                          "float models; export int8 files with --format onnx (QDQ)");
   torch::jit::Module module;
   if (model.format == quant::ModelFileFormat::torchscript)
-    module = wrap_normalization(torch::jit::load(options.model_path), options.import.mean, options.import.std,
-                                model.graph.input_shape.size());
+    module = infer::wrap_normalization(torch::jit::load(options.model_path), options.import.mean,
+                                       options.import.std, model.graph.input_shape.size());
   else
-    module = script_graph(model.graph);
+    module = infer::script_graph(model.graph);
   Json self_check;
   replace_file_atomically(options.out_path, [&](const std::string& temporary) {
     module.save(temporary);

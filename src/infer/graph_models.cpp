@@ -5,6 +5,7 @@
 
 #include "ipj/core/error.hpp"
 #include "ipj/data/dataset.hpp"
+#include "ipj/infer/script_graph.hpp"
 #include "ipj/quant/quantized_graph.hpp"
 #include "ipj/quant/source_model.hpp"
 #include "ipj/train/precision.hpp"
@@ -53,9 +54,20 @@ std::shared_ptr<InferenceModel> graph_variant(quant::Graph graph, Variant varian
                                               const std::string& data_dir,
                                               const data::DataOptions& data_options,
                                               const LoadOptions& options) {
-  if (variant == Variant::fp32 || variant == Variant::bf16) {
+  if (variant == Variant::fp32 || variant == Variant::bf16 || variant == Variant::jit) {
     const std::int64_t bytes = quant::graph_float_parameter_bytes(graph);
-    auto result = std::make_shared<FloatGraphModel>(std::move(graph), choice_name(variant));
+    const auto frozen = [&graph, bytes] {  // the graph as optimised TorchScript (fp32's frozen engine, jit)
+      auto model =
+          std::make_shared<ScriptModel>(script_graph(graph, Freezing::optimized_batch1), std::vector<float>{},
+                                        std::vector<float>{}, "fp32", std::vector<std::int64_t>{});
+      model->parameter_bytes = bytes;
+      return model;
+    };
+    if (variant == Variant::jit) return frozen();
+    const std::vector<std::int64_t> sample_shape = graph.input_shape;
+    std::shared_ptr<InferenceModel> result =
+        std::make_shared<FloatGraphModel>(graph, choice_name(variant));  // the graph interpreted
+    if (variant == Variant::fp32) result = fp32_engine_model(result, frozen, sample_shape, options.run);
     result->parameter_bytes = bytes;
     return result;
   }
@@ -67,7 +79,7 @@ std::shared_ptr<InferenceModel> graph_variant(quant::Graph graph, Variant varian
   } else if (variant != Variant::int8_dynamic) {
     fail(ErrorCategory::unsupported, "variant '" + choice_name(variant) + "' is not available for " +
                                          graph.model_name +
-                                         " (graph models run fp32, bf16, int8-dynamic, int8-static; "
+                                         " (graph models run fp32, bf16, jit, int8-dynamic, int8-static; "
                                          "int8-qat: bench the file `ipj quantize "
                                          "--mode qat` writes)");
   }

@@ -1,14 +1,44 @@
 // Private to the infer module: InferenceModels over graph IR (ipj's ResNets, graph files, imported
-// TorchScript files): float (fp32, bf16 autocast), int8 made on the fly, and int8 graph files.
+// TorchScript files): float (fp32, bf16 autocast), int8 made on the fly, and int8 graph files; the
+// TorchScript model class and the fp32 engine step that every format shares.
 #pragma once
 
+#include <torch/script.h>
+
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/quant/graph.hpp"
 
 namespace ipj::infer {
+
+// A TorchScript module as an InferenceModel: input [B, ...] -> (x - mean) / std (when given, 4-D inputs)
+// -> reshape to [B, ...reshape] (when given) -> forward under `precision` autocast -> float output.
+class ScriptModel : public InferenceModel {
+ public:
+  ScriptModel(torch::jit::Module module, std::vector<float> mean, std::vector<float> std,
+              std::string precision, std::vector<std::int64_t> reshape);
+  torch::Tensor forward(const torch::Tensor& input) const override;
+
+ private:
+  torch::jit::Module module_;
+  torch::Tensor mean_, std_;
+  std::string precision_;
+  std::vector<std::int64_t> reshape_;
+};
+
+// The fp32 variant as run.fp32_engine says: `eager`, the model `build_frozen` makes, or (auto) the faster
+// exact one of the two timed on [B, ...sample_shape] inputs; the result's fp32_engine says which and why. A
+// frozen graph that cannot be built falls back to eager (auto) or throws (frozen asked for). Callers set
+// the result's parameter_bytes and description afterwards.
+std::shared_ptr<InferenceModel> fp32_engine_model(
+    std::shared_ptr<InferenceModel> eager,
+    const std::function<std::shared_ptr<InferenceModel>()>& build_frozen,
+    const std::vector<std::int64_t>& sample_shape, const RunOptions& run);
 
 // fp32 | bf16 | int8-dynamic | int8-static (calibrated on options.calibration_samples images of
 // options.calibration_data, else `data_dir`, else the default data set). Throws ipj::Error(unsupported) for

@@ -15,6 +15,7 @@
 #include "ipj/core/error.hpp"
 #include "ipj/core/log.hpp"
 #include "ipj/data/dataset.hpp"
+#include "ipj/device/threading.hpp"
 #include "ipj/infer/script_program.hpp"
 #include "ipj/models/catalog.hpp"
 #include "ipj/quant/graph_builders.hpp"
@@ -53,39 +54,21 @@ class ClassifierModel : public InferenceModel {
   std::string precision_;
 };
 
-// A float LayerProgram compiled to frozen TorchScript.
-class ScriptModel : public InferenceModel {
+// Runs batch-1 inputs with the caller's OpenMP pool at one thread (measured faster at load), others as
+// they come; describes itself as the model it wraps.
+class OneThreadAtBatch1 : public InferenceModel {
  public:
-  ScriptModel(torch::jit::Module module, std::vector<float> mean, std::vector<float> std,
-              std::string precision, std::vector<std::int64_t> reshape)
-      : module_(std::move(module)), precision_(std::move(precision)), reshape_(std::move(reshape)) {
-    if (!mean.empty()) mean_ = torch::tensor(mean).view({1, -1, 1, 1});
-    if (!std.empty()) std_ = torch::tensor(std).view({1, -1, 1, 1});
+  explicit OneThreadAtBatch1(std::shared_ptr<const InferenceModel> inner) : inner_(std::move(inner)) {
+    InferenceModel::operator=(*inner_);
   }
   torch::Tensor forward(const torch::Tensor& input) const override {
-    torch::NoGradGuard no_grad;
-    torch::Tensor x = input;
-    if (mean_.defined() && x.dim() == 4) x = x - mean_;
-    if (std_.defined() && x.dim() == 4) x = x / std_;
-    if (!reshape_.empty()) {
-      std::vector<std::int64_t> shape{x.size(0)};
-      shape.insert(shape.end(), reshape_.begin(), reshape_.end());
-      x = x.reshape(shape);
-    }
-    train::AutocastRegion autocast(precision_, false);
-    torch::jit::Module& module = const_cast<torch::jit::Module&>(module_);  // forward does not mutate
-    const c10::IValue output = module.forward({x});
-    if (!output.isTensor())
-      fail(ErrorCategory::invalid_input, "the TorchScript model returned a " + output.tagKind() +
-                                             ", ipj serves models that return one tensor");
-    return output.toTensor().to(torch::kFloat);
+    if (input.dim() == 0 || input.size(0) != 1) return inner_->forward(input);
+    const device::CallerOpenMpThreads one_thread(1);
+    return inner_->forward(input);
   }
 
  private:
-  torch::jit::Module module_;
-  torch::Tensor mean_, std_;
-  std::string precision_;
-  std::vector<std::int64_t> reshape_;
+  std::shared_ptr<const InferenceModel> inner_;
 };
 
 class Int8Model : public InferenceModel {
@@ -118,12 +101,17 @@ std::shared_ptr<InferenceModel> program_variant(quant::LayerProgram program, Var
                                                 const data::DataOptions& data_options,
                                                 const LoadOptions& options) {
   if (variant == Variant::fp32 || variant == Variant::jit) {
-    // fp32 of a program file runs the program through TorchScript too (frozen and optimised for "jit")
-    auto result =
-        std::make_shared<ScriptModel>(script_program(program, variant == Variant::jit), std::vector<float>{},
-                                      std::vector<float>{}, "fp32", std::vector<std::int64_t>{});
-    result->parameter_bytes = quant::float_parameter_bytes(program);
-    return result;
+    // TorchScript of the program: frozen (fp32's eager engine) or optimised (fp32's frozen engine, jit)
+    const auto scripted = [&program](Freezing freezing) {
+      auto model = std::make_shared<ScriptModel>(script_program(program, freezing), std::vector<float>{},
+                                                 std::vector<float>{}, "fp32", std::vector<std::int64_t>{});
+      model->parameter_bytes = quant::float_parameter_bytes(program);
+      return model;
+    };
+    if (variant == Variant::jit) return scripted(Freezing::optimized_batch1);
+    return fp32_engine_model(
+        scripted(Freezing::frozen), [&] { return scripted(Freezing::optimized_batch1); }, program.input_shape,
+        options.run);
   }
   std::vector<quant::QuantParams> params;
   quant::QuantMode mode = quant::QuantMode::dynamic;
@@ -153,16 +141,28 @@ InferenceModelPtr from_checkpoint(const std::string& path, const LoadOptions& op
   const std::string data_dir = trained.state.config.value("data", std::string(data::kDefaultDataDirectory));
   const data::DataOptions data_options =
       data::data_options_from_json(trained.state.config.value("data_options", Json::object()));
+  const std::string name = info.at("name").get<std::string>();
   std::shared_ptr<InferenceModel> result;
   if (variant == Variant::fp32 || variant == Variant::bf16) {
     result = std::make_shared<ClassifierModel>(trained.model, mean, std, choice_name(variant));
+    if (variant == Variant::fp32)  // eager, or the same network as a frozen graph
+      result = fp32_engine_model(
+          result,
+          [&] {
+            return models::has_layer_program(name)
+                       ? program_variant(quant::extract_program(*trained.model, info), Variant::jit, data_dir,
+                                         data_options, options)
+                       : graph_variant(quant::extract_graph(*trained.model, info), Variant::jit, data_dir,
+                                       data_options, options);
+          },
+          info.at("input_shape").get<std::vector<std::int64_t>>(), options.run);
     std::int64_t bytes = 0;
     for (const auto& parameter : trained.model->parameters())
       bytes += parameter.numel() * 4;
     for (const auto& buffer : trained.model->buffers())
       bytes += buffer.numel() * buffer.element_size();
     result->parameter_bytes = bytes;
-  } else if (models::has_layer_program(info.at("name").get<std::string>())) {
+  } else if (models::has_layer_program(name)) {
     result = program_variant(quant::extract_program(*trained.model, info), variant, data_dir, data_options,
                              options);
   } else {
@@ -172,7 +172,7 @@ InferenceModelPtr from_checkpoint(const std::string& path, const LoadOptions& op
   result->variant = variant;
   result->format = ModelFormat::ipj_checkpoint;
   result->path = trained.path;
-  result->model_name = info.at("name").get<std::string>();
+  result->model_name = name;
   result->sample_shape = info.at("input_shape").get<std::vector<std::int64_t>>();
   result->data_dir = data_dir;
   result->data_options = data_options;
@@ -363,10 +363,18 @@ InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& g
     result = torchscript_dynamic(module, path, options, reshape);
   else if (is_int8(variant))
     result = torchscript_int8(module, path, variant, options, trained_data);
+  else if (variant == Variant::fp32)  // as stored, or frozen
+    result = fp32_engine_model(
+        std::make_shared<ScriptModel>(module, options.inputs.mean, options.inputs.std, "fp32", reshape),
+        [&] {
+          return std::make_shared<ScriptModel>(freeze_for_inference(module, Freezing::optimized_batch1),
+                                               options.inputs.mean, options.inputs.std, "fp32", reshape);
+        },
+        options.inputs.input_shape, options.run);
   else
-    result = std::make_shared<ScriptModel>(variant == Variant::jit ? freeze_for_inference(module) : module,
-                                           options.inputs.mean, options.inputs.std,
-                                           variant == Variant::bf16 ? "bf16" : "fp32", reshape);
+    result = std::make_shared<ScriptModel>(
+        variant == Variant::jit ? freeze_for_inference(module, Freezing::optimized_batch1) : module,
+        options.inputs.mean, options.inputs.std, variant == Variant::bf16 ? "bf16" : "fp32", reshape);
   result->variant = variant;
   result->format = ModelFormat::torchscript;
   result->path = path;
@@ -383,6 +391,84 @@ InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& g
 }
 
 }  // namespace
+
+ScriptModel::ScriptModel(torch::jit::Module module, std::vector<float> mean, std::vector<float> std,
+                         std::string precision, std::vector<std::int64_t> reshape)
+    : module_(std::move(module)), precision_(std::move(precision)), reshape_(std::move(reshape)) {
+  if (!mean.empty()) mean_ = torch::tensor(mean).view({1, -1, 1, 1});
+  if (!std.empty()) std_ = torch::tensor(std).view({1, -1, 1, 1});
+}
+
+torch::Tensor ScriptModel::forward(const torch::Tensor& input) const {
+  torch::NoGradGuard no_grad;
+  torch::Tensor x = input;
+  if (mean_.defined() && x.dim() == 4) x = x - mean_;
+  if (std_.defined() && x.dim() == 4) x = x / std_;
+  if (!reshape_.empty()) {
+    std::vector<std::int64_t> shape{x.size(0)};
+    shape.insert(shape.end(), reshape_.begin(), reshape_.end());
+    x = x.reshape(shape);
+  }
+  train::AutocastRegion autocast(precision_, false);
+  torch::jit::Module& module = const_cast<torch::jit::Module&>(module_);  // forward does not mutate
+  const c10::IValue output = module.forward({x});
+  if (!output.isTensor())
+    fail(ErrorCategory::invalid_input, "the TorchScript model returned a " + output.tagKind() +
+                                           ", ipj serves models that return one tensor");
+  return output.toTensor().to(torch::kFloat);
+}
+
+std::shared_ptr<InferenceModel> fp32_engine_model(
+    std::shared_ptr<InferenceModel> eager,
+    const std::function<std::shared_ptr<InferenceModel>()>& build_frozen,
+    const std::vector<std::int64_t>& sample_shape, const RunOptions& run) {
+  Fp32EngineChoice choice;
+  choice.requested = run.fp32_engine;
+  std::shared_ptr<InferenceModel> frozen;
+  if (run.fp32_engine != Fp32Engine::eager) {
+    try {
+      frozen = build_frozen();
+    } catch (const Error& error) {
+      if (run.fp32_engine == Fp32Engine::frozen) throw;
+      choice.reason = std::string("eager: the frozen graph cannot be built (") + error.what() + ")";
+    }
+  }
+  if (run.fp32_engine == Fp32Engine::eager) choice.reason = "eager, as asked";
+  if (run.fp32_engine == Fp32Engine::frozen) {
+    choice.engine = Fp32Engine::frozen;
+    choice.reason = "frozen, as asked";
+  }
+  if (frozen && run.fp32_engine == Fp32Engine::auto_select) {
+    if (sample_shape.empty()) {
+      choice.reason = "eager: no input shape to time the engines on (give --input-shape)";
+    } else {
+      const auto forward_of = [](const std::shared_ptr<InferenceModel>& model) {
+        return [model](const torch::Tensor& input) { return model->forward(input); };
+      };
+      try {
+        choice = choose_fp32_engine(
+            {{Fp32Engine::eager, forward_of(eager)}, {Fp32Engine::frozen, forward_of(frozen)}}, sample_shape,
+            run.fp32_engine_batch);
+      } catch (const std::exception& error) {  // eager itself fails on a random [B, ...sample_shape] batch
+        const std::string message = error.what();
+        choice.reason =
+            "eager: the engines could not be timed (" + message.substr(0, message.find('\n')) + ")";
+      }
+    }
+  }
+  std::shared_ptr<InferenceModel> chosen = choice.engine == Fp32Engine::frozen ? frozen : eager;
+  if (run.fp32_engine == Fp32Engine::auto_select && !sample_shape.empty()) {
+    try {
+      choose_batch1_threads(
+          choice, [&chosen](const torch::Tensor& input) { return chosen->forward(input); }, sample_shape);
+    } catch (const std::exception&) {  // as above: the engine choice already says why nothing was timed
+    }
+    if (choice.batch1_threads == 1) chosen = std::make_shared<OneThreadAtBatch1>(chosen);
+  }
+  spdlog::debug("fp32 engine: {} ({})", choice_name(choice.engine), choice.reason);
+  chosen->fp32_engine = choice;
+  return chosen;
+}
 
 const std::vector<std::string>& variant_names() {
   static const std::vector<std::string> names = [] {

@@ -123,6 +123,9 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& options) {
   std::optional<data::Dataset> dataset;  // read once, for the first variant that needs it
   std::optional<Error> first_failure;
   LoadOptions load = options.load;
+  // fp32's engines are timed at batch 1 and at the largest batch benched (at most 256)
+  load.run.fp32_engine_batch =
+      std::min<std::int64_t>(256, *std::max_element(options.batches.begin(), options.batches.end()));
   const device::MachineState machine = device::read_machine_state();
   device::LoadSampler sampler(machine.limits);
   for (const Variant requested : options.variants) {
@@ -138,7 +141,8 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& options) {
         options.thread_plan, inference_thread_workload(*model), options.threads, machine));
     report.threads = device::to_json(threads.threads());
     BenchedVariant benched{choice_name(model->variant), choice_name(model->format), model->path,
-                           model->model_name,           model->parameter_bytes,     std::nullopt};
+                           model->model_name,           model->parameter_bytes,     std::nullopt,
+                           model->fp32_engine};
     if (options.measure_accuracy) {
       if (!dataset) {
         dataset =
@@ -192,12 +196,14 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& options) {
 Json to_json(const ModelBenchReport& report) {
   Json variants = Json::array();
   for (const BenchedVariant& variant : report.variants)
-    variants.push_back({{"variant", variant.variant},
-                        {"format", variant.format},
-                        {"path", variant.path},
-                        {"model_name", variant.model_name},
-                        {"parameter_bytes", variant.parameter_bytes},
-                        {"test_acc", variant.test_acc ? Json(*variant.test_acc) : Json(nullptr)}});
+    variants.push_back(
+        {{"variant", variant.variant},
+         {"format", variant.format},
+         {"path", variant.path},
+         {"model_name", variant.model_name},
+         {"parameter_bytes", variant.parameter_bytes},
+         {"test_acc", variant.test_acc ? Json(*variant.test_acc) : Json(nullptr)},
+         {"fp32_engine", variant.fp32_engine ? to_json(*variant.fp32_engine) : Json(nullptr)}});
   Json rows = Json::array();
   for (const BenchRow& row : report.rows)
     rows.push_back(to_json(row));

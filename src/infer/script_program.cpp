@@ -1,4 +1,4 @@
-// TorchScript source generation for LayerPrograms, and freezing of user modules.
+// TorchScript source generation for LayerPrograms, and freezing of user modules (see script_program.hpp).
 #include "ipj/infer/script_program.hpp"
 
 #include <torch/jit.h>
@@ -6,10 +6,11 @@
 #include <sstream>
 
 #include "ipj/core/error.hpp"
+#include "ipj/infer/fp32_engine.hpp"
 
 namespace ipj::infer {
 
-torch::jit::Module script_program(const quant::LayerProgram& program, bool optimize) {
+torch::jit::Module script_program(const quant::LayerProgram& program, Freezing freezing) {
   torch::jit::Module module("IpjProgram");
   std::ostringstream source;
   source << "def forward(self, x: Tensor) -> Tensor:\n";
@@ -47,15 +48,17 @@ torch::jit::Module script_program(const quant::LayerProgram& program, bool optim
   source << "    return x\n";
   module.define(source.str());
   module.eval();
-  return freeze_for_inference(module, optimize);
+  return freeze_for_inference(module, freezing);
 }
 
-torch::jit::Module freeze_for_inference(const torch::jit::Module& module, bool optimize) {
+torch::jit::Module freeze_for_inference(const torch::jit::Module& module, Freezing freezing) {
   try {
     torch::jit::Module copy = module.clone();
     copy.eval();
     torch::jit::Module frozen = torch::jit::freeze(copy);
-    if (optimize) frozen = torch::jit::optimize_for_inference(frozen);
+    // before optimize_for_inference, whose linear pass turns aten::linear into matmul + add
+    if (freezing == Freezing::optimized_batch1) use_batch1_linear(frozen);
+    if (freezing != Freezing::frozen) frozen = torch::jit::optimize_for_inference(frozen);
     return frozen;
   } catch (const c10::Error& error) {
     fail(ErrorCategory::unsupported,

@@ -94,12 +94,16 @@ ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger)
   for (auto& dim : options.inputs.input_shape)
     if (dim == -1) dim = 1;
   options.inputs.mean = config_.mean;
+  options.run.fp32_engine_batch = std::max<std::int64_t>(1, config_.batching.max_batch_size);
   options.inputs.std = config_.std;
   const std::string path = config_.model_path(version_);
   try {
     options.run.variant =
         infer::parse_variant(config_.variant);  // the config's text: its errors name the model
     model_ = infer::load_inference_model(path, options);
+    if (model_->fp32_engine)
+      spdlog::info("model '{}' version {}: fp32 runs {} ({})", config_.name, version_,
+                   choice_name(model_->fp32_engine->engine), model_->fp32_engine->reason);
   } catch (const Error& error) {
     fail(error.category(), "model '" + config_.name + "': " + error.what());
   }

@@ -101,7 +101,7 @@ TEST(CheckedFiles, DamagedTorchScriptFilesAreInvalidInputNamingTheFile) {
   testing::TempDir dir;
   const SourceProgram source = load_source_program(testing::trained_checkpoint("mlp"));
   const std::string path = dir.file("user.pt");
-  infer::script_program(source.program, false).save(path);
+  infer::script_program(source.program, infer::Freezing::frozen).save(path);
   infer::LoadOptions options;
   options.inputs.input_shape = {1, 28, 28};
   EXPECT_NO_THROW(

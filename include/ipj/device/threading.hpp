@@ -68,6 +68,23 @@ int blas_thread_count();
 
 int online_cores();
 
+// The calling thread's OpenMP thread count (ATen's intra-op pool and oneDNN read it at each parallel region)
+// set for one scope and put back after. Cheap (at::set_num_threads would also rebuild pthreadpool) and
+// local to the calling thread. Does nothing when no OpenMP runtime is loaded.
+class CallerOpenMpThreads {
+ public:
+  explicit CallerOpenMpThreads(int threads);
+  ~CallerOpenMpThreads();
+  CallerOpenMpThreads(const CallerOpenMpThreads&) = delete;
+  CallerOpenMpThreads& operator=(const CallerOpenMpThreads&) = delete;
+
+ private:
+  int previous_ = 0;  // 0: nothing was set
+};
+
+// The calling thread's OpenMP thread count (1 without an OpenMP runtime).
+int caller_openmp_threads();
+
 }  // namespace ipj::device
 
 namespace ipj {

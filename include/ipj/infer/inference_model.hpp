@@ -8,12 +8,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ipj/data/data_options.hpp"
 #include "ipj/data/data_record.hpp"
 #include "ipj/infer/calibration.hpp"
+#include "ipj/infer/fp32_engine.hpp"
 #include "ipj/infer/variant.hpp"
 
 namespace ipj::infer {
@@ -32,6 +34,8 @@ class InferenceModel {
   std::string model_name;                  // mlp, cnn, ... or the TorchScript class name
   std::string data_dir;                    // the data set an ipj model was trained on ("" if unknown)
   data::DataOptions data_options;          // how that data set was read (--resize, --channels, ...)
+  // How an fp32 variant runs (eager or frozen) and why; empty for other variants.
+  std::optional<Fp32EngineChoice> fp32_engine;
   // What the file records about its training data (class and channel count, ...); unknown for files that
   // record nothing (TorchScript files not written by `ipj train`, older ipj files).
   data::DataRecord trained_data;
@@ -49,6 +53,8 @@ struct ModelInputs {                      // how to feed a TorchScript file (ipj
 struct RunOptions {
   Variant variant = Variant::file;  // file: the model as stored
   std::string engine = "auto";      // quantized engine for int8 variants and int8 files ("auto": the file's)
+  Fp32Engine fp32_engine = Fp32Engine::auto_select;  // how fp32 runs (auto: the faster exact one, measured)
+  std::int64_t fp32_engine_batch = 64;               // the batch size the engines are timed at besides 1
 };
 
 struct LoadOptions {

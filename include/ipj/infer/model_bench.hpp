@@ -38,7 +38,8 @@ struct ModelBenchOptions {
 struct BenchedVariant {
   std::string variant, format, path, model_name;
   std::int64_t parameter_bytes = 0;
-  std::optional<double> test_acc;  // empty without the accuracy pass
+  std::optional<double> test_acc;               // empty without the accuracy pass
+  std::optional<Fp32EngineChoice> fp32_engine;  // fp32 variants: eager or frozen, and why
 };
 
 // A variant (batch 0: all its batches) or one batch of it that could not be benched, and why.

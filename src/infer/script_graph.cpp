@@ -1,6 +1,6 @@
 // TorchScript source generation for graph IR (one statement per node, values named v<index>), and the
 // normalisation wrapper of user modules.
-#include "script_graph.hpp"
+#include "ipj/infer/script_graph.hpp"
 
 #include <torch/jit.h>
 
@@ -9,11 +9,11 @@
 #include "ipj/core/error.hpp"
 #include "ipj/infer/script_program.hpp"
 
-namespace ipj::exporter {
+namespace ipj::infer {
 
 // Frozen only: LibTorch 1.13's optimize_for_inference leaves graphs that do not load back after save
 // ("required keyword attribute 'value' is undefined", measured 2026-12-03); loaders re-optimise anyway.
-constexpr bool kOptimizeForInference = false;
+constexpr Freezing kSavedFreezing = Freezing::frozen;
 namespace {
 
 using quant::NodeKind;
@@ -70,7 +70,7 @@ std::string node_expression(const quant::GraphNode& node, const std::string& pre
 
 }  // namespace
 
-torch::jit::Module script_graph(const quant::Graph& graph) {
+torch::jit::Module script_graph(const quant::Graph& graph, Freezing freezing) {
   torch::jit::Module module("IpjExport");
   std::ostringstream source;
   source << "def forward(self, x: Tensor) -> Tensor:\n";
@@ -110,12 +110,12 @@ torch::jit::Module script_graph(const quant::Graph& graph) {
              error.what_without_backtrace());
   }
   module.eval();
-  return infer::freeze_for_inference(module, kOptimizeForInference);
+  return freeze_for_inference(module, freezing);
 }
 
 torch::jit::Module wrap_normalization(const torch::jit::Module& model, const std::vector<float>& mean,
                                       const std::vector<float>& std, std::size_t sample_rank) {
-  if (mean.empty()) return infer::freeze_for_inference(model, kOptimizeForInference);
+  if (mean.empty()) return freeze_for_inference(model, kSavedFreezing);
   torch::jit::Module wrapper("IpjNormalizedExport");
   wrapper.register_module("model", model.clone());
   wrapper.register_buffer("input_mean", torch::tensor(mean));
@@ -125,7 +125,7 @@ torch::jit::Module wrap_normalization(const torch::jit::Module& model, const std
       "def forward(self, x: Tensor) -> Tensor:\n    return self.model.forward((x - self.input_mean" + view +
       ") / self.input_std" + view + ")\n");
   wrapper.eval();
-  return infer::freeze_for_inference(wrapper, kOptimizeForInference);
+  return freeze_for_inference(wrapper, kSavedFreezing);
 }
 
-}  // namespace ipj::exporter
+}  // namespace ipj::infer

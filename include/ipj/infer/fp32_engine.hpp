@@ -1,0 +1,96 @@
+// How the fp32 variant runs: eager LibTorch (the model as written) or a frozen graph (weights constant, BN
+// folded into convolutions, oneDNN layouts, batch-1 linear layers as matrix-vector products), picked per
+// model by timing both on random inputs and checking that they agree. Measured at load, on the threads then
+// set.
+#pragma once
+
+#include <torch/types.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ipj/core/choice.hpp"
+#include "ipj/core/json_io.hpp"
+
+namespace torch::jit {
+struct Module;
+}
+
+namespace ipj::infer {
+
+enum class Fp32Engine {
+  auto_select,  // measure eager and frozen, run the faster of those that agree with eager
+  eager,
+  frozen,
+};
+
+// One engine as measured: median milliseconds per forward at batch 1 and at the second batch size, and how
+// far its outputs are from eager's (max |difference| / max(1, max |eager|)).
+struct EngineMeasurement {
+  Fp32Engine engine = Fp32Engine::eager;
+  double batch1_ms = 0.0;
+  double batch_ms = 0.0;
+  double max_difference = 0.0;
+  bool exact = true;  // max_difference <= kFp32EngineTolerance
+};
+
+struct Fp32EngineChoice {
+  Fp32Engine requested = Fp32Engine::auto_select;
+  Fp32Engine engine = Fp32Engine::eager;    // the one that runs
+  std::int64_t batch = 0;                   // the second batch size measured (0: not measured)
+  std::vector<EngineMeasurement> measured;  // empty unless measured
+  std::string reason;                       // why this engine, in words
+  // Threads of the caller's OpenMP pool for batch-1 inputs: 1 when one thread ran the chosen engine >= 10%
+  // faster at batch 1 than every core (small models: waking the pool costs more than it saves), else 0
+  // (the pool as the run sets it).
+  int batch1_threads = 0;
+  double batch1_one_thread_ms = 0.0;  // the chosen engine at batch 1 on one thread (0: not measured)
+};
+
+// The largest relative difference from eager that still counts as the same fp32 model (rounding of folded
+// batch norms and reordered sums; the graph importer's check uses the same bound).
+inline constexpr double kFp32EngineTolerance = 1e-3;
+
+Json to_json(const Fp32EngineChoice& choice);
+
+// Times `forward` at batch 1 on every core and on one thread, alternately; sets choice.batch1_threads and
+// batch1_one_thread_ms (nothing on a one-core machine).
+void choose_batch1_threads(Fp32EngineChoice& choice,
+                           const std::function<torch::Tensor(const torch::Tensor&)>& forward,
+                           const std::vector<std::int64_t>& sample_shape);
+
+// A candidate engine: how to run a [B, ...sample] batch.
+struct Fp32Candidate {
+  Fp32Engine engine;
+  std::function<torch::Tensor(const torch::Tensor&)> forward;
+};
+
+// Times the candidates (the first is eager, the reference) alternately at batch 1 and at `batch` on uniform
+// [0, 1) inputs of `sample_shape`, and picks the lowest geometric mean of the two times among the exact ones.
+// A candidate that throws is dropped, and the reason says so. Budget: about a second per batch size after
+// one warm-up forward each.
+Fp32EngineChoice choose_fp32_engine(const std::vector<Fp32Candidate>& candidates,
+                                    const std::vector<std::int64_t>& sample_shape, std::int64_t batch);
+
+// Rewrites every aten::linear of a frozen module's forward into ipj::linear, which runs a [1, K] input as a
+// matrix-vector product (OpenBLAS's sgemm is 4-5x slower than its sgemv at M = 1) and anything else as
+// aten::linear. Returns how many were rewritten. In-memory only: a saved module would need ipj's operator.
+int use_batch1_linear(torch::jit::Module& module);
+
+}  // namespace ipj::infer
+
+namespace ipj {
+
+template <>
+struct ChoiceNames<infer::Fp32Engine> {
+  static constexpr std::array<std::pair<infer::Fp32Engine, const char*>, 3> names{
+      {{infer::Fp32Engine::auto_select, "auto"},
+       {infer::Fp32Engine::eager, "eager"},
+       {infer::Fp32Engine::frozen, "frozen"}}};
+};
+
+}  // namespace ipj

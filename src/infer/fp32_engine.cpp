@@ -1,0 +1,195 @@
+// The fp32 engine choice (eager vs frozen graph, timed alternately) and ipj::linear, the batch-1 linear
+// operator the frozen graph uses. Timing is wall-clock on the threads set at load; ties go to eager.
+#include "ipj/infer/fp32_engine.hpp"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/jit/passes/subgraph_rewrite.h>
+#include <torch/library.h>
+#include <torch/script.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <optional>
+
+#include "ipj/core/log.hpp"
+#include "ipj/core/number_format.hpp"
+#include "ipj/device/threading.hpp"
+
+namespace ipj::infer {
+namespace {
+
+// x [1, K] (float, CPU), weight [N, K], bias [N] -> [1, N] by addmv; anything else by aten::linear.
+at::Tensor batch1_linear(const at::Tensor& x, const at::Tensor& weight,
+                         const c10::optional<at::Tensor>& bias) {
+  if (x.dim() == 2 && x.size(0) == 1 && x.device().is_cpu() && x.scalar_type() == at::kFloat &&
+      weight.dim() == 2 && weight.scalar_type() == at::kFloat && !weight.is_mkldnn()) {
+    const at::Tensor row = x.select(0, 0);  // [K]
+    const at::Tensor out = bias && bias->defined() ? at::addmv(*bias, weight, row) : at::mv(weight, row);
+    return out.unsqueeze(0);  // [1, N]
+  }
+  return at::linear(x, weight, bias);
+}
+
+TORCH_LIBRARY(ipj, library) {
+  library.def("linear(Tensor x, Tensor weight, Tensor? bias) -> Tensor", &batch1_linear);
+}
+
+using Clock = std::chrono::steady_clock;
+
+double milliseconds_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t middle = values.size() / 2;
+  return values.size() % 2 == 1 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
+}
+
+torch::Tensor random_batch(std::int64_t batch, const std::vector<std::int64_t>& sample_shape) {
+  std::vector<std::int64_t> shape{batch};
+  shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+  return torch::rand(shape);  // [batch, ...sample] in [0, 1), like pixels
+}
+
+// Median ms per forward of each live candidate on `input` after one untimed forward each, alternating
+// candidates each round (a neighbour's burst hits every candidate alike); stops after 9 timed rounds or once
+// ~1 s is spent past the third.
+std::vector<double> alternate_timings(const std::vector<Fp32Candidate>& candidates,
+                                      const std::vector<bool>& live, const torch::Tensor& input) {
+  std::vector<std::vector<double>> times(candidates.size());
+  for (std::size_t index = 0; index < candidates.size(); ++index)
+    if (live[index]) candidates[index].forward(input);  // oneDNN builds its kernels for this shape
+  const Clock::time_point start = Clock::now();
+  for (int round = 0; round < 9; ++round) {
+    for (std::size_t index = 0; index < candidates.size(); ++index) {
+      if (!live[index]) continue;
+      const Clock::time_point begin = Clock::now();
+      candidates[index].forward(input);
+      times[index].push_back(milliseconds_since(begin));
+    }
+    if (round >= 2 && milliseconds_since(start) > 1000.0) break;
+  }
+  std::vector<double> medians(candidates.size(), 0.0);
+  for (std::size_t index = 0; index < candidates.size(); ++index)
+    if (live[index]) medians[index] = median(times[index]);
+  return medians;
+}
+
+// max |candidate - reference| / max(1, max |reference|).
+double relative_difference(const torch::Tensor& candidate, const torch::Tensor& reference) {
+  if (!candidate.sizes().equals(reference.sizes())) return INFINITY;
+  const double scale = std::max(1.0, reference.abs().max().item<double>());
+  return (candidate.to(torch::kFloat) - reference).abs().max().item<double>() / scale;
+}
+
+std::string describe(const EngineMeasurement& measured, std::int64_t batch) {
+  return choice_name(measured.engine) + " " + format_number("%.3f", measured.batch1_ms) + " ms at batch 1, " +
+         format_number("%.3f", measured.batch_ms) + " ms at batch " + std::to_string(batch);
+}
+
+}  // namespace
+
+Json to_json(const Fp32EngineChoice& choice) {
+  Json measured = Json::array();
+  for (const EngineMeasurement& entry : choice.measured)
+    measured.push_back({{"engine", choice_name(entry.engine)},
+                        {"batch1_ms", entry.batch1_ms},
+                        {"batch_ms", entry.batch_ms},
+                        {"max_difference", entry.max_difference},
+                        {"exact", entry.exact}});
+  return {{"requested", choice_name(choice.requested)},
+          {"engine", choice_name(choice.engine)},
+          {"batch", choice.batch},
+          {"measured", measured},
+          {"reason", choice.reason},
+          {"batch1_threads", choice.batch1_threads},
+          {"batch1_one_thread_ms", choice.batch1_one_thread_ms}};
+}
+
+Fp32EngineChoice choose_fp32_engine(const std::vector<Fp32Candidate>& candidates,
+                                    const std::vector<std::int64_t>& sample_shape, std::int64_t batch) {
+  Fp32EngineChoice choice;
+  choice.batch = std::max<std::int64_t>(batch, 1);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor large = random_batch(choice.batch, sample_shape), single = large.narrow(0, 0, 1);
+  const torch::Tensor reference = candidates.at(0).forward(large);  // eager, also its warm-up
+  std::vector<bool> live(candidates.size(), true);
+  std::vector<double> differences(candidates.size(), 0.0);
+  std::string dropped;
+  for (std::size_t index = 1; index < candidates.size(); ++index) {
+    try {
+      differences[index] = relative_difference(candidates[index].forward(large), reference);
+      candidates[index].forward(single);
+    } catch (const std::exception& error) {
+      live[index] = false;
+      dropped += "; " + choice_name(candidates[index].engine) + " fails: " + error.what();
+    }
+  }
+  const std::vector<double> batch1 = alternate_timings(candidates, live, single);
+  const std::vector<double> batched = choice.batch == 1 ? batch1 : alternate_timings(candidates, live, large);
+  std::optional<std::size_t> best;
+  double best_score = INFINITY;
+  for (std::size_t index = 0; index < candidates.size(); ++index) {
+    if (!live[index]) continue;
+    EngineMeasurement entry{candidates[index].engine, batch1[index], batched[index], differences[index],
+                            differences[index] <= kFp32EngineTolerance};
+    choice.measured.push_back(entry);
+    const double score = std::sqrt(entry.batch1_ms * entry.batch_ms);
+    if (entry.exact && score < best_score) best = index, best_score = score;
+    if (!entry.exact)
+      dropped += "; " + choice_name(entry.engine) + " differs from eager by " +
+                 format_number("%.2g", entry.max_difference) + " (relative)";
+  }
+  choice.engine = candidates[best.value_or(0)].engine;
+  std::string timings;
+  for (const EngineMeasurement& entry : choice.measured)
+    timings += (timings.empty() ? "" : " vs ") + describe(entry, choice.batch);
+  choice.reason = "fastest exact engine measured: " + timings + dropped;
+  return choice;
+}
+
+void choose_batch1_threads(Fp32EngineChoice& choice,
+                           const std::function<torch::Tensor(const torch::Tensor&)>& forward,
+                           const std::vector<std::int64_t>& sample_shape) {
+  // the pool as a run sets it later (thread plans are applied after loading): every core, or more if set
+  const int pool = std::max(device::caller_openmp_threads(), device::online_cores());
+  if (pool <= 1) return;
+  torch::NoGradGuard no_grad;
+  const torch::Tensor single = random_batch(1, sample_shape);
+  const auto on_threads = [&forward](int threads) {
+    return [&forward, threads](const torch::Tensor& input) {
+      const device::CallerOpenMpThreads scope(threads);
+      return forward(input);
+    };
+  };
+  const std::vector<double> times = alternate_timings(
+      {{Fp32Engine::eager, on_threads(pool)}, {Fp32Engine::eager, on_threads(1)}}, {true, true}, single);
+  choice.batch1_one_thread_ms = times[1];
+  if (times[1] <= 0.9 * times[0]) {
+    choice.batch1_threads = 1;
+    choice.reason += "; batch 1 on one thread: " + format_number("%.3f", times[1]) + " ms vs " +
+                     format_number("%.3f", times[0]) + " ms on " + std::to_string(pool);
+  }
+}
+
+int use_batch1_linear(torch::jit::Module& module) {
+  std::shared_ptr<torch::jit::Graph> graph = module.get_method("forward").graph();
+  torch::jit::SubgraphRewriter rewriter;
+  rewriter.RegisterRewritePattern(R"(
+graph(%x, %weight, %bias):
+  %y = aten::linear(%x, %weight, %bias)
+  return (%y))",
+                                  R"(
+graph(%x, %weight, %bias):
+  %y = ipj::linear(%x, %weight, %bias)
+  return (%y))");
+  rewriter.runOnGraph(graph);
+  int rewritten = 0;
+  for (const torch::jit::Node* node : graph->nodes())
+    if (node->kind().toQualString() == std::string("ipj::linear")) ++rewritten;
+  return rewritten;
+}
+
+}  // namespace ipj::infer

@@ -1,0 +1,146 @@
+// The fp32 engine: ipj::linear against aten::linear, the choice between candidates (speed, exactness,
+// failures), and checkpoints whose eager and frozen engines agree with the choice recorded.
+#include <gtest/gtest.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <thread>
+
+#include "inference_fixture.hpp"
+#include "ipj/device/threading.hpp"
+#include "ipj/infer/fp32_engine.hpp"
+#include "ipj/infer/inference_model.hpp"
+#include "ipj/infer/script_program.hpp"
+
+namespace ipj::infer {
+namespace {
+
+torch::jit::Module two_linear_module() {
+  torch::jit::Module module("TwoLinear");
+  torch::manual_seed(3);
+  module.register_parameter("w1", torch::randn({16, 12}), false);
+  module.register_parameter("b1", torch::randn({16}), false);
+  module.register_parameter("w2", torch::randn({5, 16}), false);
+  module.define(R"(
+def forward(self, x: Tensor) -> Tensor:
+    h = torch.relu(torch.linear(x, self.w1, self.b1))
+    return torch.linear(h, self.w2)
+)");
+  module.eval();
+  return module;
+}
+
+TEST(Fp32Engine, Batch1LinearMatchesAtenLinearAtEveryShape) {
+  torch::jit::Module eager = two_linear_module();
+  torch::jit::Module frozen = freeze_for_inference(eager, Freezing::optimized_batch1);
+  const std::string graph = frozen.get_method("forward").graph()->toString();
+  EXPECT_NE(graph.find("ipj::linear"), std::string::npos) << graph;  // both layers, bias or none
+  EXPECT_EQ(graph.find("aten::linear"), std::string::npos) << graph;
+  // A file must never need ipj's operator: what export saves keeps aten::linear.
+  EXPECT_EQ(freeze_for_inference(eager, Freezing::frozen)
+                .get_method("forward")
+                .graph()
+                ->toString()
+                .find("ipj::linear"),
+            std::string::npos);
+  torch::NoGradGuard no_grad;
+  for (const std::vector<std::int64_t>& shape :
+       std::vector<std::vector<std::int64_t>>{{1, 12}, {7, 12}, {2, 3, 12}}) {
+    const torch::Tensor x = torch::randn(shape);
+    const torch::Tensor expected = eager.forward({x}).toTensor(), got = frozen.forward({x}).toTensor();
+    ASSERT_EQ(got.sizes(), expected.sizes());
+    EXPECT_LT((got - expected).abs().max().item<double>(), 1e-5) << shape.size() << "-D batch " << shape[0];
+  }
+}
+
+TEST(Fp32Engine, PicksTheFasterExactCandidateAndSaysWhy) {
+  const auto twice = [](const torch::Tensor& x) { return x * 2; };
+  const auto slow_twice = [](const torch::Tensor& x) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(4));
+    return x * 2;
+  };
+  const std::vector<std::int64_t> sample{3, 4};
+  Fp32EngineChoice choice =
+      choose_fp32_engine({{Fp32Engine::eager, slow_twice}, {Fp32Engine::frozen, twice}}, sample, 8);
+  EXPECT_EQ(choice.engine, Fp32Engine::frozen);
+  EXPECT_EQ(choice.batch, 8);
+  ASSERT_EQ(choice.measured.size(), 2u);
+  EXPECT_GT(choice.measured[0].batch1_ms, 3.9);
+  EXPECT_TRUE(choice.measured[1].exact);
+  EXPECT_EQ(choice.measured[1].max_difference, 0.0);
+  EXPECT_NE(choice.reason.find("eager"), std::string::npos);
+  EXPECT_EQ(to_json(choice)["engine"], "frozen");
+  // Faster but not the same model: eager stays, and the reason gives the difference.
+  choice = choose_fp32_engine({{Fp32Engine::eager, slow_twice},
+                               {Fp32Engine::frozen, [](const torch::Tensor& x) { return x * 2 + 0.5; }}},
+                              sample, 2);
+  EXPECT_EQ(choice.engine, Fp32Engine::eager);
+  EXPECT_FALSE(choice.measured[1].exact);
+  EXPECT_NE(choice.reason.find("frozen differs from eager by 0.2"), std::string::npos)
+      << choice.reason;  // 0.5 / max 2x
+  // A candidate that throws is dropped, not fatal.
+  choice = choose_fp32_engine(
+      {{Fp32Engine::eager, twice},
+       {Fp32Engine::frozen,
+        [](const torch::Tensor&) -> torch::Tensor { throw std::runtime_error("no kernel"); }}},
+      sample, 2);
+  EXPECT_EQ(choice.engine, Fp32Engine::eager);
+  EXPECT_EQ(choice.measured.size(), 1u);
+  EXPECT_NE(choice.reason.find("frozen fails: no kernel"), std::string::npos) << choice.reason;
+}
+
+TEST(Fp32Engine, CallerThreadsAreSetForOneScopeOnly) {
+  const int before = device::caller_openmp_threads();
+  {
+    const device::CallerOpenMpThreads one(1);
+    EXPECT_EQ(device::caller_openmp_threads(), 1);
+    EXPECT_EQ(at::get_num_threads(), 1);  // what ATen's parallel_for and oneDNN read
+  }
+  EXPECT_EQ(device::caller_openmp_threads(), before);
+}
+
+TEST(Fp32Engine, EagerAndFrozenCheckpointsAgreeAndAutoRecordsItsChoice) {
+  const torch::Tensor pixels = testing::test_pixels(32);  // [32, 1, 28, 28]
+  for (const char* model_name : {"mlp", "cnn"}) {
+    const std::string checkpoint = testing::trained_checkpoint(model_name);
+    LoadOptions options;
+    options.run.variant = Variant::fp32;
+    options.run.fp32_engine = Fp32Engine::eager;
+    const InferenceModelPtr eager = load_inference_model(checkpoint, options);
+    options.run.fp32_engine = Fp32Engine::frozen;
+    const InferenceModelPtr frozen = load_inference_model(checkpoint, options);
+    ASSERT_TRUE(eager->fp32_engine && frozen->fp32_engine);
+    EXPECT_EQ(eager->fp32_engine->engine, Fp32Engine::eager);
+    EXPECT_EQ(frozen->fp32_engine->engine, Fp32Engine::frozen);
+    EXPECT_EQ(frozen->parameter_bytes, eager->parameter_bytes);
+    const torch::Tensor reference = eager->forward(pixels);
+    EXPECT_LT((frozen->forward(pixels) - reference).abs().max().item<double>(), 1e-4) << model_name;
+    EXPECT_LT(
+        (frozen->forward(pixels.narrow(0, 3, 1)) - reference.narrow(0, 3, 1)).abs().max().item<double>(),
+        1e-4)
+        << model_name << " at batch 1";
+    options.run.fp32_engine = Fp32Engine::auto_select;
+    options.run.fp32_engine_batch = 16;
+    const InferenceModelPtr chosen = load_inference_model(checkpoint, options);
+    ASSERT_TRUE(chosen->fp32_engine);
+    const Fp32EngineChoice& choice = *chosen->fp32_engine;
+    EXPECT_EQ(choice.requested, Fp32Engine::auto_select);
+    EXPECT_EQ(choice.batch, 16);
+    ASSERT_EQ(choice.measured.size(), 2u) << choice.reason;
+    for (const EngineMeasurement& measured : choice.measured) {
+      EXPECT_TRUE(measured.exact) << model_name;
+      EXPECT_GT(measured.batch1_ms, 0.0);
+      EXPECT_GT(measured.batch_ms, 0.0);
+    }
+    const auto& winner = choice.engine == Fp32Engine::eager ? choice.measured[0] : choice.measured[1];
+    for (const EngineMeasurement& measured : choice.measured)
+      EXPECT_LE(std::sqrt(winner.batch1_ms * winner.batch_ms),
+                std::sqrt(measured.batch1_ms * measured.batch_ms));
+    EXPECT_LT((chosen->forward(pixels) - reference).abs().max().item<double>(), 1e-4) << model_name;
+    EXPECT_EQ(chosen->variant, Variant::fp32);
+  }
+}
+
+}  // namespace
+}  // namespace ipj::infer
