@@ -94,7 +94,7 @@ ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger)
   for (auto& dim : options.inputs.input_shape)
     if (dim == -1) dim = 1;
   options.inputs.mean = config_.mean;
-  options.run.fp32_engine_batch = std::max<std::int64_t>(1, config_.batching.max_batch_size);
+  options.run.fp32_engine_batch = std::clamp<std::int64_t>(config_.batching.max_batch_size, 1, 64);
   options.inputs.std = config_.std;
   const std::string path = config_.model_path(version_);
   try {
