@@ -22,8 +22,8 @@ namespace {
 // main(): an idle worker thread spins for a while before it sleeps, which burns a neighbour's CPU (and our
 // joules) on a shared machine. Unless the user set them, ipj runs itself again once with passive waiting
 // (IPJ_REEXEC marks the second run; IPJ_NO_REEXEC=1 turns this off). docs/PERFORMANCE.md has the measurement.
-// The commands that run LibTorch kernels for long enough to be worth a second start (~0.3-0.5 s of CPU:
-// LibTorch loads twice); help, version and the quick commands start once.
+// The commands that run LibTorch kernels for long enough to be worth a second start (~0.6 s: LibTorch loads
+// twice); help, version, usage errors and the quick commands start once.
 bool runs_kernels(int argc, char** argv) {
   static const std::set<std::string> commands{"train", "compare",  "bench", "serve",
                                               "tune",  "quantize", "prune", "distill"};
@@ -60,8 +60,6 @@ void reexec_with_passive_waiting(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  reexec_with_passive_waiting(argc, argv);
-  ::unsetenv("IPJ_REEXEC");  // children (ipj launch's ranks) see OMP_WAIT_POLICY set and run once
   CLI::App app{
       "ipj - intelligence per joule: train and serve deep-learning models with less energy, and measure it.\n"
       "Example: ipj train --model mlp --epochs 2 --json"};
@@ -112,6 +110,9 @@ int main(int argc, char** argv) {
     std::cerr << "ipj: error: " << error.what() << " (see ipj --help)" << std::endl;
     return ipj::exit_code_for(ipj::ErrorCategory::usage);
   }
+  // After parsing, which runs no kernels: a usage error starts LibTorch once, not twice.
+  reexec_with_passive_waiting(argc, argv);
+  ::unsetenv("IPJ_REEXEC");  // children (ipj launch's ranks) see OMP_WAIT_POLICY set and run once
 
   try {
     ipj::init_logging(log_level);
