@@ -418,6 +418,15 @@ torch::Tensor ScriptModel::forward(const torch::Tensor& input) const {
   return output.toTensor().to(torch::kFloat);
 }
 
+// The line of a LibTorch error that says what failed: a TorchScript interpreter error ends with the
+// module's own "RuntimeError: ..." line; other errors say it first.
+std::string interpreter_cause(const std::string& message) {
+  const std::size_t cause = message.rfind("Error: ");
+  const std::size_t start = cause == std::string::npos ? 0 : message.rfind('\n', cause) + 1;
+  const std::size_t end = message.find('\n', start);
+  return message.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
 std::shared_ptr<InferenceModel> fp32_engine_model(
     std::shared_ptr<InferenceModel> eager,
     const std::function<std::shared_ptr<InferenceModel>()>& build_frozen,
@@ -450,9 +459,11 @@ std::shared_ptr<InferenceModel> fp32_engine_model(
             {{Fp32Engine::eager, forward_of(eager)}, {Fp32Engine::frozen, forward_of(frozen)}}, sample_shape,
             run.fp32_engine_batch);
       } catch (const std::exception& error) {  // eager itself fails on a random [B, ...sample_shape] batch
-        const std::string message = error.what();
-        choice.reason =
-            "eager: the engines could not be timed (" + message.substr(0, message.find('\n')) + ")";
+        std::string shape = std::to_string(run.fp32_engine_batch);
+        for (const std::int64_t size : sample_shape)
+          shape += ", " + std::to_string(size);
+        choice.reason = "eager: the model fails on a random [" + shape +
+                        "] batch, so the engines were not timed (" + interpreter_cause(error.what()) + ")";
       }
     }
   }

@@ -12,6 +12,7 @@
 #include "ipj/infer/fp32_engine.hpp"
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/infer/script_program.hpp"
+#include "support/test_support.hpp"
 
 namespace ipj::infer {
 namespace {
@@ -88,6 +89,29 @@ TEST(Fp32Engine, PicksTheFasterExactCandidateAndSaysWhy) {
   EXPECT_EQ(choice.engine, Fp32Engine::eager);
   EXPECT_EQ(choice.measured.size(), 1u);
   EXPECT_NE(choice.reason.find("frozen fails: no kernel"), std::string::npos) << choice.reason;
+}
+
+// A traced model that baked in batch 1 (x.view(1, -1)) cannot be timed at batch 8: it loads, runs eager, and
+// the reason names the batch and the model's own error rather than the interpreter's first line.
+TEST(Fp32Engine, AModelThatFailsAtTheTimingBatchKeepsEagerAndSaysWhy) {
+  testing::TempDir dir;
+  torch::jit::Module module("BatchOne");
+  module.register_parameter("w", torch::randn({3, 4}), false);
+  module.define(R"(
+def forward(self, x: Tensor) -> Tensor:
+    return torch.linear(x.view([1, -1]), self.w)
+)");
+  module.save(dir.file("batch_one.pt"));
+  LoadOptions options;
+  options.inputs.input_shape = {1, 2, 2};
+  options.run.fp32_engine_batch = 8;
+  const InferenceModelPtr model = load_inference_model(dir.file("batch_one.pt"), options);
+  ASSERT_TRUE(model->fp32_engine);
+  EXPECT_EQ(model->fp32_engine->engine, Fp32Engine::eager);
+  const std::string& reason = model->fp32_engine->reason;
+  EXPECT_NE(reason.find("fails on a random [8, 1, 2, 2] batch"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("RuntimeError: "), std::string::npos) << reason;
+  EXPECT_EQ(model->forward(torch::rand({1, 1, 2, 2})).sizes(), (std::vector<std::int64_t>{1, 3}));
 }
 
 TEST(Fp32Engine, CallerThreadsAreSetForOneScopeOnly) {
