@@ -12,7 +12,6 @@
 #include <cmath>
 #include <optional>
 
-#include "ipj/core/log.hpp"
 #include "ipj/core/number_format.hpp"
 #include "ipj/device/threading.hpp"
 
