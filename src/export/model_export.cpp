@@ -100,6 +100,7 @@ infer::InferenceModelPtr load_reference(const std::string& model_path, const qua
                                         const std::string& engine = "auto") {
   infer::LoadOptions options;
   options.run.engine = engine;
+  options.run.fp32_engine = infer::Fp32Engine::eager;  // the model as written is the reference; no timing
   options.inputs.input_shape = import.input_shape;
   options.inputs.mean = import.mean;
   options.inputs.std = import.std;

@@ -52,9 +52,21 @@ torch::Tensor random_batch(std::int64_t batch, const std::vector<std::int64_t>& 
   return torch::rand(shape);  // [batch, ...sample] in [0, 1), like pixels
 }
 
+// Whether the live candidates' medians so far are >= 1.5x apart (more rounds would not change the order).
+bool clearly_apart(const std::vector<std::vector<double>>& times, const std::vector<bool>& live) {
+  double fastest = INFINITY, slowest = 0.0;
+  for (std::size_t index = 0; index < times.size(); ++index) {
+    if (!live[index]) continue;
+    const double value = median(times[index]);
+    fastest = std::min(fastest, value);
+    slowest = std::max(slowest, value);
+  }
+  return slowest >= 1.5 * fastest;
+}
+
 // Median ms per forward of each live candidate on `input` after one untimed forward each, alternating
-// candidates each round (a neighbour's burst hits every candidate alike); stops after 9 timed rounds or once
-// ~1 s is spent past the third.
+// candidates each round (a neighbour's burst hits every candidate alike); stops after 9 timed rounds, or from
+// the third on once ~1 s is spent or the medians are 1.5x apart.
 std::vector<double> alternate_timings(const std::vector<Fp32Candidate>& candidates,
                                       const std::vector<bool>& live, const torch::Tensor& input) {
   std::vector<std::vector<double>> times(candidates.size());
@@ -68,7 +80,7 @@ std::vector<double> alternate_timings(const std::vector<Fp32Candidate>& candidat
       candidates[index].forward(input);
       times[index].push_back(milliseconds_since(begin));
     }
-    if (round >= 2 && milliseconds_since(start) > 1000.0) break;
+    if (round >= 2 && (milliseconds_since(start) > 1000.0 || clearly_apart(times, live))) break;
   }
   std::vector<double> medians(candidates.size(), 0.0);
   for (std::size_t index = 0; index < candidates.size(); ++index)
