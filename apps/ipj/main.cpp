@@ -10,6 +10,7 @@
 #include <new>
 #include <set>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include "cli_support.hpp"
@@ -127,6 +128,11 @@ int main(int argc, char** argv) {
     return ipj::exit_code_for(ipj::ErrorCategory::io);
   } catch (const std::bad_alloc&) {
     std::cerr << "ipj: error: out of memory; use a smaller --batch (or model, or data set)" << std::endl;
+    return ipj::exit_code_for(ipj::ErrorCategory::runtime);
+  } catch (const std::system_error& error) {
+    // The system refused a thread, a lock or a descriptor (a process or memory limit, a busy machine).
+    std::cerr << "ipj: error: the system refused a resource: " << error.what()
+              << "; check ulimit -u / -n and the container's process limit, then retry" << std::endl;
     return ipj::exit_code_for(ipj::ErrorCategory::runtime);
   } catch (const std::exception& error) {
     // LibTorch errors carry multi-line backtraces: keep the first line; IPJ_LOG_LEVEL=debug shows it all.

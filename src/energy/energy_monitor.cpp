@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <sstream>
+#include <system_error>
 
 #include "ipj/core/error.hpp"
 #include "ipj/core/number_format.hpp"
@@ -26,7 +27,15 @@ EnergyMonitor::EnergyMonitor(MeterSet meters, MonitorOptions options)
     origin_ = sample_locked();
     last_ = origin_;
   }
-  sampler_ = std::thread([this] { sampler_loop(); });
+  try {
+    sampler_ = std::thread([this] { sampler_loop(); });
+  } catch (const std::system_error& error) {  // the system refused a thread (process or memory limit)
+    // Degrade, and say so in the meters' status: windows still read every meter at their edges.
+    status_.push_back({"sampler", false,
+                       std::string("cannot start the background sampling thread (") + error.what() +
+                           "): meters are read only when a window begins and ends, so peaks and integrated "
+                           "power between those reads are missed"});
+  }
 }
 
 EnergyMonitor::~EnergyMonitor() {

@@ -64,26 +64,27 @@ bool clearly_apart(const std::vector<std::vector<double>>& times, const std::vec
   return slowest >= 1.5 * fastest;
 }
 
-// Median ms per forward of each live candidate on `input` after one untimed forward each, alternating
-// candidates each round (a neighbour's burst hits every candidate alike); stops after 9 timed rounds, or from
-// the third on once ~1 s is spent or the medians are 1.5x apart.
-std::vector<double> alternate_timings(const std::vector<Fp32Candidate>& candidates,
-                                      const std::vector<bool>& live, const torch::Tensor& input) {
-  std::vector<std::vector<double>> times(candidates.size());
-  for (std::size_t index = 0; index < candidates.size(); ++index)
-    if (live[index]) candidates[index].forward(input);  // oneDNN builds its kernels for this shape
+using Forward = std::function<torch::Tensor(const torch::Tensor&)>;
+
+// Median ms per forward of each live forward on `input`, alternating them each round (a neighbour's burst
+// hits every one alike); stops after 9 timed rounds, or from the third on once ~1 s is spent or the medians
+// are 1.5x apart. The caller has already run each live forward once on `input`'s shape (oneDNN builds its
+// kernels for a shape on its first call).
+std::vector<double> alternate_timings(const std::vector<Forward>& forwards, const std::vector<bool>& live,
+                                      const torch::Tensor& input) {
+  std::vector<std::vector<double>> times(forwards.size());
   const Clock::time_point start = Clock::now();
   for (int round = 0; round < 9; ++round) {
-    for (std::size_t index = 0; index < candidates.size(); ++index) {
+    for (std::size_t index = 0; index < forwards.size(); ++index) {
       if (!live[index]) continue;
       const Clock::time_point begin = Clock::now();
-      candidates[index].forward(input);
+      forwards[index](input);
       times[index].push_back(milliseconds_since(begin));
     }
     if (round >= 2 && (milliseconds_since(start) > 1000.0 || clearly_apart(times, live))) break;
   }
-  std::vector<double> medians(candidates.size(), 0.0);
-  for (std::size_t index = 0; index < candidates.size(); ++index)
+  std::vector<double> medians(forwards.size(), 0.0);
+  for (std::size_t index = 0; index < forwards.size(); ++index)
     if (live[index]) medians[index] = median(times[index]);
   return medians;
 }
@@ -125,9 +126,14 @@ Fp32EngineChoice choose_fp32_engine(const std::vector<Fp32Candidate>& candidates
   choice.batch = std::max<std::int64_t>(batch, 1);
   torch::NoGradGuard no_grad;
   const torch::Tensor large = random_batch(choice.batch, sample_shape), single = large.narrow(0, 0, 1);
-  const torch::Tensor reference = candidates.at(0).forward(large);  // eager, also its warm-up
+  // The reference runs and the exactness checks are also every candidate's warm-up at both shapes.
+  const torch::Tensor reference = candidates.at(0).forward(large);  // eager
+  candidates.at(0).forward(single);
   std::vector<bool> live(candidates.size(), true);
   std::vector<double> differences(candidates.size(), 0.0);
+  std::vector<Forward> forwards;
+  for (const Fp32Candidate& candidate : candidates)
+    forwards.push_back(candidate.forward);
   std::string dropped;
   for (std::size_t index = 1; index < candidates.size(); ++index) {
     try {
@@ -138,8 +144,8 @@ Fp32EngineChoice choose_fp32_engine(const std::vector<Fp32Candidate>& candidates
       dropped += "; " + choice_name(candidates[index].engine) + " fails: " + error.what();
     }
   }
-  const std::vector<double> batch1 = alternate_timings(candidates, live, single);
-  const std::vector<double> batched = choice.batch == 1 ? batch1 : alternate_timings(candidates, live, large);
+  const std::vector<double> batch1 = alternate_timings(forwards, live, single);
+  const std::vector<double> batched = choice.batch == 1 ? batch1 : alternate_timings(forwards, live, large);
   std::optional<std::size_t> best;
   double best_score = INFINITY;
   for (std::size_t index = 0; index < candidates.size(); ++index) {
@@ -175,8 +181,10 @@ void choose_batch1_threads(Fp32EngineChoice& choice,
       return forward(input);
     };
   };
-  const std::vector<double> times = alternate_timings(
-      {{Fp32Engine::eager, on_threads(pool)}, {Fp32Engine::eager, on_threads(1)}}, {true, true}, single);
+  const std::vector<Forward> forwards{on_threads(pool), on_threads(1)};
+  for (const Forward& warm_up : forwards)
+    warm_up(single);
+  const std::vector<double> times = alternate_timings(forwards, {true, true}, single);
   choice.batch1_one_thread_ms = times[1];
   if (times[1] <= 0.9 * times[0]) {
     choice.batch1_threads = 1;

@@ -437,9 +437,9 @@ std::shared_ptr<InferenceModel> fp32_engine_model(
   if (run.fp32_engine != Fp32Engine::eager) {
     try {
       frozen = build_frozen();
-    } catch (const Error& error) {
+    } catch (const std::exception& error) {  // ipj's own checks, or LibTorch's freeze/optimize passes
       if (run.fp32_engine == Fp32Engine::frozen) throw;
-      choice.reason = std::string("eager: the frozen graph cannot be built (") + error.what() + ")";
+      choice.reason = "eager: the frozen graph cannot be built (" + interpreter_cause(error.what()) + ")";
     }
   }
   if (run.fp32_engine == Fp32Engine::eager) choice.reason = "eager, as asked";

@@ -2,6 +2,10 @@
 // MMIO duplicates), a fake NVML library (counter, power integration, failures, CUDA_VISIBLE_DEVICES), the
 // labelled estimate, and window nesting/overlap in the monitor.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -282,6 +286,42 @@ TEST(Monitor, NestedAndOverlappingWindows) {
   EXPECT_NE(text.find("ipj_energy_joules_total{device=\"manual\",kind=\"cpu\",source=\"counter\""),
             std::string::npos)
       << text;
+}
+
+// A child process whose address space has no room for a thread stack: the monitor degrades to reading its
+// meters at window edges and says so, instead of failing the measured command (one CI run saw exit 70).
+TEST(Monitor, WithoutASamplingThreadWindowsStillMeasureAndSayWhy) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    const rlim_t bytes = static_cast<rlim_t>(pages) * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE));
+    const rlimit limit{bytes + (2u << 20), bytes + (2u << 20)};  // 2 MiB spare: no 8 MiB thread stack
+    if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(2);
+    // New threads get 16 MiB stacks, larger than any stack glibc cached from a thread that already exited
+    // (a static initialiser's), so the monitor's thread needs a new mapping, which the limit refuses.
+    pthread_attr_t attributes;
+    ::pthread_attr_init(&attributes);
+    ::pthread_attr_setstacksize(&attributes, 16u << 20);
+    if (::pthread_setattr_default_np(&attributes) != 0) ::_exit(2);
+    double joules = 5.0;
+    MeterSet set;
+    set.meters.push_back(std::make_unique<ManualMeter>(&joules));
+    EnergyMonitor monitor(std::move(set), MonitorOptions{5, nullptr});
+    monitor.begin_window("w");
+    joules = 12.5;
+    const bool exact = monitor.end_window("w").energy_j == 7.5;
+    bool said_why = false;
+    for (const MeterStatus& status : monitor.meter_status())
+      said_why = said_why || (status.name == "sampler" && !status.available &&
+                              status.reason.find("sampling thread") != std::string::npos);
+    ::_exit(exact && said_why ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: wrong energy or no 'sampler' status; 2: setrlimit failed";
 }
 
 TEST(Monitor, PeakPowerFromSamplesAndCosts) {
