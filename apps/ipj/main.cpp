@@ -135,7 +135,8 @@ int main(int argc, char** argv) {
               << "; check ulimit -u / -n and the container's process limit, then retry" << std::endl;
     return ipj::exit_code_for(ipj::ErrorCategory::runtime);
   } catch (const std::exception& error) {
-    // LibTorch errors carry multi-line backtraces: keep the first line; IPJ_LOG_LEVEL=debug shows it all.
+    // LibTorch errors carry multi-line backtraces: keep the line naming the cause; IPJ_LOG_LEVEL=debug shows
+    // all.
     const std::string message = error.what();
     if (message.find("can't allocate memory") != std::string::npos) {  // LibTorch's CPU allocator
       std::cerr << "ipj: error: out of memory (" << message.substr(0, message.find('\n'))
@@ -143,7 +144,7 @@ int main(int argc, char** argv) {
       return ipj::exit_code_for(ipj::ErrorCategory::runtime);
     }
     spdlog::debug("{}", message);
-    std::cerr << "ipj: internal error: " << message.substr(0, message.find('\n')) << std::endl;
+    std::cerr << "ipj: internal error: " << ipj::error_cause(message) << std::endl;
     return ipj::exit_code_for(ipj::ErrorCategory::internal);
   }
 }

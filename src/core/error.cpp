@@ -39,4 +39,11 @@ const char* category_name(ErrorCategory category) noexcept {
   return "internal";
 }
 
+std::string error_cause(const std::string& message) {
+  const std::size_t cause = message.rfind("Error: ");
+  const std::size_t start = cause == std::string::npos ? 0 : message.rfind('\n', cause) + 1;
+  const std::size_t end = message.find('\n', start);
+  return message.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
 }  // namespace ipj

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <optional>
 
+#include "ipj/core/error.hpp"
 #include "ipj/core/number_format.hpp"
 #include "ipj/device/threading.hpp"
 
@@ -89,11 +90,19 @@ std::vector<double> alternate_timings(const std::vector<Forward>& forwards, cons
   return medians;
 }
 
-// max |candidate - reference| / max(1, max |reference|).
+// max |candidate - reference| / max(1, max finite |reference|), where places that are equal or NaN on both
+// sides count as 0 (a model that outputs NaN or inf is still compared); a NaN on one side only, or other
+// shapes, is INFINITY; empty outputs of the same shape are 0.
 double relative_difference(const torch::Tensor& candidate, const torch::Tensor& reference) {
   if (!candidate.sizes().equals(reference.sizes())) return INFINITY;
-  const double scale = std::max(1.0, reference.abs().max().item<double>());
-  return (candidate.to(torch::kFloat) - reference).abs().max().item<double>() / scale;
+  if (reference.numel() == 0) return 0.0;
+  const torch::Tensor ours = candidate.to(torch::kFloat), theirs = reference.to(torch::kFloat);
+  const torch::Tensor same = ours.eq(theirs).logical_or(ours.isnan().logical_and(theirs.isnan()));
+  const torch::Tensor gap = torch::where(same, torch::zeros_like(ours), (ours - theirs).abs());
+  const double largest_gap = torch::nan_to_num(gap, INFINITY).max().item<double>();
+  const torch::Tensor finite = theirs.masked_select(theirs.isfinite());
+  const double scale = std::max(1.0, finite.numel() > 0 ? finite.abs().max().item<double>() : 0.0);
+  return largest_gap / scale;
 }
 
 std::string describe(const EngineMeasurement& measured, std::int64_t batch) {
@@ -125,9 +134,11 @@ Fp32EngineChoice choose_fp32_engine(const std::vector<Fp32Candidate>& candidates
   Fp32EngineChoice choice;
   choice.batch = std::max<std::int64_t>(batch, 1);
   torch::NoGradGuard no_grad;
-  const torch::Tensor large = random_batch(choice.batch, sample_shape), single = large.narrow(0, 0, 1);
-  // The reference runs and the exactness checks are also every candidate's warm-up at both shapes.
-  const torch::Tensor reference = candidates.at(0).forward(large);  // eager
+  const torch::Tensor large = random_batch(choice.batch, sample_shape),
+                      single = large.narrow(0, 0, 1).clone();
+  // The reference runs and the exactness checks are also every candidate's warm-up at both shapes. Each
+  // checked call gets its own copy of the input: a model may change its input in place (x.add_(1)).
+  const torch::Tensor reference = candidates.at(0).forward(large.clone());  // eager
   candidates.at(0).forward(single);
   std::vector<bool> live(candidates.size(), true);
   std::vector<double> differences(candidates.size(), 0.0);
@@ -137,11 +148,11 @@ Fp32EngineChoice choose_fp32_engine(const std::vector<Fp32Candidate>& candidates
   std::string dropped;
   for (std::size_t index = 1; index < candidates.size(); ++index) {
     try {
-      differences[index] = relative_difference(candidates[index].forward(large), reference);
+      differences[index] = relative_difference(candidates[index].forward(large.clone()), reference);
       candidates[index].forward(single);
     } catch (const std::exception& error) {
       live[index] = false;
-      dropped += "; " + choice_name(candidates[index].engine) + " fails: " + error.what();
+      dropped += "; " + choice_name(candidates[index].engine) + " fails: " + error_cause(error.what());
     }
   }
   const std::vector<double> batch1 = alternate_timings(forwards, live, single);
@@ -165,6 +176,14 @@ Fp32EngineChoice choose_fp32_engine(const std::vector<Fp32Candidate>& candidates
     timings += (timings.empty() ? "" : " vs ") + describe(entry, choice.batch);
   choice.reason = "fastest exact engine measured: " + timings + dropped;
   return choice;
+}
+
+double fp32_difference(const std::function<torch::Tensor(const torch::Tensor&)>& reference,
+                       const std::function<torch::Tensor(const torch::Tensor&)>& candidate,
+                       const std::vector<std::int64_t>& sample_shape, std::int64_t batch) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor input = random_batch(std::max<std::int64_t>(batch, 1), sample_shape);
+  return relative_difference(candidate(input.clone()), reference(input.clone()));
 }
 
 void choose_batch1_threads(Fp32EngineChoice& choice,

@@ -63,11 +63,11 @@ std::shared_ptr<InferenceModel> graph_variant(quant::Graph graph, Variant varian
       model->parameter_bytes = bytes;
       return model;
     };
-    if (variant == Variant::jit) return frozen();
     const std::vector<std::int64_t> sample_shape = graph.input_shape;
-    std::shared_ptr<InferenceModel> result =
-        std::make_shared<FloatGraphModel>(graph, choice_name(variant));  // the graph interpreted
+    std::shared_ptr<InferenceModel> result = std::make_shared<FloatGraphModel>(
+        graph, choice_name(variant == Variant::bf16 ? variant : Variant::fp32));  // the graph interpreted
     if (variant == Variant::fp32) result = fp32_engine_model(result, frozen, sample_shape, options.run);
+    if (variant == Variant::jit) result = jit_model(result, frozen, sample_shape, options.run);
     result->parameter_bytes = bytes;
     return result;
   }

@@ -40,6 +40,13 @@ std::shared_ptr<InferenceModel> fp32_engine_model(
     const std::function<std::shared_ptr<InferenceModel>()>& build_frozen,
     const std::vector<std::int64_t>& sample_shape, const RunOptions& run);
 
+// The jit variant: the frozen graph `build_frozen` makes, checked once against `eager` on a random batch of
+// `sample_shape` (eager runs instead, with a warning, if they differ); fp32_engine says which runs and why.
+std::shared_ptr<InferenceModel> jit_model(
+    std::shared_ptr<InferenceModel> eager,
+    const std::function<std::shared_ptr<InferenceModel>()>& build_frozen,
+    const std::vector<std::int64_t>& sample_shape, const RunOptions& run);
+
 // fp32 | bf16 | int8-dynamic | int8-static (calibrated on options.calibration_samples images of
 // options.calibration_data, else `data_dir`, else the default data set). Throws ipj::Error(unsupported) for
 // other variants. Sets parameter_bytes; the caller fills the rest.

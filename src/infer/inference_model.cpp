@@ -14,6 +14,7 @@
 #include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/core/log.hpp"
+#include "ipj/core/number_format.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/device/threading.hpp"
 #include "ipj/infer/script_program.hpp"
@@ -108,7 +109,10 @@ std::shared_ptr<InferenceModel> program_variant(quant::LayerProgram program, Var
       model->parameter_bytes = quant::float_parameter_bytes(program);
       return model;
     };
-    if (variant == Variant::jit) return scripted(Freezing::optimized_batch1);
+    if (variant == Variant::jit)
+      return jit_model(
+          scripted(Freezing::frozen), [&] { return scripted(Freezing::optimized_batch1); },
+          program.input_shape, options.run);
     return fp32_engine_model(
         scripted(Freezing::frozen), [&] { return scripted(Freezing::optimized_batch1); }, program.input_shape,
         options.run);
@@ -371,10 +375,17 @@ InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& g
                                                options.inputs.mean, options.inputs.std, "fp32", reshape);
         },
         options.inputs.input_shape, options.run);
+  else if (variant == Variant::jit)
+    result = jit_model(
+        std::make_shared<ScriptModel>(module, options.inputs.mean, options.inputs.std, "fp32", reshape),
+        [&] {
+          return std::make_shared<ScriptModel>(freeze_for_inference(module, Freezing::optimized_batch1),
+                                               options.inputs.mean, options.inputs.std, "fp32", reshape);
+        },
+        options.inputs.input_shape, options.run);
   else
-    result = std::make_shared<ScriptModel>(
-        variant == Variant::jit ? freeze_for_inference(module, Freezing::optimized_batch1) : module,
-        options.inputs.mean, options.inputs.std, variant == Variant::bf16 ? "bf16" : "fp32", reshape);
+    result = std::make_shared<ScriptModel>(module, options.inputs.mean, options.inputs.std,
+                                           variant == Variant::bf16 ? "bf16" : "fp32", reshape);
   result->variant = variant;
   result->format = ModelFormat::torchscript;
   result->path = path;
@@ -415,17 +426,66 @@ torch::Tensor ScriptModel::forward(const torch::Tensor& input) const {
   if (!output.isTensor())
     fail(ErrorCategory::invalid_input, "the TorchScript model returned a " + output.tagKind() +
                                            ", ipj serves models that return one tensor");
-  return output.toTensor().to(torch::kFloat);
+  const torch::Tensor result = output.toTensor();
+  if (result.is_complex())  // .to(kFloat) would drop the imaginary part without a word
+    fail(ErrorCategory::unsupported,
+         "the TorchScript model returned complex values (" +
+             std::string(c10::toString(result.scalar_type())) +
+             "); ipj takes real outputs: return torch.view_as_real(y) (real and imaginary parts) or y.abs() "
+             "from forward");
+  return result.to(torch::kFloat);
 }
 
-// The line of a LibTorch error that says what failed: a TorchScript interpreter error ends with the
-// module's own "RuntimeError: ..." line; other errors say it first.
-std::string interpreter_cause(const std::string& message) {
-  const std::size_t cause = message.rfind("Error: ");
-  const std::size_t start = cause == std::string::npos ? 0 : message.rfind('\n', cause) + 1;
-  const std::size_t end = message.find('\n', start);
-  return message.substr(start, end == std::string::npos ? std::string::npos : end - start);
+namespace {
+
+std::string batch_shape_text(std::int64_t batch, const std::vector<std::int64_t>& sample_shape) {
+  std::string shape = std::to_string(batch);
+  for (const std::int64_t size : sample_shape)
+    shape += ", " + std::to_string(size);
+  return "[" + shape + "]";
 }
+
+// `frozen` as asked (--fp32-engine frozen, the jit variant), checked once against eager on a random batch:
+// LibTorch 1.13's optimize_for_inference miscomputes some graphs (a depthwise convolution + batch norm +
+// hardswish), and a forced engine must not serve wrong numbers. An inexact frozen graph leaves eager running.
+Fp32EngineChoice checked_frozen_choice(const InferenceModel& eager, const InferenceModel& frozen,
+                                       const std::vector<std::int64_t>& sample_shape, const RunOptions& run) {
+  Fp32EngineChoice choice;
+  choice.requested = Fp32Engine::frozen;
+  choice.engine = Fp32Engine::frozen;
+  choice.reason = "frozen, as asked";
+  if (sample_shape.empty()) {
+    choice.reason += " (not checked against eager: no input shape; give --input-shape)";
+    return choice;
+  }
+  choice.batch = std::max<std::int64_t>(run.fp32_engine_batch, 1);
+  const auto forward_of = [](const InferenceModel& model) {
+    return [&model](const torch::Tensor& input) { return model.forward(input); };
+  };
+  double difference = 0.0;
+  try {
+    difference = fp32_difference(forward_of(eager), forward_of(frozen), sample_shape, choice.batch);
+  } catch (const std::exception& error) {  // the model fails on the random batch: nothing to compare
+    choice.reason += " (not checked against eager: the model fails on a random " +
+                     batch_shape_text(choice.batch, sample_shape) + " batch: " + error_cause(error.what()) +
+                     ")";
+    return choice;
+  }
+  choice.measured.push_back({Fp32Engine::frozen, 0.0, 0.0, difference, difference <= kFp32EngineTolerance});
+  if (difference <= kFp32EngineTolerance) {
+    choice.reason += ", checked: within " + format_number("%.2g", difference) + " of eager (relative)";
+    return choice;
+  }
+  choice.engine = Fp32Engine::eager;
+  choice.reason = "eager: frozen was asked for, but its graph differs from eager by " +
+                  format_number("%.2g", difference) + " (relative) on a random " +
+                  batch_shape_text(choice.batch, sample_shape) +
+                  " batch (LibTorch's graph optimisation changed the results), so eager runs instead";
+  spdlog::warn("{}", choice.reason);
+  return choice;
+}
+
+}  // namespace
 
 std::shared_ptr<InferenceModel> fp32_engine_model(
     std::shared_ptr<InferenceModel> eager,
@@ -439,14 +499,12 @@ std::shared_ptr<InferenceModel> fp32_engine_model(
       frozen = build_frozen();
     } catch (const std::exception& error) {  // ipj's own checks, or LibTorch's freeze/optimize passes
       if (run.fp32_engine == Fp32Engine::frozen) throw;
-      choice.reason = "eager: the frozen graph cannot be built (" + interpreter_cause(error.what()) + ")";
+      choice.reason = "eager: the frozen graph cannot be built (" + error_cause(error.what()) + ")";
     }
   }
   if (run.fp32_engine == Fp32Engine::eager) choice.reason = "eager, as asked";
-  if (run.fp32_engine == Fp32Engine::frozen) {
-    choice.engine = Fp32Engine::frozen;
-    choice.reason = "frozen, as asked";
-  }
+  if (run.fp32_engine == Fp32Engine::frozen)
+    choice = checked_frozen_choice(*eager, *frozen, sample_shape, run);
   if (frozen && run.fp32_engine == Fp32Engine::auto_select) {
     if (sample_shape.empty()) {
       choice.reason = "eager: no input shape to time the engines on (give --input-shape)";
@@ -459,11 +517,9 @@ std::shared_ptr<InferenceModel> fp32_engine_model(
             {{Fp32Engine::eager, forward_of(eager)}, {Fp32Engine::frozen, forward_of(frozen)}}, sample_shape,
             run.fp32_engine_batch);
       } catch (const std::exception& error) {  // eager itself fails on a random [B, ...sample_shape] batch
-        std::string shape = std::to_string(run.fp32_engine_batch);
-        for (const std::int64_t size : sample_shape)
-          shape += ", " + std::to_string(size);
-        choice.reason = "eager: the model fails on a random [" + shape +
-                        "] batch, so the engines were not timed (" + interpreter_cause(error.what()) + ")";
+        choice.reason = "eager: the model fails on a random " +
+                        batch_shape_text(run.fp32_engine_batch, sample_shape) +
+                        " batch, so the engines were not timed (" + error_cause(error.what()) + ")";
       }
     }
   }
@@ -479,6 +535,15 @@ std::shared_ptr<InferenceModel> fp32_engine_model(
   spdlog::debug("fp32 engine: {} ({})", choice_name(choice.engine), choice.reason);
   chosen->fp32_engine = choice;
   return chosen;
+}
+
+std::shared_ptr<InferenceModel> jit_model(
+    std::shared_ptr<InferenceModel> eager,
+    const std::function<std::shared_ptr<InferenceModel>()>& build_frozen,
+    const std::vector<std::int64_t>& sample_shape, const RunOptions& run) {
+  RunOptions frozen = run;
+  frozen.fp32_engine = Fp32Engine::frozen;
+  return fp32_engine_model(std::move(eager), build_frozen, sample_shape, frozen);
 }
 
 const std::vector<std::string>& variant_names() {

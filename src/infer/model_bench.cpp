@@ -66,11 +66,11 @@ bool try_variant_step(ModelBenchReport& report, const std::string& variant, std:
   } catch (const std::bad_alloc&) {
     report.skipped.push_back({variant, batch, "out of memory"});
     if (!first_failure) first_failure = Error(ErrorCategory::runtime, "out of memory; use a smaller --batch");
-  } catch (const std::exception& error) {
-    report.skipped.push_back({variant, batch, first_line(error.what())});
+  } catch (const std::exception& error) {  // LibTorch's: the line that names the cause, not the traceback
+    report.skipped.push_back({variant, batch, error_cause(error.what())});
     if (!first_failure)
       first_failure =
-          Error(ErrorCategory::unsupported, "variant " + variant + ": " + first_line(error.what()));
+          Error(ErrorCategory::unsupported, "variant " + variant + ": " + error_cause(error.what()));
   }
   return false;
 }

@@ -137,8 +137,26 @@ ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger)
                                            ", which does not fit output '" + config_.output.name +
                                            "' of config.json");
   }
+  warn_if_batches_fail(path);
   batcher_ = std::make_unique<DynamicBatcher>(config_.batching,
                                               [this](std::vector<RequestPtr>& batch) { execute(batch); });
+}
+
+void ServedModel::warn_if_batches_fail(const std::string& path) const {
+  const std::int64_t rows = std::min<std::int64_t>(config_.batching.max_batch_size, 64);
+  if (rows <= 1) return;
+  std::vector<std::int64_t> shape{rows};
+  for (std::int64_t dim : config_.sample_shape())
+    shape.push_back(dim == -1 ? 1 : dim);
+  try {
+    model_->forward(torch::zeros(shape));
+  } catch (const std::exception& error) {  // batch 1 works (the warm-up above): only batched requests fail
+    spdlog::warn(
+        "model '{}' version {} fails on a batch of {} ({}), though one sample works: requests the dynamic "
+        "batcher puts together will be answered 500; set max_batch_size to 1 in its config.json or make {} "
+        "accept a batch dimension",
+        config_.name, version_, rows, error_cause(error.what()), path);
+  }
 }
 
 ServedModel::~ServedModel() {

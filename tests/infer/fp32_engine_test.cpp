@@ -13,6 +13,7 @@
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/infer/script_program.hpp"
 #include "support/test_support.hpp"
+#include "support/user_models.hpp"
 
 namespace ipj::infer {
 namespace {
@@ -163,6 +164,55 @@ TEST(Fp32Engine, EagerAndFrozenCheckpointsAgreeAndAutoRecordsItsChoice) {
                 std::sqrt(measured.batch1_ms * measured.batch_ms));
     EXPECT_LT((chosen->forward(pixels) - reference).abs().max().item<double>(), 1e-4) << model_name;
     EXPECT_EQ(chosen->variant, Variant::fp32);
+  }
+}
+
+// Users' models that tripped the engine check (a hostile-user pass, 2026-12-04): a graph LibTorch 1.13's
+// optimize_for_inference miscomputes must not run frozen even when frozen or jit is asked for; a model that
+// changes its input in place, or outputs NaN in the same places, is still compared fairly; complex outputs
+// are refused with a fix instead of losing their imaginary part.
+TEST(Fp32Engine, UsersModelsThatTripTheCheckAreComparedFairlyAndNeverRunWrong) {
+  testing::TempDir dir;
+  const auto made =
+      testing::make_user_models(dir.path(), {"depthwise_bn_hardswish_scripted", "inplace_input_scripted",
+                                             "complex_output_scripted", "nan_output_scripted"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const torch::Tensor pixels = torch::rand({4, 1, 28, 28});
+  LoadOptions options;
+  options.inputs.input_shape = {1, 28, 28};
+  options.run.fp32_engine_batch = 8;
+  const std::string buggy = dir.file("depthwise_bn_hardswish_scripted.pt");
+  torch::jit::Module reference_module = torch::jit::load(buggy);
+  reference_module.eval();
+  const torch::Tensor reference = reference_module.forward({pixels}).toTensor();
+  for (const auto& [variant, engine] :
+       {std::pair{Variant::fp32, Fp32Engine::frozen}, std::pair{Variant::jit, Fp32Engine::auto_select},
+        std::pair{Variant::fp32, Fp32Engine::auto_select}}) {
+    options.run.variant = variant;
+    options.run.fp32_engine = engine;
+    const InferenceModelPtr model = load_inference_model(buggy, options);
+    ASSERT_TRUE(model->fp32_engine);
+    const Fp32EngineChoice& choice = *model->fp32_engine;
+    EXPECT_EQ(choice.engine, Fp32Engine::eager) << choice.reason;
+    EXPECT_NE(choice.reason.find("differs from eager by"), std::string::npos) << choice.reason;
+    EXPECT_EQ(choice.batch, 8);
+    EXPECT_LT((model->forward(pixels) - reference).abs().max().item<double>(), 1e-5) << choice.reason;
+  }
+  options.run.variant = Variant::fp32;
+  options.run.fp32_engine = Fp32Engine::auto_select;
+  for (const char* name : {"inplace_input_scripted", "nan_output_scripted"}) {
+    const InferenceModelPtr model = load_inference_model(dir.file(std::string(name) + ".pt"), options);
+    ASSERT_TRUE(model->fp32_engine);
+    ASSERT_EQ(model->fp32_engine->measured.size(), 2u) << name << ": " << model->fp32_engine->reason;
+    EXPECT_TRUE(model->fp32_engine->measured[1].exact) << name << ": " << model->fp32_engine->reason;
+  }
+  const InferenceModelPtr complex = load_inference_model(dir.file("complex_output_scripted.pt"), options);
+  try {
+    complex->forward(pixels);
+    ADD_FAILURE() << "a complex output was taken";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::unsupported);
+    EXPECT_NE(std::string(error.what()).find("view_as_real"), std::string::npos) << error.what();
   }
 }
 

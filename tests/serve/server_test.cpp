@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 
@@ -504,6 +506,43 @@ TEST(ServeProcess, SigtermDrainsInFlightRequestsAndExitsZero) {
     std::ifstream(work.file("rc")) >> rc;
   }
   EXPECT_EQ(rc, "0") << read_file(work.file("err"));
+}
+
+// A TorchScript file that reshapes every input to a batch of one: one sample works, batches cannot. The
+// server loads it (single requests are answered) and warns at load that batched requests will fail, with the
+// fix.
+TEST(ServeTorchScript, AModelThatFailsOnBatchesLoadsWithAWarningThatSaysTheFix) {
+  testing::TempDir work;
+  torch::jit::Module module("BatchOne");
+  module.register_parameter("w", torch::randn({3, 4}), false);
+  module.define(R"(
+def forward(self, x: Tensor) -> Tensor:
+    return torch.linear(x.view([1, -1]), self.w)
+)");
+  std::filesystem::create_directories(work.file("repo/one/1"));
+  module.save(work.file("repo/one/1/model.pt"));
+  std::ofstream(work.file("repo/one/config.json"))
+      << R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 1, 2, 2]}],
+            "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 3]}], "max_batch_size": 8})";
+  std::ostringstream log;
+  const std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  ServeOptions options;
+  options.model_repository = work.file("repo");
+  options.port = 0;
+  options.measure_energy = false;
+  try {
+    InferenceServer server(options);
+  } catch (...) {
+    spdlog::set_default_logger(previous);
+    throw;
+  }
+  spdlog::set_default_logger(previous);
+  const std::string text = log.str();
+  EXPECT_NE(text.find("fails on a batch of 8"), std::string::npos) << text;
+  EXPECT_NE(text.find("max_batch_size to 1"), std::string::npos) << text;
+  EXPECT_EQ(text.find("frame #"), std::string::npos) << "a C++ backtrace in the log:\n" << text;
 }
 
 }  // namespace

@@ -31,6 +31,11 @@ int exit_code_for(ErrorCategory category) noexcept;
 // A short lowercase name for a category, e.g. "invalid_input".
 const char* category_name(ErrorCategory category) noexcept;
 
+// The one line of an exception message that says what failed: a TorchScript interpreter error (a traceback of
+// the model's code) ends with the model's own "RuntimeError: ..." line; LibTorch's C++ errors say it first
+// and add a backtrace. Other messages: their first line.
+std::string error_cause(const std::string& message);
+
 [[noreturn]] inline void fail(ErrorCategory category, const std::string& message) {
   throw Error(category, message);
 }

@@ -76,6 +76,13 @@ struct Fp32Candidate {
 Fp32EngineChoice choose_fp32_engine(const std::vector<Fp32Candidate>& candidates,
                                     const std::vector<std::int64_t>& sample_shape, std::int64_t batch);
 
+// How far `candidate` is from `reference` (eager) on one uniform [batch, ...sample_shape] input, each given
+// its own copy: max |difference| / max(1, max finite |reference|); equal NaN/inf places count as 0, a NaN on
+// one side only or another output shape as INFINITY. Throws what either forward throws.
+double fp32_difference(const std::function<torch::Tensor(const torch::Tensor&)>& reference,
+                       const std::function<torch::Tensor(const torch::Tensor&)>& candidate,
+                       const std::vector<std::int64_t>& sample_shape, std::int64_t batch);
+
 // Rewrites every aten::linear of a frozen module's forward into ipj::linear, which runs a [1, K] input as a
 // matrix-vector product (OpenBLAS's sgemm is 4-5x slower than its sgemv at M = 1) and anything else as
 // aten::linear. Returns how many were rewritten. In-memory only: a saved module would need ipj's operator.

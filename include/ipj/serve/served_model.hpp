@@ -106,6 +106,9 @@ class ServedModel {
 
  private:
   void execute(std::vector<RequestPtr>& batch);
+  // Runs one zero batch of min(max_batch_size, 64) rows; a model that fails on it gets a warning that says
+  // batched requests will fail and how to fix the config or the model.
+  void warn_if_batches_fail(const std::string& path) const;
   std::string non_finite_message(std::int64_t non_finite, std::int64_t count) const;
 
   ModelConfig config_;

@@ -100,6 +100,49 @@ class TupleOutput(Mlp):
         return y, y
 
 
+class DepthwiseBnHardswish(nn.Module):
+    """Depthwise convolution + BatchNorm + hardswish: LibTorch 1.13's optimize_for_inference miscomputes it."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(12, 12, 3, groups=12, bias=False)
+        self.bn = nn.BatchNorm2d(12)
+        with torch.no_grad():  # statistics far from the defaults, so that folding them matters
+            self.bn.running_mean.uniform_(-1, 1)
+            self.bn.running_var.uniform_(0.5, 2)
+            self.bn.weight.uniform_(0.5, 2)
+            self.bn.bias.uniform_(-1, 1)
+        self.eval()
+
+    def forward(self, x):
+        return F.hardswish(self.bn(self.conv(x.repeat(1, 12, 1, 1)))).flatten(1)
+
+
+class InplaceInput(nn.Module):
+    """Changes its input in place: every call must get its own copy when two engines are compared."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(784, 10)
+
+    def forward(self, x):
+        x.add_(1.0)
+        x.mul_(0.5)
+        return self.fc(x.flatten(1))
+
+
+class ComplexOutput(nn.Module):
+    def forward(self, x):
+        return torch.fft.fft(x.flatten(1)[:, :10])
+
+
+class NanOutput(Mlp):
+    """NaN in every place where fc2's output is below zero, the same places on every engine."""
+
+    def forward(self, x):
+        return torch.sqrt(self.fc2(F.relu(self.fc1(x.flatten(1)))))
+
+
 def resnet18():
     import torchvision
     model = torchvision.models.resnet18(num_classes=10)
@@ -118,6 +161,8 @@ ARCHITECTURES = {
     "mlp": Mlp, "flat_mlp": FlatMlp, "cnn_bn": CnnBn, "residual": SmallResidual, "resnet18": resnet18,
     "mobilenet_v2": mobilenet_v2, "wrong_classes": lambda: Mlp(classes=5), "wrong_input": lambda: Mlp(inputs=3 * 32 * 32),
     "no_parameters": NoParameters, "tuple_output": TupleOutput, "tied_residual": TiedResidual,
+    "depthwise_bn_hardswish": DepthwiseBnHardswish, "inplace_input": InplaceInput, "complex_output": ComplexOutput,
+    "nan_output": NanOutput,
 }
 
 
