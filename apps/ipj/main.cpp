@@ -16,6 +16,7 @@
 #include "cli_support.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/core/log.hpp"
+#include "ipj/device/torch_warnings.hpp"
 
 namespace {
 
@@ -117,6 +118,7 @@ int main(int argc, char** argv) {
 
   try {
     ipj::init_logging(log_level);
+    ipj::device::show_each_torch_warning_once();  // a model that warns on every forward must not flood stderr
     return runner ? runner() : 0;
   } catch (const ipj::Error& error) {
     std::cerr << "ipj: error: " << error.what() << std::endl;

