@@ -96,13 +96,7 @@ TEST(Fp32Engine, PicksTheFasterExactCandidateAndSaysWhy) {
 // the reason names the batch and the model's own error rather than the interpreter's first line.
 TEST(Fp32Engine, AModelThatFailsAtTheTimingBatchKeepsEagerAndSaysWhy) {
   testing::TempDir dir;
-  torch::jit::Module module("BatchOne");
-  module.register_parameter("w", torch::randn({3, 4}), false);
-  module.define(R"(
-def forward(self, x: Tensor) -> Tensor:
-    return torch.linear(x.view([1, -1]), self.w)
-)");
-  module.save(dir.file("batch_one.pt"));
+  testing::save_batch_one_model(dir.file("batch_one.pt"));
   LoadOptions options;
   options.inputs.input_shape = {1, 2, 2};
   options.run.fp32_engine_batch = 8;

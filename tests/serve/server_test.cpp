@@ -31,6 +31,7 @@
 #include "ipj/train/checkpoint.hpp"
 #include "raw_http.hpp"
 #include "support/test_cache.hpp"
+#include "support/user_models.hpp"
 
 namespace ipj::serve {
 namespace {
@@ -513,14 +514,8 @@ TEST(ServeProcess, SigtermDrainsInFlightRequestsAndExitsZero) {
 // fix.
 TEST(ServeTorchScript, AModelThatFailsOnBatchesLoadsWithAWarningThatSaysTheFix) {
   testing::TempDir work;
-  torch::jit::Module module("BatchOne");
-  module.register_parameter("w", torch::randn({3, 4}), false);
-  module.define(R"(
-def forward(self, x: Tensor) -> Tensor:
-    return torch.linear(x.view([1, -1]), self.w)
-)");
   std::filesystem::create_directories(work.file("repo/one/1"));
-  module.save(work.file("repo/one/1/model.pt"));
+  testing::save_batch_one_model(work.file("repo/one/1/model.pt"));
   std::ofstream(work.file("repo/one/config.json"))
       << R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 1, 2, 2]}],
             "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 3]}], "max_batch_size": 8})";

@@ -1,5 +1,7 @@
-// Runs the Python script that makes and checks users' TorchScript models.
+// Runs the Python script that makes and checks users' TorchScript models; a few small models made in C++.
 #include "support/user_models.hpp"
+
+#include <torch/script.h>
 
 #include "support/test_cache.hpp"
 
@@ -25,6 +27,16 @@ ProcessResult make_user_models(const std::string& directory, const std::vector<s
 
 ProcessResult run_user_models_script(const std::string& command, const std::string& manifest_path) {
   return run_process(script() + " " + command + " " + manifest_path);
+}
+
+void save_batch_one_model(const std::string& path) {
+  torch::jit::Module module("BatchOne");
+  module.register_parameter("w", torch::randn({3, 4}), false);
+  module.define(R"(
+def forward(self, x: Tensor) -> Tensor:
+    return torch.linear(x.view([1, -1]), self.w)
+)");
+  module.save(path);
 }
 
 }  // namespace ipj::testing

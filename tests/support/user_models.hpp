@@ -15,4 +15,8 @@ ProcessResult make_user_models(const std::string& directory, const std::vector<s
 // `user_models.py COMMAND MANIFEST` (check | train): the script's JSON answer on stdout.
 ProcessResult run_user_models_script(const std::string& command, const std::string& manifest_path);
 
+// Saves at `path` a TorchScript model that reshapes every input to a batch of one (x.view([1, -1]), then a
+// linear layer of weight [3, 4]): a [1, 1, 2, 2] sample works, any larger batch fails in the model.
+void save_batch_one_model(const std::string& path);
+
 }  // namespace ipj::testing
