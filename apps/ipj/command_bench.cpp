@@ -120,10 +120,13 @@ void print_bench_table(const infer::ModelBenchReport& report) {
                    format_number("%.0f KiB", row.parameter_bytes / 1024.0), row.stable ? "yes" : "no"});
   }
   std::cout << table.render();
-  for (const infer::BenchedVariant& variant : report.variants)
+  for (const infer::BenchedVariant& variant : report.variants) {
     if (variant.fp32_engine)
       std::cout << variant.variant << " engine: " << choice_name(variant.fp32_engine->engine) << " ("
                 << variant.fp32_engine->reason << ")\n";
+    else if (variant.batch1_threads && variant.batch1_threads->threads == 1)
+      std::cout << variant.variant << ": " << variant.batch1_threads->describe() << "\n";
+  }
   for (const infer::SkippedRow& skipped : report.skipped)
     std::cout << "skipped: " << skipped.variant
               << (skipped.batch > 0 ? " batch " + std::to_string(skipped.batch) : std::string()) << " ("

@@ -186,12 +186,25 @@ double fp32_difference(const std::function<torch::Tensor(const torch::Tensor&)>&
   return relative_difference(candidate(input.clone()), reference(input.clone()));
 }
 
-void choose_batch1_threads(Fp32EngineChoice& choice,
-                           const std::function<torch::Tensor(const torch::Tensor&)>& forward,
-                           const std::vector<std::int64_t>& sample_shape) {
+std::string Batch1Threads::describe() const {
+  if (threads != 1) return "";
+  return "batch 1 on one thread: " + format_number("%.3f", one_thread_ms) + " ms vs " +
+         format_number("%.3f", pool_ms) + " ms on " + std::to_string(pool);
+}
+
+Json to_json(const Batch1Threads& measured) {
+  return {{"threads", measured.threads},
+          {"pool", measured.pool},
+          {"one_thread_ms", measured.one_thread_ms},
+          {"pool_ms", measured.pool_ms}};
+}
+
+Batch1Threads measure_batch1_threads(const std::function<torch::Tensor(const torch::Tensor&)>& forward,
+                                     const std::vector<std::int64_t>& sample_shape) {
+  Batch1Threads measured;
   // the pool as a run sets it later (thread plans are applied after loading): every core, or more if set
   const int pool = std::max(device::caller_openmp_threads(), device::online_cores());
-  if (pool <= 1) return;
+  if (pool <= 1) return measured;
   torch::NoGradGuard no_grad;
   const torch::Tensor single = random_batch(1, sample_shape);
   const auto on_threads = [&forward](int threads) {
@@ -204,12 +217,21 @@ void choose_batch1_threads(Fp32EngineChoice& choice,
   for (const Forward& warm_up : forwards)
     warm_up(single);
   const std::vector<double> times = alternate_timings(forwards, {true, true}, single);
-  choice.batch1_one_thread_ms = times[1];
-  if (times[1] <= 0.9 * times[0]) {
-    choice.batch1_threads = 1;
-    choice.reason += "; batch 1 on one thread: " + format_number("%.3f", times[1]) + " ms vs " +
-                     format_number("%.3f", times[0]) + " ms on " + std::to_string(pool);
-  }
+  measured.pool = pool;
+  measured.pool_ms = times[0];
+  measured.one_thread_ms = times[1];
+  measured.threads = times[1] <= 0.9 * times[0] ? 1 : 0;
+  return measured;
+}
+
+void choose_batch1_threads(Fp32EngineChoice& choice,
+                           const std::function<torch::Tensor(const torch::Tensor&)>& forward,
+                           const std::vector<std::int64_t>& sample_shape) {
+  const Batch1Threads measured = measure_batch1_threads(forward, sample_shape);
+  if (measured.pool == 0) return;
+  choice.batch1_one_thread_ms = measured.one_thread_ms;
+  choice.batch1_threads = measured.threads;
+  if (measured.threads == 1) choice.reason += "; " + measured.describe();
 }
 
 int use_batch1_linear(torch::jit::Module& module) {

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
 #include "graph_models.hpp"
@@ -19,17 +20,20 @@ namespace {
 // they come; describes itself as the model it wraps.
 class OneThreadAtBatch1 : public InferenceModel {
  public:
-  explicit OneThreadAtBatch1(std::shared_ptr<const InferenceModel> inner) : inner_(std::move(inner)) {
+  // at_batch1 false: runs every input as `inner` does (a model that records a measurement that kept the pool)
+  explicit OneThreadAtBatch1(std::shared_ptr<const InferenceModel> inner, bool at_batch1 = true)
+      : inner_(std::move(inner)), at_batch1_(at_batch1) {
     InferenceModel::operator=(*inner_);
   }
   torch::Tensor forward(const torch::Tensor& input) const override {
-    if (input.dim() == 0 || input.size(0) != 1) return inner_->forward(input);
+    if (!at_batch1_ || input.dim() == 0 || input.size(0) != 1) return inner_->forward(input);
     const device::CallerOpenMpThreads one_thread(1);
     return inner_->forward(input);
   }
 
  private:
   std::shared_ptr<const InferenceModel> inner_;
+  bool at_batch1_ = true;
 };
 
 std::string batch_shape_text(std::int64_t batch, const std::vector<std::int64_t>& sample_shape) {
@@ -118,17 +122,42 @@ std::shared_ptr<InferenceModel> fp32_engine_model(
     }
   }
   std::shared_ptr<InferenceModel> chosen = choice.engine == Fp32Engine::frozen ? frozen : eager;
+  std::optional<Batch1Threads> batch1;
   if (run.fp32_engine == Fp32Engine::auto_select && !sample_shape.empty()) {
     try {
-      choose_batch1_threads(
-          choice, [&chosen](const torch::Tensor& input) { return chosen->forward(input); }, sample_shape);
+      batch1 = measure_batch1_threads(
+          [&chosen](const torch::Tensor& input) { return chosen->forward(input); }, sample_shape);
     } catch (const std::exception&) {  // as above: the engine choice already says why nothing was timed
     }
-    if (choice.batch1_threads == 1) chosen = std::make_shared<OneThreadAtBatch1>(chosen);
   }
+  if (batch1 && batch1->pool > 0) {
+    choice.batch1_threads = batch1->threads;
+    choice.batch1_one_thread_ms = batch1->one_thread_ms;
+    if (batch1->threads == 1) choice.reason += "; " + batch1->describe();
+  }
+  if (batch1 && batch1->threads == 1) chosen = std::make_shared<OneThreadAtBatch1>(chosen);
   spdlog::debug("fp32 engine: {} ({})", choice_name(choice.engine), choice.reason);
   chosen->fp32_engine = choice;
+  if (batch1 && batch1->pool > 0) chosen->batch1_threads = batch1;
   return chosen;
+}
+
+InferenceModelPtr with_measured_batch1_threads(InferenceModelPtr model) {
+  if (model->sample_shape.empty()) return model;
+  Batch1Threads measured;
+  try {
+    measured = measure_batch1_threads([&model](const torch::Tensor& input) { return model->forward(input); },
+                                      model->sample_shape);
+  } catch (const std::exception& error) {  // the model fails on a random batch: later calls will say why
+    spdlog::debug("batch-1 threads not measured: {}", error_cause(error.what()));
+    return model;
+  }
+  if (measured.pool == 0) return model;
+  auto result = std::make_shared<OneThreadAtBatch1>(model, /*at_batch1=*/measured.threads == 1);
+  result->batch1_threads = measured;
+  if (measured.threads == 1)
+    spdlog::debug("{} {}: {}", model->model_name, choice_name(model->variant), measured.describe());
+  return result;
 }
 
 std::shared_ptr<InferenceModel> jit_model(

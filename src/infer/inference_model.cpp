@@ -479,7 +479,9 @@ InferenceModelPtr load_inference_model(const std::string& path) {
   return load_inference_model(path, LoadOptions());
 }
 
-InferenceModelPtr load_inference_model(const std::string& path, const LoadOptions& options) {
+namespace {
+
+InferenceModelPtr load_by_format(const std::string& path, const LoadOptions& options) {
   switch (quant::detect_model_file(path)) {
     case quant::ModelFileFormat::checkpoint:
       return from_checkpoint(path, options);
@@ -495,6 +497,16 @@ InferenceModelPtr load_inference_model(const std::string& path, const LoadOption
       return from_torchscript(path, options);
   }
   fail(ErrorCategory::internal, "unreachable file format");
+}
+
+}  // namespace
+
+InferenceModelPtr load_inference_model(const std::string& path, const LoadOptions& options) {
+  InferenceModelPtr model = load_by_format(path, options);
+  // int8 kernels at batch 1 often run faster on one thread than waking the pool (fp32 measures this as
+  // part of its engine choice)
+  if (is_int8(model->variant)) model = with_measured_batch1_threads(std::move(model));
+  return model;
 }
 
 }  // namespace ipj::infer

@@ -142,7 +142,7 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& options) {
     report.threads = device::to_json(threads.threads());
     BenchedVariant benched{choice_name(model->variant), choice_name(model->format), model->path,
                            model->model_name,           model->parameter_bytes,     std::nullopt,
-                           model->fp32_engine};
+                           model->fp32_engine,          model->batch1_threads};
     if (options.measure_accuracy) {
       if (!dataset) {
         dataset =
@@ -203,7 +203,8 @@ Json to_json(const ModelBenchReport& report) {
          {"model_name", variant.model_name},
          {"parameter_bytes", variant.parameter_bytes},
          {"test_acc", variant.test_acc ? Json(*variant.test_acc) : Json(nullptr)},
-         {"fp32_engine", variant.fp32_engine ? to_json(*variant.fp32_engine) : Json(nullptr)}});
+         {"fp32_engine", variant.fp32_engine ? to_json(*variant.fp32_engine) : Json(nullptr)},
+         {"batch1_threads", variant.batch1_threads ? to_json(*variant.batch1_threads) : Json(nullptr)}});
   Json rows = Json::array();
   for (const BenchRow& row : report.rows)
     rows.push_back(to_json(row));

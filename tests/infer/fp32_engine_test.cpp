@@ -161,6 +161,39 @@ TEST(Fp32Engine, EagerAndFrozenCheckpointsAgreeAndAutoRecordsItsChoice) {
   }
 }
 
+// int8 variants time batch 1 on the pool and on one thread at load (as fp32's engine choice does) and run
+// batch-1 inputs on one thread when that won by 10%; either way a sample's answer is the one it gets inside a
+// batch (static int8: fixed scales, integer arithmetic).
+TEST(Fp32Engine, Int8VariantsMeasureBatch1ThreadsAndAnswerAsInABatch) {
+  const torch::Tensor pixels = testing::test_pixels(16);  // [16, 1, 28, 28]
+  for (const Variant variant : {Variant::int8_static, Variant::int8_dynamic}) {
+    LoadOptions options;
+    options.run.variant = variant;
+    options.calibration.samples = 200;
+    const InferenceModelPtr model = load_inference_model(testing::trained_checkpoint("mlp"), options);
+    EXPECT_EQ(model->variant, variant);
+    if (device::online_cores() <= 1) {
+      EXPECT_FALSE(model->batch1_threads);  // nothing to choose between
+      continue;
+    }
+    ASSERT_TRUE(model->batch1_threads) << choice_name(variant);
+    const Batch1Threads& measured = *model->batch1_threads;
+    EXPECT_EQ(measured.pool, std::max(device::caller_openmp_threads(), device::online_cores()));
+    EXPECT_GT(measured.one_thread_ms, 0.0);
+    EXPECT_GT(measured.pool_ms, 0.0);
+    EXPECT_EQ(measured.threads, measured.one_thread_ms <= 0.9 * measured.pool_ms ? 1 : 0);
+    EXPECT_EQ(measured.describe().empty(), measured.threads != 1);
+    const torch::Tensor batched = model->forward(pixels);  // [16, 10]
+    const torch::Tensor single = model->forward(pixels.narrow(0, 5, 1));
+    ASSERT_EQ(single.sizes(), torch::IntArrayRef({1, 10}));
+    if (variant == Variant::int8_static)
+      EXPECT_LT((single - batched.narrow(0, 5, 1)).abs().max().item<double>(), 1e-5);
+    else  // dynamic: the activation scale comes from the batch itself, so close rather than equal
+      EXPECT_LT((single - batched.narrow(0, 5, 1)).abs().max().item<double>(),
+                0.05 * std::max(1.0, batched[5].abs().max().item<double>()));
+  }
+}
+
 // Users' models that tripped the engine check (a hostile-user pass, 2026-12-04): a graph LibTorch 1.13's
 // optimize_for_inference miscomputes must not run frozen even when frozen or jit is asked for; a model that
 // changes its input in place, or outputs NaN in the same places, is still compared fairly; complex outputs

@@ -171,6 +171,16 @@ TEST(GraphWorkflow, BenchContractRunsInt8VariantsOfATorchScriptFile) {
     EXPECT_GT(rows[index]["throughput_per_s"].get<double>(), 0.0);
     EXPECT_NEAR(rows[index]["test_acc"].get<double>(), fp32, 0.02) << rows[index]["variant"];
   }
+  // Batch-1 threads measured at load for every variant (2 cores here): {threads, pool, one_thread_ms,
+  // pool_ms}.
+  for (const Json& variant : Json::parse(bench.out)["variants"]) {
+    const Json& batch1 = variant["batch1_threads"];
+    ASSERT_TRUE(batch1.is_object()) << variant.dump();
+    EXPECT_GT(batch1["pool"].get<int>(), 1);
+    EXPECT_GT(batch1["one_thread_ms"].get<double>(), 0.0);
+    EXPECT_EQ(batch1["threads"].get<int>(),
+              batch1["one_thread_ms"].get<double>() <= 0.9 * batch1["pool_ms"].get<double>() ? 1 : 0);
+  }
 }
 
 TEST(GraphWorkflow, StructuredPruneOfATorchScriptResidualNetThenQuantize) {

@@ -57,8 +57,22 @@ inline constexpr double kFp32EngineTolerance = 1e-3;
 
 Json to_json(const Fp32EngineChoice& choice);
 
-// Times `forward` at batch 1 on every core and on one thread, alternately; sets choice.batch1_threads and
-// batch1_one_thread_ms (nothing on a one-core machine).
+// Batch-1 threads of any variant, measured at load: `forward` timed at batch 1 on the whole pool and on one
+// thread, alternately (3-9 calls each).
+struct Batch1Threads {
+  int threads = 0;  // 1 when one thread ran batch 1 >= 10% faster than the pool, else 0 (the pool)
+  int pool = 0;     // the pool's threads compared (0: not measured, a one-core machine)
+  double one_thread_ms = 0.0;
+  double pool_ms = 0.0;
+  // "batch 1 on one thread: 0.150 ms vs 0.270 ms on 2" (one thread chosen), else "".
+  std::string describe() const;
+};
+Json to_json(const Batch1Threads& measured);
+Batch1Threads measure_batch1_threads(const std::function<torch::Tensor(const torch::Tensor&)>& forward,
+                                     const std::vector<std::int64_t>& sample_shape);
+
+// measure_batch1_threads for the chosen fp32 engine: sets choice.batch1_threads and batch1_one_thread_ms and
+// adds the timings to the reason when one thread wins (nothing on a one-core machine).
 void choose_batch1_threads(Fp32EngineChoice& choice,
                            const std::function<torch::Tensor(const torch::Tensor&)>& forward,
                            const std::vector<std::int64_t>& sample_shape);

@@ -36,6 +36,9 @@ class InferenceModel {
   data::DataOptions data_options;          // how that data set was read (--resize, --channels, ...)
   // How an fp32 variant runs (eager or frozen) and why; empty for other variants.
   std::optional<Fp32EngineChoice> fp32_engine;
+  // Batch-1 threads measured at load (fp32 with the auto engine, int8 variants with a known sample shape);
+  // empty when not measured.
+  std::optional<Batch1Threads> batch1_threads;
   // What the file records about its training data (class and channel count, ...); unknown for files that
   // record nothing (TorchScript files not written by `ipj train`, older ipj files).
   data::DataRecord trained_data;
