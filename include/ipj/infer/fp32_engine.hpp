@@ -58,7 +58,7 @@ inline constexpr double kFp32EngineTolerance = 1e-3;
 Json to_json(const Fp32EngineChoice& choice);
 
 // Batch-1 threads of any variant, measured at load: `forward` timed at batch 1 on the whole pool and on one
-// thread, alternately (3-9 calls each).
+// thread, alternately (3-9 calls each, within about half a second), the fastest call of each compared.
 struct Batch1Threads {
   int threads = 0;  // 1 when one thread ran batch 1 >= 10% faster than the pool, else 0 (the pool)
   int pool = 0;     // the pool's threads compared (0: not measured, a one-core machine)
