@@ -15,6 +15,7 @@
 
 #include "ipj/core/error.hpp"
 #include "ipj/core/number_format.hpp"
+#include "ipj/device/machine_load.hpp"
 #include "ipj/device/threading.hpp"
 
 namespace ipj::infer {
@@ -201,10 +202,11 @@ Json to_json(const Batch1Threads& measured) {
 }
 
 Batch1Threads measure_batch1_threads(const std::function<torch::Tensor(const torch::Tensor&)>& forward,
-                                     const std::vector<std::int64_t>& sample_shape) {
+                                     const std::vector<std::int64_t>& sample_shape, int pool_threads) {
   Batch1Threads measured;
-  // the pool as a run sets it later (thread plans are applied after loading): every core, or more if set
-  const int pool = std::max(device::caller_openmp_threads(), device::online_cores());
+  // the pool as a run sets it later (thread plans are applied after loading): --threads, else every CPU the
+  // process may use
+  const int pool = pool_threads > 0 ? pool_threads : device::read_cpu_limits().available_cpus;
   if (pool <= 1) return measured;
   torch::NoGradGuard no_grad;
   const torch::Tensor single = random_batch(1, sample_shape);
@@ -234,16 +236,6 @@ Batch1Threads measure_batch1_threads(const std::function<torch::Tensor(const tor
   measured.one_thread_ms = fastest[1];
   measured.threads = fastest[1] <= 0.9 * fastest[0] ? 1 : 0;
   return measured;
-}
-
-void choose_batch1_threads(Fp32EngineChoice& choice,
-                           const std::function<torch::Tensor(const torch::Tensor&)>& forward,
-                           const std::vector<std::int64_t>& sample_shape) {
-  const Batch1Threads measured = measure_batch1_threads(forward, sample_shape);
-  if (measured.pool == 0) return;
-  choice.batch1_one_thread_ms = measured.one_thread_ms;
-  choice.batch1_threads = measured.threads;
-  if (measured.threads == 1) choice.reason += "; " + measured.describe();
 }
 
 int use_batch1_linear(torch::jit::Module& module) {

@@ -125,8 +125,9 @@ std::shared_ptr<InferenceModel> fp32_engine_model(
   std::optional<Batch1Threads> batch1;
   if (run.fp32_engine == Fp32Engine::auto_select && !sample_shape.empty()) {
     try {
-      batch1 = measure_batch1_threads(
-          [&chosen](const torch::Tensor& input) { return chosen->forward(input); }, sample_shape);
+      batch1 =
+          measure_batch1_threads([&chosen](const torch::Tensor& input) { return chosen->forward(input); },
+                                 sample_shape, run.pool_threads);
     } catch (const std::exception&) {  // as above: the engine choice already says why nothing was timed
     }
   }
@@ -142,12 +143,12 @@ std::shared_ptr<InferenceModel> fp32_engine_model(
   return chosen;
 }
 
-InferenceModelPtr with_measured_batch1_threads(InferenceModelPtr model) {
+InferenceModelPtr with_measured_batch1_threads(InferenceModelPtr model, int pool_threads) {
   if (model->sample_shape.empty()) return model;
   Batch1Threads measured;
   try {
     measured = measure_batch1_threads([&model](const torch::Tensor& input) { return model->forward(input); },
-                                      model->sample_shape);
+                                      model->sample_shape, pool_threads);
   } catch (const std::exception& error) {  // the model fails on a random batch: later calls will say why
     spdlog::debug("batch-1 threads not measured: {}", error_cause(error.what()));
     return model;

@@ -505,7 +505,8 @@ InferenceModelPtr load_inference_model(const std::string& path, const LoadOption
   InferenceModelPtr model = load_by_format(path, options);
   // int8 kernels at batch 1 often run faster on one thread than waking the pool (fp32 measures this as
   // part of its engine choice)
-  if (is_int8(model->variant)) model = with_measured_batch1_threads(std::move(model));
+  if (is_int8(model->variant))
+    model = with_measured_batch1_threads(std::move(model), options.run.pool_threads);
   return model;
 }
 

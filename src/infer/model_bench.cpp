@@ -126,6 +126,7 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& options) {
   // fp32 engines are timed at batch 1 and at the largest batch benched (at most 64: loading stays quick)
   load.run.fp32_engine_batch =
       std::min<std::int64_t>(64, *std::max_element(options.batches.begin(), options.batches.end()));
+  load.run.pool_threads = options.threads;  // batch 1 is timed against the pool the rows will run on
   const device::MachineState machine = device::read_machine_state();
   device::LoadSampler sampler(machine.limits);
   for (const Variant requested : options.variants) {

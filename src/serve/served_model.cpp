@@ -104,8 +104,15 @@ ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger)
     if (model_->fp32_engine)
       spdlog::info("model '{}' version {}: fp32 runs {} ({})", config_.name, version_,
                    choice_name(model_->fp32_engine->engine), model_->fp32_engine->reason);
+    else if (model_->batch1_threads && model_->batch1_threads->threads == 1)
+      spdlog::info("model '{}' version {}: {} {}", config_.name, version_, choice_name(model_->variant),
+                   model_->batch1_threads->describe());
   } catch (const Error& error) {
     fail(error.category(), "model '" + config_.name + "': " + error.what());
+  } catch (const std::exception& error) {  // LibTorch or the model itself, on the configured input shape
+    fail(ErrorCategory::invalid_input,
+         "model '" + config_.name + "' cannot be loaded for the input shape " + configured_shape_text() +
+             " of its config.json: " + error_cause(error.what()) + configured_shape_hint());
   }
   // Warm-up: one batch of one sample; checks that the output fits the config.
   std::vector<std::int64_t> shape{1};
@@ -115,10 +122,10 @@ ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger)
   torch::Tensor output;
   try {
     output = model_->forward(torch::zeros(shape));
-  } catch (const c10::Error& error) {
+  } catch (const std::exception& error) {  // c10::Error, or ipj's own graph and int8 executors
     fail(ErrorCategory::invalid_input,
-         "model '" + config_.name +
-             "' fails on an input of the configured shape: " + error.what_without_backtrace());
+         "model '" + config_.name + "' fails on an input of the configured shape " + configured_shape_text() +
+             ": " + error_cause(error.what()) + configured_shape_hint());
   }
   const auto& expected = config_.output.shape;
   bool fits = output.dim() == static_cast<std::int64_t>(expected.size());
@@ -140,6 +147,27 @@ ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger)
   warn_if_batches_fail(path);
   batcher_ = std::make_unique<DynamicBatcher>(config_.batching,
                                               [this](std::vector<RequestPtr>& batch) { execute(batch); });
+}
+
+// "[-1, 1, -1, -1] (tried as [1, 1, 1, 1])": config.json's input shape with the batch dimension, and what ipj
+// fed.
+std::string ServedModel::configured_shape_text() const {
+  std::string given = config_.batching.max_batch_size > 0 ? "-1" : "", tried = given.empty() ? "" : "1";
+  bool variable = false;
+  for (const std::int64_t dim : config_.sample_shape()) {
+    given += (given.empty() ? "" : ", ") + std::to_string(dim);
+    tried += (tried.empty() ? "" : ", ") + std::to_string(dim == -1 ? 1 : dim);
+    variable = variable || dim == -1;
+  }
+  return "[" + given + "]" + (variable ? " (tried as [" + tried + "])" : "");
+}
+
+std::string ServedModel::configured_shape_hint() const {
+  for (const std::int64_t dim : config_.sample_shape())
+    if (dim == -1)
+      return "; a -1 size is tried as 1: give the sizes the model needs in config.json's inputs shape "
+             "(e.g. [-1, 1, 28, 28])";
+  return "; check config.json's inputs shape against what the model takes";
 }
 
 void ServedModel::warn_if_batches_fail(const std::string& path) const {

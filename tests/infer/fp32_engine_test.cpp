@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "inference_fixture.hpp"
+#include "ipj/device/machine_load.hpp"
 #include "ipj/device/threading.hpp"
 #include "ipj/infer/fp32_engine.hpp"
 #include "ipj/infer/inference_model.hpp"
@@ -172,13 +173,14 @@ TEST(Fp32Engine, Int8VariantsMeasureBatch1ThreadsAndAnswerAsInABatch) {
     options.calibration.samples = 200;
     const InferenceModelPtr model = load_inference_model(testing::trained_checkpoint("mlp"), options);
     EXPECT_EQ(model->variant, variant);
-    if (device::online_cores() <= 1) {
+    const int available = device::read_cpu_limits().available_cpus;  // the pool a run plans for
+    if (available <= 1) {
       EXPECT_FALSE(model->batch1_threads);  // nothing to choose between
       continue;
     }
     ASSERT_TRUE(model->batch1_threads) << choice_name(variant);
     const Batch1Threads& measured = *model->batch1_threads;
-    EXPECT_EQ(measured.pool, std::max(device::caller_openmp_threads(), device::online_cores()));
+    EXPECT_EQ(measured.pool, available);
     EXPECT_GT(measured.one_thread_ms, 0.0);
     EXPECT_GT(measured.pool_ms, 0.0);
     EXPECT_EQ(measured.threads, measured.one_thread_ms <= 0.9 * measured.pool_ms ? 1 : 0);
@@ -192,6 +194,16 @@ TEST(Fp32Engine, Int8VariantsMeasureBatch1ThreadsAndAnswerAsInABatch) {
       EXPECT_LT((single - batched.narrow(0, 5, 1)).abs().max().item<double>(),
                 0.05 * std::max(1.0, batched[5].abs().max().item<double>()));
   }
+  // A run on one thread (--threads 1) has no pool to compare against: nothing measured, nothing changed.
+  LoadOptions one_thread;
+  one_thread.run.variant = Variant::int8_dynamic;
+  one_thread.run.pool_threads = 1;
+  EXPECT_FALSE(load_inference_model(testing::trained_checkpoint("mlp"), one_thread)->batch1_threads);
+  one_thread.run.variant = Variant::fp32;
+  const InferenceModelPtr fp32 = load_inference_model(testing::trained_checkpoint("mlp"), one_thread);
+  ASSERT_TRUE(fp32->fp32_engine);
+  EXPECT_FALSE(fp32->batch1_threads);
+  EXPECT_EQ(fp32->fp32_engine->batch1_threads, 0);
 }
 
 // Users' models that tripped the engine check (a hostile-user pass, 2026-12-04): a graph LibTorch 1.13's

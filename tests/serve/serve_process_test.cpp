@@ -233,6 +233,17 @@ TEST(ServeCli, ServeSideErrorsNameTheFlagOrFileAndAreNeverInternal) {
       "outputs": [{"name": "output__0", "datatype": "FP32", "shape": [-1, 10]}], "max_batch_size": "64"})");
   testing::TempDir versioned;
   const std::string huge_version = make_repository(versioned, kBatchedConfig, "99999999999999999999");
+  // Variable height and width for a model that takes 28x28 only (a hostile pass found exit 70 here): a config
+  // error naming the shape tried, for the fp32 engine and for int8.
+  const auto variable_sizes = [](const std::string& variant) {
+    return R"({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [-1, 1, -1, -1]}],
+      "outputs": [{"name": "output__0", "datatype": "FP32", "shape": [-1, 10]}], "max_batch_size": 8,
+      "variant": ")" +
+           variant + "\"}";
+  };
+  testing::TempDir variable_fp32_dir, variable_int8_dir;
+  const std::string variable_fp32 = make_repository(variable_fp32_dir, variable_sizes("fp32"));
+  const std::string variable_int8 = make_repository(variable_int8_dir, variable_sizes("int8-static"));
   const std::string ipj = testing::ipj_binary();
   const std::vector<Case> cases = {
       {"string max_batch_size", ipj + " serve --model-repo " + string_batch, 3,
@@ -246,6 +257,10 @@ TEST(ServeCli, ServeSideErrorsNameTheFlagOrFileAndAreNeverInternal) {
       {"per-client bound too large",
        ipj + " serve --model-repo " + repository + " --max-connections-per-client 2000000", 2,
        "--max-connections-per-client"},
+      {"variable sizes, fp32", ipj + " --log-level error serve --model-repo " + variable_fp32, 3,
+       "shape [-1, 1, -1, -1] (tried as [1, 1, 1, 1])"},
+      {"variable sizes, int8", ipj + " --log-level error serve --model-repo " + variable_int8, 3,
+       "give the sizes the model needs in config.json"},
       {"load ftp url", ipj + " load --url ftp://x --model mlp", 2, "--url"},
       {"load url without host", ipj + " load --url http:// --model mlp", 2, "--url"},
       {"load huge batch", ipj + " load --url http://127.0.0.1:1 --model mlp --batch 100000000", 2, "--batch"},

@@ -68,14 +68,10 @@ struct Batch1Threads {
   std::string describe() const;
 };
 Json to_json(const Batch1Threads& measured);
+// `pool_threads`: the threads of the pool the run will use (0: the CPUs this process may use: affinity and
+// cgroup quota); nothing is measured when that is one.
 Batch1Threads measure_batch1_threads(const std::function<torch::Tensor(const torch::Tensor&)>& forward,
-                                     const std::vector<std::int64_t>& sample_shape);
-
-// measure_batch1_threads for the chosen fp32 engine: sets choice.batch1_threads and batch1_one_thread_ms and
-// adds the timings to the reason when one thread wins (nothing on a one-core machine).
-void choose_batch1_threads(Fp32EngineChoice& choice,
-                           const std::function<torch::Tensor(const torch::Tensor&)>& forward,
-                           const std::vector<std::int64_t>& sample_shape);
+                                     const std::vector<std::int64_t>& sample_shape, int pool_threads);
 
 // A candidate engine: how to run a [B, ...sample] batch.
 struct Fp32Candidate {

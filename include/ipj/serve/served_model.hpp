@@ -109,6 +109,9 @@ class ServedModel {
   // Runs one zero batch of min(max_batch_size, 64) rows; a model that fails on it gets a warning that says
   // batched requests will fail and how to fix the config or the model.
   void warn_if_batches_fail(const std::string& path) const;
+  // For load and warm-up errors: config.json's input shape and what was fed; how to fix the shape.
+  std::string configured_shape_text() const;
+  std::string configured_shape_hint() const;
   std::string non_finite_message(std::int64_t non_finite, std::int64_t count) const;
 
   ModelConfig config_;
