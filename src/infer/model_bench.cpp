@@ -92,7 +92,7 @@ double variant_accuracy(const InferenceModel& model, const data::Dataset& datase
     fail(ErrorCategory::invalid_input, "'" + model.path + "' cannot run on the images of '" +
                                            dataset.directory + "' (" + std::to_string(images.channels) + "x" +
                                            std::to_string(images.height) + "x" +
-                                           std::to_string(images.width) + "): " + first_line(error.what()) +
+                                           std::to_string(images.width) + "): " + error_cause(error.what()) +
                                            "; check --data, --input-shape, --channels and --resize");
   }
   const std::int64_t outputs = logits.defined() && logits.dim() == 2 ? logits.size(1) : 0;

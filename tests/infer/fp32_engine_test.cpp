@@ -206,6 +206,27 @@ TEST(Fp32Engine, Int8VariantsMeasureBatch1ThreadsAndAnswerAsInABatch) {
   EXPECT_EQ(fp32->fp32_engine->batch1_threads, 0);
 }
 
+// A model that refuses batch 1 (asserts in its forward) cannot be scored on the data set's images one by one:
+// the error names the model's own assertion, not the interpreter's first line (a hostile pass, 2026-12-04).
+TEST(Fp32Engine, AModelThatRefusesTheAccuracyProbeSaysItsOwnReason) {
+  testing::TempDir dir;
+  torch::jit::Module module("NeedsABatch");
+  module.register_parameter("w", torch::randn({10, 784}), false);
+  module.define(R"(
+def forward(self, x: Tensor) -> Tensor:
+    assert x.size(0) > 1, "batch must be > 1"
+    return torch.linear(x.flatten(1), self.w)
+)");
+  module.save(dir.file("needs_batch.pt"));
+  const auto bench =
+      testing::run_process(testing::ipj_binary() + " bench --model " + dir.file("needs_batch.pt") +
+                           " --input-shape 1,28,28 --variants fp32 --batch 8 --window-s 0.02 "
+                           "--max-windows 1 --no-energy --test-limit 50 --quiet");
+  EXPECT_EQ(bench.exit_code, 3) << bench.err;
+  EXPECT_NE(bench.err.find("cannot run on the images"), std::string::npos) << bench.err;
+  EXPECT_NE(bench.err.find("AssertionError: batch must be > 1"), std::string::npos) << bench.err;
+}
+
 // Users' models that tripped the engine check (a hostile-user pass, 2026-12-04): a graph LibTorch 1.13's
 // optimize_for_inference miscomputes must not run frozen even when frozen or jit is asked for; a model that
 // changes its input in place, or outputs NaN in the same places, is still compared fairly; complex outputs
