@@ -18,6 +18,7 @@
 
 #include "import_ops.hpp"
 #include "ipj/core/error.hpp"
+#include "ipj/core/log.hpp"
 
 namespace ipj::quant {
 namespace {
@@ -38,8 +39,9 @@ bool raises(const jit::Block* block) {
   return false;
 }
 
-// `if <shape test>: raise ...` with no outputs: ipj checks input shapes itself, so the guard goes.
-void remove_shape_guards(const std::shared_ptr<jit::Graph>& graph) {
+// `if <shape test>: raise ...` with no outputs: ipj checks input shapes itself, so the guard goes. Returns
+// how many went.
+std::size_t remove_shape_guards(const std::shared_ptr<jit::Graph>& graph) {
   std::vector<jit::Node*> guards;
   for (jit::Node* node : graph->nodes()) {
     if (node->kind() != c10::prim::If || !node->outputs().empty()) continue;
@@ -51,6 +53,7 @@ void remove_shape_guards(const std::shared_ptr<jit::Graph>& graph) {
   for (jit::Node* guard : guards)
     guard->destroy();
   jit::EliminateDeadCode(graph);
+  return guards.size();
 }
 
 std::shared_ptr<jit::Graph> frozen_forward(const jit::Module& module, const std::string& where) {
@@ -65,7 +68,12 @@ std::shared_ptr<jit::Graph> frozen_forward(const jit::Module& module, const std:
          "'" + where + "': LibTorch cannot freeze this module: " + error.what_without_backtrace());
   }
   jit::ConstantPropagation(graph);
-  remove_shape_guards(graph);
+  // Said, not silent: a guard may test more than the per-sample shape ipj checks (the batch size, values).
+  if (const std::size_t removed = remove_shape_guards(graph); removed > 0)
+    spdlog::info(
+        "'{}': {} input check(s) of its forward (`if ...: raise`, e.g. an assert) do not run in ipj's graph "
+        "(int8, pruning, export): ipj checks the per-sample input shape itself, not the batch size or values",
+        where, removed);
   return graph;
 }
 
