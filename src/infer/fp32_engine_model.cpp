@@ -1,6 +1,6 @@
 // The fp32 variant's engine step that every format shares: eager or the frozen graph (timed, or checked
 // when asked for), and one OpenMP thread at batch 1 when measured faster. Timing is on the load's threads.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <algorithm>
 #include <optional>

@@ -48,9 +48,9 @@ std::shared_ptr<InferenceModel> jit_model(
     const std::vector<std::int64_t>& sample_shape, const RunOptions& run);
 
 // `model`, timed at batch 1 on the pool of `pool_threads` (0: the CPUs available) and on one thread
-// (measure_batch1_threads) when its sample shape is
-// known; the result records it in batch1_threads and runs batch-1 inputs on one thread when that won. The
-// model as given when nothing could be measured (no shape, one core, a model that fails on a random batch).
+// (measure_batch1_threads) when its sample shape is known; the result records it in batch1_threads and runs
+// batch-1 inputs on one thread when that won. The model as given when nothing could be measured (no shape,
+// one usable CPU, a model that fails on a random batch).
 InferenceModelPtr with_measured_batch1_threads(InferenceModelPtr model, int pool_threads);
 
 // fp32 | bf16 | int8-dynamic | int8-static (calibrated on options.calibration_samples images of
