@@ -16,12 +16,12 @@
 #include "ipj/core/checked_file.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/core/json_io.hpp"
-#include "ipj/device/cpu_info.hpp"
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/quant/graph_file.hpp"
 #include "ipj/quant/prune.hpp"
 #include "ipj/quant/quantize.hpp"
 #include "ipj/quant/quantized_graph.hpp"
+#include "ipj/quant/script_model.hpp"
 #include "ipj/serve/inference_server.hpp"
 
 namespace ipj::quant {
@@ -87,15 +87,25 @@ TEST(GraphWorkflow, GuardRefusesABrokenCalibrationOfATorchScriptModel) {
 TEST(GraphWorkflow, DynamicAndQatModesOnATorchScriptModel) {
   testing::TempDir dir;
   QuantizeOptions options = residual_options(dir.file("dynamic.pt"));
-  options.mode = QuantMode::dynamic;  // int8 linear only: practically exact
+  options.mode = QuantMode::dynamic;  // int8 linear only: close to fp32
   const QuantizeResult dynamic = run_quantize(options);
   EXPECT_TRUE(dynamic.accepted) << dynamic.acc_drop_pt;
-  // With VNNI the int8 kernels are exact: a few images of 1,000 move. Without it (AVX2) the weights are
-  // packed in 7 bits against saturation (quantized_kernels.hpp): 0.5 pt measured on an AVX2 EPYC, within the
-  // guard.
-  const device::CpuInfo cpu = device::probe_cpu();
-  const bool exact_kernels = cpu.has("avx512_vnni") || cpu.has("amx_int8");
-  EXPECT_LE(std::abs(dynamic.acc_drop_pt), exact_kernels ? 0.3 : options.max_drop_pt);
+  // The net is trained on 2,000 images (~37% accuracy): many test images lie near a class boundary, so the
+  // accuracy moves by a few images of 1,000 either way (0.5 pt measured with AVX2 and with VNNI kernels);
+  // the guard's bound here, the closeness of the logits below.
+  EXPECT_LE(std::abs(dynamic.acc_drop_pt), options.max_drop_pt);
+  {
+    torch::NoGradGuard no_grad;
+    const torch::jit::Module source = torch::jit::load(options.model_path);
+    const DynamicScript int8 = quantize_script_dynamic(source, "auto", options.model_path);
+    const torch::Tensor images =
+        (testing::test_pixels(256) - testing::kGraphModelMean) / testing::kGraphModelStd;  // [256,1,28,28]
+    const torch::Tensor reference = source.get_method("forward")({images}).toTensor();     // [256, 10]
+    const torch::Tensor logits = int8.module->get_method("forward")({images}).toTensor();
+    const double range = (reference.max() - reference.min()).item<double>();
+    EXPECT_LT((logits - reference).abs().max().item<double>(), 0.08 * range);
+    EXPECT_GT(logits.argmax(1).eq(reference.argmax(1)).to(torch::kFloat).mean().item<double>(), 0.97);
+  }
   options.mode = QuantMode::qat;
   options.out_path = dir.file("qat.pt");
   options.train_limit = 512;
