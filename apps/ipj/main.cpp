@@ -4,10 +4,12 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <new>
+#include <optional>
 #include <set>
 #include <string>
 #include <system_error>
@@ -16,47 +18,59 @@
 #include "cli_support.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/core/log.hpp"
+#include "ipj/device/machine_load.hpp"
 #include "ipj/device/torch_warnings.hpp"
+#include "ipj/device/wait_policy.hpp"
 
 namespace {
 
-// libgomp (ATen's OpenMP pool) and OpenBLAS read their wait settings once, when they are loaded, before
-// main(): an idle worker thread spins for a while before it sleeps, which burns a neighbour's CPU (and our
-// joules) on a shared machine. Unless the user set them, ipj runs itself again once with passive waiting
-// (IPJ_REEXEC marks the second run; IPJ_NO_REEXEC=1 turns this off). docs/PERFORMANCE.md has the measurement.
+// libgomp (ATen's OpenMP pool) reads its wait settings once, when it is loaded, before main(): by default an
+// idle worker spins for milliseconds before it sleeps, which burns a neighbour's CPU (and our joules) on a
+// shared machine. Unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT, ipj runs itself again once with the
+// policy device::choose_wait_policy picks from the load at start: a short spin on a quiet machine, passive
+// waiting when busy, on one CPU or for `serve` (IPJ_WAIT_POLICY=auto|passive|short-spin overrides it;
+// IPJ_REEXEC marks the second run; IPJ_NO_REEXEC=1 turns this off). docs/PERFORMANCE.md has the measurements.
 // The commands that run LibTorch kernels for long enough to be worth a second start (~0.6 s: LibTorch loads
 // twice); help, version, usage errors and the quick commands start once.
-bool runs_kernels(int argc, char** argv) {
+const char* kernel_command(int argc, char** argv) {
   static const std::set<std::string> commands{"train", "compare",  "bench", "serve",
                                               "tune",  "quantize", "prune", "distill"};
   for (int i = 1; i < argc; ++i) {
     const std::string argument = argv[i];
-    if (argument == "--help" || argument == "-h" || argument == "--version") return false;
+    if (argument == "--help" || argument == "-h" || argument == "--version") return nullptr;
   }
   for (int i = 1; i < argc; ++i) {
     const std::string argument = argv[i];
     if (argument == "--log-level") ++i;  // its value
     if (argument.empty() || argument[0] == '-') continue;
-    return commands.count(argument) > 0;
+    return commands.count(argument) > 0 ? argv[i] : nullptr;
   }
-  return false;
+  return nullptr;
 }
 
-void reexec_with_passive_waiting(int argc, char** argv) {
+void reexec_with_wait_policy(int argc, char** argv) {
   if (std::getenv("IPJ_REEXEC") != nullptr || std::getenv("IPJ_NO_REEXEC") != nullptr) return;
-  if (!runs_kernels(argc, argv)) return;
-  bool changed = false;
-  for (const auto& [name, value] : {std::pair<const char*, const char*>{"OMP_WAIT_POLICY", "PASSIVE"}}) {
-    if (std::getenv(name) != nullptr) continue;
-    ::setenv(name, value, 1);
-    changed = true;
-  }
-  if (!changed) return;
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
+  const char* command = kernel_command(argc, argv);
+  if (command == nullptr) return;
+  const char* requested = std::getenv("IPJ_WAIT_POLICY");
+  const auto request = ipj::device::parse_wait_policy_request(requested != nullptr ? requested : "");
+  const bool server = std::string(command) == "serve";
+  const ipj::device::CpuLimits limits = ipj::device::read_cpu_limits();
+  std::optional<ipj::device::LoadSample> load;
+  if (request == ipj::device::WaitPolicyRequest::automatic && !server && limits.available_cpus > 1)
+    load = ipj::device::sample_machine_load(limits, std::chrono::milliseconds(100));
+  const ipj::device::WaitPolicyChoice choice =
+      ipj::device::choose_wait_policy(request, server, limits.available_cpus, load ? &*load : nullptr);
+  for (const auto& [name, value] : choice.environment)
+    ::setenv(name.c_str(), value.c_str(), 1);
   ::setenv("IPJ_REEXEC", "1", 1);
-  ::setenv("IPJ_WAIT_POLICY_SET", "1", 1);  // results say who set it (device::to_json(ThreadPlan))
+  ::setenv("IPJ_WAIT_POLICY_SET", choice.reason.c_str(), 1);  // results say who set it, and why
   ::execv("/proc/self/exe", argv);
-  ::unsetenv("IPJ_REEXEC");  // exec failed (no /proc): run on with the libraries' defaults
-  ::unsetenv("IPJ_WAIT_POLICY_SET");
+  for (const auto& setting : choice.environment)
+    ::unsetenv(setting.first.c_str());  // exec failed (no /proc):
+  ::unsetenv("IPJ_REEXEC");             // run on with the
+  ::unsetenv("IPJ_WAIT_POLICY_SET");    // libraries' defaults
 }
 
 }  // namespace
@@ -112,11 +126,10 @@ int main(int argc, char** argv) {
     std::cerr << "ipj: error: " << error.what() << " (see ipj --help)" << std::endl;
     return ipj::exit_code_for(ipj::ErrorCategory::usage);
   }
-  // After parsing, which runs no kernels: a usage error starts LibTorch once, not twice.
-  reexec_with_passive_waiting(argc, argv);
-  ::unsetenv("IPJ_REEXEC");  // children (ipj launch's ranks) see OMP_WAIT_POLICY set and run once
-
   try {
+    // After parsing, which runs no kernels: a usage error starts LibTorch once, not twice.
+    reexec_with_wait_policy(argc, argv);
+    ::unsetenv("IPJ_REEXEC");  // children (ipj launch's ranks) see the policy set and run once
     ipj::init_logging(log_level);
     ipj::device::show_each_torch_warning_once();  // a model that warns on every forward must not flood stderr
     return runner ? runner() : 0;

@@ -1,5 +1,6 @@
 // Applying thread plans to ATen and (through dlsym, no link-time dependency) OpenBLAS and OpenMP.
 #include "ipj/device/threading.hpp"
+#include "ipj/device/wait_policy.hpp"
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
@@ -84,19 +85,6 @@ ThreadPlan plan_for_machine(ThreadPlanChoice choice, ThreadWorkload workload, in
   return plan;
 }
 
-namespace {
-
-// OMP_WAIT_POLICY as libgomp read it at start, and who set it (ipj's second start, apps/ipj/main.cpp, or the
-// user); unset: libgomp's default (spin a while, then sleep).
-std::string omp_wait_policy() {
-  const char* policy = std::getenv("OMP_WAIT_POLICY");
-  if (policy == nullptr) return "unset (libgomp default: spin, then sleep)";
-  return std::string(policy) +
-         (std::getenv("IPJ_WAIT_POLICY_SET") != nullptr ? " (set by ipj)" : " (set by the user)");
-}
-
-}  // namespace
-
 Json to_json(const ThreadPlan& plan) {
   return Json{{"plan", plan.plan},
               {"reason", plan.reason},
@@ -104,7 +92,8 @@ Json to_json(const ThreadPlan& plan) {
               {"quota", plan.quota ? Json(*plan.quota) : Json(nullptr)},
               {"torch", plan.torch_threads},
               {"blas", plan.blas_threads},
-              {"omp_wait_policy", omp_wait_policy()}};
+              {"omp_wait_policy", omp_wait_policy_description()},
+              {"wait_policy_reason", wait_policy_reason()}};
 }
 
 void apply_thread_plan(const ThreadPlan& plan) {

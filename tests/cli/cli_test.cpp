@@ -473,22 +473,45 @@ TEST(CliThreads, TrainAndBenchSayWhichPlanRanWhyAndHowBusyTheMachineWas) {
   testing::expect_cli_failure(ipj(bench + " --thread-plan fastest"), 2, "--thread-plan");
 }
 
-// libgomp reads OMP_WAIT_POLICY before main(): ipj starts itself again with PASSIVE unless the user set it.
-TEST(CliThreads, TrainRunsWithPassiveOpenMpWaitingUnlessTheUserChoseAPolicy) {
+// libgomp reads its wait settings before main(): unless the user set them, ipj starts itself again with the
+// policy chosen from the load at start (a short spin when quiet, passive when busy) or IPJ_WAIT_POLICY's.
+TEST(CliThreads, TrainRunsWithTheWaitPolicyIpjChoseUnlessTheUserChoseOne) {
   testing::TempDir dir;
   testing::write_synthetic_idx_dataset(dir.file("data"), 100, 20, false);
   const std::string train =
       " train --model cnn --epochs 1 --batch 50 --quiet --no-energy --no-save --json --data " +
       dir.file("data");
-  const auto unset = testing::run_process("env -u OMP_WAIT_POLICY " + testing::ipj_binary() + train);
-  ASSERT_EQ(unset.exit_code, 0) << unset.err;
-  EXPECT_EQ(json::parse(unset.out)["threads"]["omp_wait_policy"], "PASSIVE (set by ipj)");
+  const std::string unset = "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT ";
+  const auto threads_of = [&](const std::string& environment) {
+    const auto result = testing::run_process(unset + environment + " " + testing::ipj_binary() + train);
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    return result.exit_code == 0 ? json::parse(result.out)["threads"] : json::object();
+  };
+  const json passive = threads_of("IPJ_WAIT_POLICY=passive");
+  EXPECT_EQ(passive["omp_wait_policy"], "PASSIVE (set by ipj)");
+  EXPECT_EQ(passive["wait_policy_reason"], "IPJ_WAIT_POLICY=passive");
+  const json spin = threads_of("IPJ_WAIT_POLICY=short-spin");
+  EXPECT_EQ(spin["omp_wait_policy"], "spin, then sleep: GOMP_SPINCOUNT=3000 (set by ipj)");
+  // auto: which one depends on this machine's load now; the reason says what was seen.
+  const json automatic = threads_of("");
+  const std::string policy = automatic.value("omp_wait_policy", ""),
+                    reason = automatic.value("wait_policy_reason", "");
+  EXPECT_TRUE(policy == "PASSIVE (set by ipj)" ||
+              policy == "spin, then sleep: GOMP_SPINCOUNT=3000 (set by ipj)")
+      << policy;
+  EXPECT_TRUE(reason.find("of other work at start") != std::string::npos ||
+              reason.find("1 CPU available") != std::string::npos)
+      << reason;
   const auto chosen = testing::run_process("env OMP_WAIT_POLICY=ACTIVE " + testing::ipj_binary() + train);
   ASSERT_EQ(chosen.exit_code, 0) << chosen.err;
   EXPECT_EQ(json::parse(chosen.out)["threads"]["omp_wait_policy"], "ACTIVE (set by the user)");
+  EXPECT_EQ(json::parse(chosen.out)["threads"]["wait_policy_reason"], "");
+  testing::expect_cli_failure(
+      testing::run_process(unset + "IPJ_WAIT_POLICY=fast " + testing::ipj_binary() + train), 2,
+      "IPJ_WAIT_POLICY='fast'");
   // Quick commands start once: no second LibTorch load for --version.
-  const auto version = testing::run_process(
-      "env -u OMP_WAIT_POLICY IPJ_WAIT_POLICY_SET= " + testing::ipj_binary() + " --version");
+  const auto version =
+      testing::run_process(unset + "IPJ_WAIT_POLICY_SET= " + testing::ipj_binary() + " --version");
   EXPECT_EQ(version.exit_code, 0);
 }
 

@@ -1,0 +1,45 @@
+// How OpenMP's idle worker threads wait between parallel regions, chosen before LibTorch's libgomp is loaded
+// (it reads OMP_WAIT_POLICY / GOMP_SPINCOUNT once, at load): passive (sleep at once) or a short spin
+// (GOMP_SPINCOUNT=kShortSpinCount, ~0.1 ms, then sleep). LibTorch-free. Limit: chosen from the load at start;
+// a neighbour that arrives later meets the spin (docs/PERFORMANCE.md, "Threads on a shared machine").
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ipj/device/machine_load.hpp"
+
+namespace ipj::device {
+
+// IPJ_WAIT_POLICY: auto (default), passive or short-spin.
+enum class WaitPolicyRequest { automatic, passive, short_spin };
+// "auto" | "passive" | "short-spin" ("" = auto); throws ipj::Error(usage) naming IPJ_WAIT_POLICY otherwise.
+WaitPolicyRequest parse_wait_policy_request(const std::string& text);
+
+// Spins of libgomp's wait loop before a worker sleeps (its default is 300,000: milliseconds of spinning).
+inline constexpr int kShortSpinCount = 3000;
+
+struct WaitPolicyChoice {
+  bool short_spin = false;
+  std::vector<std::pair<std::string, std::string>> environment;  // to set before libgomp loads
+  std::string reason;  // why, for results' threads.wait_policy_reason
+};
+
+// What the machine offers at start: the CPUs this process may use and, for `auto`, the load sampled just
+// before (nullptr: not sampled). `long_running`: a server, whose neighbours come and go (always passive).
+// auto: a short spin on a quiet machine with >= 2 CPUs; passive when busy (other work >= kBusyOtherCpus),
+// on one CPU, or for a server. Spinning lets the next parallel region start without a futex wake-up
+// (measured +10-45% samples/s in bf16 training on a quiet 2-CPU machine); beside a busy neighbour a spinning
+// pool loses (up to 3x), which is why the load decides.
+WaitPolicyChoice choose_wait_policy(WaitPolicyRequest request, bool long_running, int available_cpus,
+                                    const LoadSample* load);
+
+// What libgomp runs with in this process, for results: "PASSIVE (set by ipj)", "spin, then sleep:
+// GOMP_SPINCOUNT=3000 (set by ipj)", "ACTIVE (set by the user)", "unset (libgomp default: spin, then sleep)".
+// IPJ_WAIT_POLICY_SET holds ipj's reason when ipj set it.
+std::string omp_wait_policy_description();
+// The reason ipj gave when it chose the policy ("" when the user set it or nobody did).
+std::string wait_policy_reason();
+
+}  // namespace ipj::device

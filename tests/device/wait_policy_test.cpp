@@ -1,0 +1,63 @@
+// device::choose_wait_policy on synthetic loads (quiet, busy, one CPU, a server, the user's request) and the
+// IPJ_WAIT_POLICY parser; the CLI side (the second start and results' threads) is in cli_test.cpp.
+#include <gtest/gtest.h>
+
+#include "ipj/core/error.hpp"
+#include "ipj/device/wait_policy.hpp"
+
+namespace ipj::device {
+namespace {
+
+LoadSample load_with_other(double other_cpus) {
+  LoadSample sample;
+  sample.other_cpus = other_cpus;
+  sample.cpus = 2;
+  sample.window_s = 0.1;
+  return sample;
+}
+
+TEST(WaitPolicy, QuietMachineSpinsBrieflyBusyOrOneCpuOrServerSleeps) {
+  const LoadSample quiet = load_with_other(0.12);
+  const WaitPolicyChoice spin = choose_wait_policy(WaitPolicyRequest::automatic, false, 2, &quiet);
+  EXPECT_TRUE(spin.short_spin);
+  ASSERT_EQ(spin.environment.size(), 1u);
+  EXPECT_EQ(spin.environment[0].first, "GOMP_SPINCOUNT");
+  EXPECT_EQ(spin.environment[0].second, std::to_string(kShortSpinCount));
+  EXPECT_NE(spin.reason.find("0.12 CPU(s) of other work at start (quiet)"), std::string::npos) << spin.reason;
+
+  const LoadSample busy = load_with_other(kBusyOtherCpus);  // the threshold itself counts as busy
+  const WaitPolicyChoice sleep = choose_wait_policy(WaitPolicyRequest::automatic, false, 2, &busy);
+  EXPECT_FALSE(sleep.short_spin);
+  ASSERT_EQ(sleep.environment.size(), 1u);
+  EXPECT_EQ(sleep.environment[0].first, "OMP_WAIT_POLICY");
+  EXPECT_EQ(sleep.environment[0].second, "PASSIVE");
+  EXPECT_NE(sleep.reason.find("0.50 CPU(s) of other work at start"), std::string::npos) << sleep.reason;
+
+  EXPECT_FALSE(choose_wait_policy(WaitPolicyRequest::automatic, false, 1, &quiet).short_spin);
+  EXPECT_FALSE(choose_wait_policy(WaitPolicyRequest::automatic, true, 2, &quiet).short_spin);
+  EXPECT_FALSE(choose_wait_policy(WaitPolicyRequest::automatic, false, 2, nullptr).short_spin);
+}
+
+TEST(WaitPolicy, TheUsersRequestWinsAndBadTextNamesTheVariable) {
+  const LoadSample busy = load_with_other(1.5);
+  const WaitPolicyChoice spin = choose_wait_policy(WaitPolicyRequest::short_spin, true, 1, &busy);
+  EXPECT_TRUE(spin.short_spin);
+  EXPECT_EQ(spin.reason, "IPJ_WAIT_POLICY=short-spin");
+  const LoadSample quiet = load_with_other(0.0);
+  EXPECT_FALSE(choose_wait_policy(WaitPolicyRequest::passive, false, 2, &quiet).short_spin);
+
+  EXPECT_EQ(parse_wait_policy_request(""), WaitPolicyRequest::automatic);
+  EXPECT_EQ(parse_wait_policy_request("auto"), WaitPolicyRequest::automatic);
+  EXPECT_EQ(parse_wait_policy_request("passive"), WaitPolicyRequest::passive);
+  EXPECT_EQ(parse_wait_policy_request("short-spin"), WaitPolicyRequest::short_spin);
+  try {
+    parse_wait_policy_request("spin");
+    FAIL() << "accepted 'spin'";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::usage);
+    EXPECT_NE(std::string(error.what()).find("IPJ_WAIT_POLICY='spin'"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace ipj::device
