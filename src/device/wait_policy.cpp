@@ -58,4 +58,22 @@ std::string wait_policy_reason() {
   return reason != nullptr ? reason : "";
 }
 
+std::vector<std::string> environment_without_ipj_wait_policy(char* const* environment) {
+  std::vector<std::string> entries;
+  bool set_by_ipj = false;
+  for (char* const* entry = environment; entry != nullptr && *entry != nullptr; ++entry) {
+    entries.emplace_back(*entry);
+    set_by_ipj = set_by_ipj || entries.back().rfind("IPJ_WAIT_POLICY_SET=", 0) == 0;
+  }
+  if (!set_by_ipj) return entries;
+  std::vector<std::string> kept;
+  for (auto& entry : entries) {
+    const bool ipj_setting = entry.rfind("IPJ_WAIT_POLICY_SET=", 0) == 0 ||
+                             entry.rfind("OMP_WAIT_POLICY=", 0) == 0 ||
+                             entry.rfind("GOMP_SPINCOUNT=", 0) == 0;
+    if (!ipj_setting) kept.push_back(std::move(entry));
+  }
+  return kept;
+}
+
 }  // namespace ipj::device

@@ -8,9 +8,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <string>
 #include <vector>
 
 #include "ipj/core/error.hpp"
+#include "ipj/device/wait_policy.hpp"
 #include "ipj/models/catalog.hpp"
 
 extern char** environ;
@@ -36,8 +38,16 @@ ChildOutput run_capturing_stdout(const std::vector<std::string>& command) {
   for (const auto& argument : command)
     arguments.push_back(const_cast<char*>(argument.c_str()));
   arguments.push_back(nullptr);
+  // The user's environment, without the OpenMP wait settings ipj chose for itself: the reference side runs as
+  // the user's Python would.
+  std::vector<std::string> environment = device::environment_without_ipj_wait_policy(environ);
+  std::vector<char*> environment_pointers;
+  for (auto& entry : environment)
+    environment_pointers.push_back(entry.data());
+  environment_pointers.push_back(nullptr);
   pid_t pid = 0;
-  const int spawn_error = ::posix_spawn(&pid, arguments[0], &actions, nullptr, arguments.data(), environ);
+  const int spawn_error =
+      ::posix_spawn(&pid, arguments[0], &actions, nullptr, arguments.data(), environment_pointers.data());
   posix_spawn_file_actions_destroy(&actions);
   ::close(pipe_ends[1]);
   if (spawn_error != 0) {

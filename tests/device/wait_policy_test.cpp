@@ -2,6 +2,9 @@
 // IPJ_WAIT_POLICY parser; the CLI side (the second start and results' threads) is in cli_test.cpp.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "ipj/core/error.hpp"
 #include "ipj/device/wait_policy.hpp"
 
@@ -57,6 +60,22 @@ TEST(WaitPolicy, TheUsersRequestWinsAndBadTextNamesTheVariable) {
     EXPECT_EQ(error.category(), ErrorCategory::usage);
     EXPECT_NE(std::string(error.what()).find("IPJ_WAIT_POLICY='spin'"), std::string::npos) << error.what();
   }
+}
+
+TEST(WaitPolicy, ChildrenThatAreNotIpjGetTheUsersSettingsBack) {
+  std::vector<std::string> set_by_ipj{"PATH=/usr/bin", "OMP_WAIT_POLICY=PASSIVE", "GOMP_SPINCOUNT=3000",
+                                      "IPJ_WAIT_POLICY_SET=quiet", "OMP_NUM_THREADS=2"};
+  std::vector<char*> pointers;
+  for (auto& entry : set_by_ipj)
+    pointers.push_back(entry.data());
+  pointers.push_back(nullptr);
+  EXPECT_EQ(environment_without_ipj_wait_policy(pointers.data()),
+            (std::vector<std::string>{"PATH=/usr/bin", "OMP_NUM_THREADS=2"}));
+  // Set by the user (no marker): kept as they are.
+  pointers.erase(pointers.begin() + 3);
+  EXPECT_EQ(environment_without_ipj_wait_policy(pointers.data()),
+            (std::vector<std::string>{"PATH=/usr/bin", "OMP_WAIT_POLICY=PASSIVE", "GOMP_SPINCOUNT=3000",
+                                      "OMP_NUM_THREADS=2"}));
 }
 
 }  // namespace

@@ -42,4 +42,9 @@ std::string omp_wait_policy_description();
 // The reason ipj gave when it chose the policy ("" when the user set it or nobody did).
 std::string wait_policy_reason();
 
+// `environment` ("NAME=VALUE" entries, null-terminated like `environ`) without the wait settings ipj set for
+// itself (OMP_WAIT_POLICY / GOMP_SPINCOUNT when IPJ_WAIT_POLICY_SET is present, and that marker): what a
+// child that is not ipj (the seeds' Python loop) runs with, so that it gets the user's settings, not ipj's.
+std::vector<std::string> environment_without_ipj_wait_policy(char* const* environment);
+
 }  // namespace ipj::device
