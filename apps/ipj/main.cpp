@@ -67,10 +67,11 @@ void reexec_with_wait_policy(int argc, char** argv) {
   ::setenv("IPJ_REEXEC", "1", 1);
   ::setenv("IPJ_WAIT_POLICY_SET", choice.reason.c_str(), 1);  // results say who set it, and why
   ::execv("/proc/self/exe", argv);
+  // exec failed (no /proc): run on with the libraries' defaults
   for (const auto& setting : choice.environment)
-    ::unsetenv(setting.first.c_str());  // exec failed (no /proc):
-  ::unsetenv("IPJ_REEXEC");             // run on with the
-  ::unsetenv("IPJ_WAIT_POLICY_SET");    // libraries' defaults
+    ::unsetenv(setting.first.c_str());
+  ::unsetenv("IPJ_REEXEC");
+  ::unsetenv("IPJ_WAIT_POLICY_SET");
 }
 
 }  // namespace
