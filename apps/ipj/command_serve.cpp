@@ -15,6 +15,7 @@
 
 #include "cli_support.hpp"
 #include "ipj/core/text_table.hpp"
+#include "ipj/device/wait_policy.hpp"
 #include "ipj/serve/inference_server.hpp"
 #include "ipj/serve/load_generator.hpp"
 
@@ -120,6 +121,8 @@ int run_server(const serve::ServeOptions& options) {
   });
   spdlog::info("serving {} model(s) on http://{}:{} (ready: GET /v2/health/ready)", server.models().size(),
                options.host, port);
+  spdlog::info("OpenMP wait policy: {}; {}", device::omp_wait_policy_description(),
+               device::wait_policy_reason());
   std::printf("listening on %s:%d\n", options.host.c_str(), port);
   std::fflush(stdout);
   server.serve();

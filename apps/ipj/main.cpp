@@ -2,6 +2,7 @@
 // one-line error messages on stderr.
 #include <CLI/CLI.hpp>
 
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -48,13 +49,27 @@ const char* kernel_command(int argc, char** argv) {
   return nullptr;
 }
 
+bool env_is(const char* name, const std::string& value) {
+  const char* text = std::getenv(name);
+  return text != nullptr && value == text;
+}
+
 void reexec_with_wait_policy(int argc, char** argv) {
-  if (std::getenv("IPJ_REEXEC") != nullptr || std::getenv("IPJ_NO_REEXEC") != nullptr) return;
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
+  if (std::getenv("IPJ_REEXEC") != nullptr) return;
   const char* command = kernel_command(argc, argv);
   if (command == nullptr) return;
   const char* requested = std::getenv("IPJ_WAIT_POLICY");
   const auto request = ipj::device::parse_wait_policy_request(requested != nullptr ? requested : "");
+  const bool user_policy =
+      std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr;
+  if (user_policy || env_is("IPJ_NO_REEXEC", "1")) {
+    if (request != ipj::device::WaitPolicyRequest::automatic)
+      std::cerr << "ipj: warning: IPJ_WAIT_POLICY=" << requested << " not applied: "
+                << (user_policy ? "OMP_WAIT_POLICY or GOMP_SPINCOUNT is set, and that runs"
+                                : "IPJ_NO_REEXEC=1 keeps libgomp's own default")
+                << std::endl;
+    return;
+  }
   const bool server = std::string(command) == "serve";
   const ipj::device::CpuLimits limits = ipj::device::read_cpu_limits();
   std::optional<ipj::device::LoadSample> load;
@@ -74,9 +89,22 @@ void reexec_with_wait_policy(int argc, char** argv) {
   ::unsetenv("IPJ_WAIT_POLICY_SET");
 }
 
+// The first start's marks, read once at the top of main(): in the second start the process takes the name
+// the user ran (exec through /proc/self/exe names it "exe", which ps, pgrep -x and killall see); anywhere
+// else an IPJ_WAIT_POLICY_SET from the environment (a parent ipj's, or a stray one) is not this run's choice.
+void settle_second_start_marks(char** argv) {
+  if (std::getenv("IPJ_REEXEC") == nullptr) {
+    ::unsetenv("IPJ_WAIT_POLICY_SET");
+    return;
+  }
+  const std::string name = std::filesystem::path(argv[0]).filename().string().substr(0, 15);
+  if (!name.empty()) ::prctl(PR_SET_NAME, name.c_str(), 0, 0, 0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  settle_second_start_marks(argv);
   CLI::App app{
       "ipj - intelligence per joule: train and serve deep-learning models with less energy, and measure it.\n"
       "Example: ipj train --model mlp --epochs 2 --json"};

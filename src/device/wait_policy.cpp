@@ -2,7 +2,9 @@
 // (ipj/device/wait_policy.hpp). LibTorch-free: apps/ipj calls it before it starts itself again.
 #include "ipj/device/wait_policy.hpp"
 
+#include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "ipj/core/error.hpp"
@@ -14,8 +16,9 @@ WaitPolicyRequest parse_wait_policy_request(const std::string& text) {
   if (text.empty() || text == "auto") return WaitPolicyRequest::automatic;
   if (text == "passive") return WaitPolicyRequest::passive;
   if (text == "short-spin") return WaitPolicyRequest::short_spin;
+  const std::string shown = text.size() > 40 ? text.substr(0, 40) + "..." : text;
   fail(ErrorCategory::usage,
-       "IPJ_WAIT_POLICY='" + text + "' is not a wait policy: use auto (the default), passive or short-spin");
+       "IPJ_WAIT_POLICY='" + shown + "' is not a wait policy: use auto (the default), passive or short-spin");
 }
 
 namespace {
@@ -44,18 +47,49 @@ WaitPolicyChoice choose_wait_policy(WaitPolicyRequest request, bool long_running
                     "without a wake-up");
 }
 
+namespace {
+
+bool equals_ignoring_case(std::string text, const std::string& lower) {
+  for (char& c : text)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text == lower;
+}
+
+// libgomp's GOMP_SPINCOUNT: a whole number with an optional k/M/G/T suffix, or "infinite"/"infinity".
+bool is_spin_count(const std::string& text) {
+  if (equals_ignoring_case(text, "infinite") || equals_ignoring_case(text, "infinity")) return true;
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits])))
+    ++digits;
+  if (digits == 0) return false;
+  return digits == text.size() ||
+         (digits + 1 == text.size() && std::strchr("kKmMgGtT", text[digits]) != nullptr);
+}
+
+const char* kUnknownToLibgomp = " (not a value libgomp knows: it runs its default, spin then sleep)";
+
+}  // namespace
+
 std::string omp_wait_policy_description() {
-  const char* set_by_ipj = std::getenv("IPJ_WAIT_POLICY_SET");
-  const std::string who = set_by_ipj != nullptr ? " (set by ipj)" : " (set by the user)";
-  if (const char* policy = std::getenv("OMP_WAIT_POLICY")) return std::string(policy) + who;
+  const std::string who =
+      std::getenv("IPJ_WAIT_POLICY_SET") != nullptr ? " (set by ipj)" : " (set by the user)";
+  if (const char* policy = std::getenv("OMP_WAIT_POLICY")) {
+    const bool known = equals_ignoring_case(policy, "active") || equals_ignoring_case(policy, "passive");
+    return std::string(policy) + (known ? "" : kUnknownToLibgomp) + who;
+  }
   if (const char* spins = std::getenv("GOMP_SPINCOUNT"))
-    return "spin, then sleep: GOMP_SPINCOUNT=" + std::string(spins) + who;
+    return "spin, then sleep: GOMP_SPINCOUNT=" + std::string(spins) +
+           (is_spin_count(spins) ? "" : kUnknownToLibgomp) + who;
   return "unset (libgomp default: spin, then sleep)";
 }
 
 std::string wait_policy_reason() {
-  const char* reason = std::getenv("IPJ_WAIT_POLICY_SET");
-  return reason != nullptr ? reason : "";
+  if (const char* reason = std::getenv("IPJ_WAIT_POLICY_SET")) return reason;
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr)
+    return "set before ipj started (by the user or a parent process): ipj leaves it as it is";
+  const char* no_reexec = std::getenv("IPJ_NO_REEXEC");
+  if (no_reexec != nullptr && std::string(no_reexec) == "1") return "IPJ_NO_REEXEC=1: libgomp's own default";
+  return "";
 }
 
 std::vector<std::string> environment_without_ipj_wait_policy(char* const* environment) {

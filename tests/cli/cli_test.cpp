@@ -502,10 +502,25 @@ TEST(CliThreads, TrainRunsWithTheWaitPolicyIpjChoseUnlessTheUserChoseOne) {
   EXPECT_TRUE(reason.find("of other work at start") != std::string::npos ||
               reason.find("1 CPU available") != std::string::npos)
       << reason;
-  const auto chosen = testing::run_process("env OMP_WAIT_POLICY=ACTIVE " + testing::ipj_binary() + train);
+  // The user's own setting runs, a stray marker does not make it ipj's, a forced IPJ_WAIT_POLICY that cannot
+  // apply is said, and a value libgomp does not know is named as such.
+  const auto chosen = testing::run_process("env OMP_WAIT_POLICY=ACTIVE IPJ_WAIT_POLICY_SET=junk " +
+                                           testing::ipj_binary() + train);
   ASSERT_EQ(chosen.exit_code, 0) << chosen.err;
   EXPECT_EQ(json::parse(chosen.out)["threads"]["omp_wait_policy"], "ACTIVE (set by the user)");
-  EXPECT_EQ(json::parse(chosen.out)["threads"]["wait_policy_reason"], "");
+  EXPECT_NE(json::parse(chosen.out)["threads"]["wait_policy_reason"].get<std::string>().find(
+                "set before ipj started"),
+            std::string::npos);
+  const json garbage = threads_of("GOMP_SPINCOUNT=abc IPJ_WAIT_POLICY=passive");
+  EXPECT_EQ(garbage["omp_wait_policy"],
+            "spin, then sleep: GOMP_SPINCOUNT=abc (not a value libgomp knows: it runs its default, spin then "
+            "sleep) (set by the user)");
+  const auto ignored = testing::run_process(unset + "GOMP_SPINCOUNT=500 IPJ_WAIT_POLICY=passive " +
+                                            testing::ipj_binary() + train);
+  EXPECT_NE(ignored.err.find("IPJ_WAIT_POLICY=passive not applied"), std::string::npos) << ignored.err;
+  // Only IPJ_NO_REEXEC=1 turns the second start off.
+  EXPECT_EQ(threads_of("IPJ_NO_REEXEC=0 IPJ_WAIT_POLICY=passive")["omp_wait_policy"], "PASSIVE (set by ipj)");
+  EXPECT_EQ(threads_of("IPJ_NO_REEXEC=1")["wait_policy_reason"], "IPJ_NO_REEXEC=1: libgomp's own default");
   testing::expect_cli_failure(
       testing::run_process(unset + "IPJ_WAIT_POLICY=fast " + testing::ipj_binary() + train), 2,
       "IPJ_WAIT_POLICY='fast'");

@@ -39,7 +39,9 @@ WaitPolicyChoice choose_wait_policy(WaitPolicyRequest request, bool long_running
 // GOMP_SPINCOUNT=3000 (set by ipj)", "ACTIVE (set by the user)", "unset (libgomp default: spin, then sleep)".
 // IPJ_WAIT_POLICY_SET holds ipj's reason when ipj set it.
 std::string omp_wait_policy_description();
-// The reason ipj gave when it chose the policy ("" when the user set it or nobody did).
+// Why this policy runs: the reason ipj gave when it chose it, "set before ipj started ..." when the user (or
+// a parent process) set OMP_WAIT_POLICY / GOMP_SPINCOUNT, "IPJ_NO_REEXEC=1: ..." when the second start was
+// off.
 std::string wait_policy_reason();
 
 // `environment` ("NAME=VALUE" entries, null-terminated like `environ`) without the wait settings ipj set for
