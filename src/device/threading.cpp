@@ -96,6 +96,14 @@ Json to_json(const ThreadPlan& plan) {
               {"wait_policy_reason", wait_policy_reason()}};
 }
 
+Json unplanned_threads_json() {
+  return Json{{"plan", "libtorch-default"},
+              {"reason", "this command does not plan threads: LibTorch's defaults"},
+              {"torch", at::get_num_threads()},
+              {"omp_wait_policy", omp_wait_policy_description()},
+              {"wait_policy_reason", wait_policy_reason()}};
+}
+
 void apply_thread_plan(const ThreadPlan& plan) {
   at::set_num_threads(std::max(1, plan.torch_threads));
   if (auto set_threads = find_loaded_symbol<SetThreadsFunction>("openblas_set_num_threads"))

@@ -10,6 +10,7 @@
 
 #include "ipj/core/error.hpp"
 #include "ipj/data/batch_loader.hpp"
+#include "ipj/device/threading.hpp"
 #include "ipj/quant/graph_file.hpp"
 #include "ipj/quant/program_file.hpp"
 #include "ipj/quant/source_model.hpp"
@@ -213,6 +214,7 @@ Json prune_model(const Model& original, const PruneOptions& options, const data:
   save_model(options.out_path, pruned, extra);
   Json report = {{"schema_version", kResultsSchemaVersion},
                  {"kind", "prune"},
+                 {"threads", device::unplanned_threads_json()},
                  {"model", source_path},
                  {"method", options.structured ? "structured" : "magnitude"},
                  {"dataset", data::to_json(dataset)},

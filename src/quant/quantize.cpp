@@ -11,6 +11,7 @@
 #include "ipj/core/error.hpp"
 #include "ipj/core/log.hpp"
 #include "ipj/data/batch_loader.hpp"
+#include "ipj/device/threading.hpp"
 #include "ipj/quant/quantized_graph.hpp"
 #include "ipj/quant/source_model.hpp"
 #include "ipj/train/evaluate.hpp"
@@ -88,6 +89,7 @@ Json quantize_report(const QuantizeOptions& options, const QuantizeResult& resul
   report["schema_version"] = kResultsSchemaVersion;
   report["kind"] = "quantize";
   report["model"] = path;
+  report["threads"] = device::unplanned_threads_json();
   report["model_name"] = model_name;
   report["mode"] = quant_mode_name(options.mode);
   report["engine"] = result.engine;

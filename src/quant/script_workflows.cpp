@@ -9,6 +9,7 @@
 
 #include "ipj/core/error.hpp"
 #include "ipj/data/batch_loader.hpp"
+#include "ipj/device/threading.hpp"
 #include "ipj/quant/quantized_program.hpp"
 #include "ipj/quant/script_model.hpp"
 #include "ipj/quant/script_static.hpp"
@@ -55,6 +56,7 @@ Json script_quantize_report(const QuantizeOptions& options, const ScriptSource& 
                             const QuantizeResult& result, const data::Dataset& dataset, const char* mode) {
   return {{"schema_version", kResultsSchemaVersion},
           {"kind", "quantize"},
+          {"threads", device::unplanned_threads_json()},
           {"model", source.path},
           {"model_name", model_name(*source.module)},
           {"mode", mode},
@@ -252,6 +254,7 @@ Json run_prune_script(const PruneOptions& options, const std::string& structured
   const std::int64_t params = script_parameter_count(pruned);
   return {{"schema_version", kResultsSchemaVersion},
           {"kind", "prune"},
+          {"threads", device::unplanned_threads_json()},
           {"model", source.path},
           {"method", "magnitude"},
           {"format", "torchscript"},

@@ -10,6 +10,7 @@
 #include "ipj/core/error.hpp"
 #include "ipj/core/progress.hpp"
 #include "ipj/data/batch_loader.hpp"
+#include "ipj/device/threading.hpp"
 #include "ipj/models/registry.hpp"
 #include "ipj/train/checkpoint.hpp"
 #include "ipj/train/model_setup.hpp"
@@ -137,6 +138,7 @@ Json run_distillation(const DistillOptions& options, const data::Dataset& datase
   Json report = {
       {"schema_version", kResultsSchemaVersion},
       {"kind", "distill"},
+      {"threads", device::unplanned_threads_json()},
       {"student", options.student.label()},
       {"student_params", models::count_parameters(*student)},
       {"student_acc", student_eval.accuracy},

@@ -88,6 +88,9 @@ TEST(CliAnyArchitecture, DynamicInt8AndMagnitudePruningTakeEveryModelAndAgreeWit
     ASSERT_EQ(pruned.exit_code, 0) << pruned.err;
     const json prune_report = json::parse(pruned.out);
     EXPECT_EQ(prune_report["method"], "magnitude");
+    EXPECT_EQ(prune_report["threads"]["plan"], "libtorch-default");  // tests run ipj with OMP_WAIT_POLICY set
+    EXPECT_NE(prune_report["threads"]["omp_wait_policy"].get<std::string>().find("(set by the user)"),
+              std::string::npos);
     EXPECT_GT(prune_report["removed_params_fraction"].get<double>(), 0.3);  // weights are most parameters
     EXPECT_LE(prune_report["removed_params_fraction"].get<double>(), 0.5);
     EXPECT_NEAR(prune_report["weight_sparsity"].get<double>(), 0.5, 0.01);

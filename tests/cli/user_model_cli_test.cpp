@@ -137,6 +137,9 @@ TEST(CliUserModel, CompareAndDistillTakeTorchScriptFiles) {
   const json kd = json::parse(distilled.out);
   EXPECT_EQ(kd["student"], dir.file("mlp_traced.pt"));
   EXPECT_GE(kd["student_acc"].get<double>(), 0.0);
+  // The suite sets OMP_WAIT_POLICY for the processes it starts.
+  EXPECT_NE(kd["threads"]["omp_wait_policy"].get<std::string>().find("(set by the user)"), std::string::npos);
+  EXPECT_TRUE(kd["threads"].contains("wait_policy_reason"));
   EXPECT_GT(kd["teacher_acc"].get<double>(), 0.0);
   EXPECT_TRUE(std::filesystem::exists(dir.file("kd/model.pt")));
   EXPECT_TRUE(std::filesystem::exists(dir.file("kd/checkpoint.pt")));

@@ -150,9 +150,10 @@ TEST(GraphWorkflow, QuantizeCliContractThenBenchTheFile) {
   const Json report = Json::parse(quantized.out);
   for (const char* key :
        {"schema_version", "kind", "model", "mode", "engine", "fp32_acc", "int8_acc", "acc_drop_pt",
-        "max_drop_pt", "accepted", "fp32_bytes", "int8_bytes", "size_ratio", "out"})
+        "max_drop_pt", "accepted", "fp32_bytes", "int8_bytes", "size_ratio", "out", "threads"})
     EXPECT_TRUE(report.contains(key)) << key;
   EXPECT_EQ(report["mode"], "static");
+  EXPECT_GT(report["threads"]["torch"].get<int>(), 0);
   EXPECT_GT(report["size_ratio"].get<double>(), 3.0);
   ASSERT_TRUE(std::filesystem::exists(dir.file("q.pt")));
   EXPECT_EQ(verify_zip_archive(dir.file("q.pt")), ChecksumStatus::verified);

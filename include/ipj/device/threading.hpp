@@ -59,6 +59,9 @@ ThreadPlan plan_for_machine(ThreadPlanChoice choice, ThreadWorkload workload, in
 
 // {plan, reason, available_cpus, quota, torch, blas}: the `threads` record of results files.
 Json to_json(const ThreadPlan& plan);
+// The threads of a command that plans none (quantize, prune, distill: LibTorch's defaults): {plan
+// "libtorch-default", reason, torch (ATen's pool size now), omp_wait_policy, wait_policy_reason}.
+Json unplanned_threads_json();
 
 // Sets both pools (process-wide; prefer ScopedProcessSettings, which restores them).
 void apply_thread_plan(const ThreadPlan& plan);
