@@ -325,7 +325,10 @@ void LoadSampler::loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!wake_.wait_for(lock, interval_, [this] { return stopping_; })) {
     const RawLoadReading now = read_raw_load(limits_);
-    other_max_ = std::max(other_max_, load_between(previous_, now).other_cpus);
+    const double other = load_between(previous_, now).other_cpus;
+    other_max_ = std::max(other_max_, other);
+    recent_other_ = other;
+    busy_streak_ = other >= kBusyOtherCpus ? busy_streak_ + 1 : 0;
     previous_ = now;
     if (auto load = read_loadavg()) {
       loadavg_sum_ += *load;

@@ -6,9 +6,12 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "ipj/core/error.hpp"
 #include "ipj/core/progress.hpp"
+#include "ipj/device/thread_replan.hpp"
 #include "ipj/energy/energy_monitor.hpp"
 #include "ipj/train/model_setup.hpp"
 #include "training_report.hpp"
@@ -60,6 +63,7 @@ class TrainingRun {
 
   TrainResult run() {
     sampler_ = std::make_unique<device::LoadSampler>(setup_.machine.limits);
+    replanner_ = std::make_unique<device::BusyReplanner>(setup_.process_settings.threads(), may_replan());
     result_.epochs = setup_.restored_epochs;
     result_.resumed_from_epoch = setup_.start_epoch;
     monitor_.begin_window("run");
@@ -67,6 +71,9 @@ class TrainingRun {
     hooks.before_epoch = [this](int epoch) { begin_epoch(epoch); };
     hooks.after_epoch = [this](const EpochTally& tally, ProgressBar& progress) {
       return end_epoch(tally, progress);
+    };
+    hooks.after_step = [this](const StepContext&, const StepLoss&) {
+      replanner_->check(sampler_->busy_intervals_in_a_row(), sampler_->recent_other_cpus(), epoch_);
     };
     hooks.on_non_finite_loss = [this](int epoch, std::int64_t batch) {
       fail_diverged(epoch + 1, batch, config_);
@@ -97,7 +104,15 @@ class TrainingRun {
 
   static std::string window_name(int epoch) { return "epoch-" + std::to_string(epoch + 1); }
 
+  // ipj's own plan may shrink mid-run when a neighbour arrives; a plan the user fixed stays.
+  bool may_replan() const {
+    const char* fixed = std::getenv("IPJ_STATIC_THREADS");
+    return setup_.process_settings.threads().plan == "tuned" && config_.threads == 0 &&
+           !(fixed != nullptr && std::string(fixed) == "1");
+  }
+
   void begin_epoch(int epoch) {
+    epoch_ = epoch;
     monitor_.begin_window(window_name(epoch));
     setup_.model->train();
   }
@@ -146,6 +161,7 @@ class TrainingRun {
     result_.samples_per_s = result_.train_wall_s > 0 ? result_.samples / result_.train_wall_s : 0.0;
     result_.report = report_.complete(result_, run_energy, monitor_.meter_status(), dropped_batches_);
     result_.report["machine_load"] = device::machine_load_json(setup_.machine.load, sampler_->stop());
+    result_.report["threads"]["replanned"] = replanner_->to_json();
     if (hooks_.finish_report) hooks_.finish_report(result_);
     folder_.save_results(result_.report);
     result_.model = setup_.model;
@@ -167,7 +183,9 @@ class TrainingRun {
   RunFolder folder_;
   energy::EnergyMonitor monitor_;
   TrainResult result_;
-  std::unique_ptr<device::LoadSampler> sampler_;  // machine_load.during
+  std::unique_ptr<device::LoadSampler> sampler_;      // machine_load.during
+  std::unique_ptr<device::BusyReplanner> replanner_;  // threads.replanned
+  int epoch_ = 0;                                     // the epoch running (0-based)
   std::int64_t dropped_batches_ = 0;
 };
 

@@ -490,6 +490,7 @@ TEST(CliThreads, TrainRunsWithTheWaitPolicyIpjChoseUnlessTheUserChoseOne) {
   const json passive = threads_of("IPJ_WAIT_POLICY=passive");
   EXPECT_EQ(passive["omp_wait_policy"], "PASSIVE (set by ipj)");
   EXPECT_EQ(passive["wait_policy_reason"], "IPJ_WAIT_POLICY=passive");
+  EXPECT_TRUE(passive.contains("replanned")) << passive;  // null unless a neighbour arrived mid-run
   const json spin = threads_of("IPJ_WAIT_POLICY=short-spin");
   EXPECT_EQ(spin["omp_wait_policy"], "spin, then sleep: GOMP_SPINCOUNT=3000 (set by ipj)");
   // auto: which one depends on this machine's load now; the reason says what was seen.

@@ -3,6 +3,7 @@
 // other systems or without /proc the readings are empty and the machine counts as quiet.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -109,6 +110,10 @@ class LoadSampler {
   LoadSampler(const LoadSampler&) = delete;
   LoadSampler& operator=(const LoadSampler&) = delete;
   LoadSample stop();
+  // The last interval's other work (CPUs) and how many intervals in a row had >= kBusyOtherCpus of it: what a
+  // mid-run re-plan reads (thread-safe).
+  double recent_other_cpus() const { return recent_other_.load(); }
+  int busy_intervals_in_a_row() const { return busy_streak_.load(); }
 
  private:
   void loop();
@@ -121,6 +126,8 @@ class LoadSampler {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
+  std::atomic<double> recent_other_{0.0};
+  std::atomic<int> busy_streak_{0};
   std::thread thread_;
 };
 
