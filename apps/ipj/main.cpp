@@ -49,20 +49,14 @@ const char* kernel_command(int argc, char** argv) {
   return nullptr;
 }
 
-bool env_is(const char* name, const std::string& value) {
-  const char* text = std::getenv(name);
-  return text != nullptr && value == text;
-}
-
 void reexec_with_wait_policy(int argc, char** argv) {
   if (std::getenv("IPJ_REEXEC") != nullptr) return;
   const char* command = kernel_command(argc, argv);
   if (command == nullptr) return;
   const char* requested = std::getenv("IPJ_WAIT_POLICY");
   const auto request = ipj::device::parse_wait_policy_request(requested != nullptr ? requested : "");
-  const bool user_policy =
-      std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr;
-  if (user_policy || env_is("IPJ_NO_REEXEC", "1")) {
+  const bool user_policy = ipj::device::wait_policy_set_by_environment();
+  if (user_policy || ipj::device::second_start_disabled()) {
     if (request != ipj::device::WaitPolicyRequest::automatic)
       std::cerr << "ipj: warning: IPJ_WAIT_POLICY=" << requested << " not applied: "
                 << (user_policy ? "OMP_WAIT_POLICY or GOMP_SPINCOUNT is set, and that runs"

@@ -306,9 +306,13 @@ MachineState read_machine_state() {
   state.load = sample_machine_load(state.limits);
   // IPJ_STATIC_THREADS=1: plan from the CPUs and quota only (thread counts change float summation order, so
   // bit-identical reruns on a machine whose load varies need it, or --threads N); the load is still recorded.
-  const char* static_threads = std::getenv("IPJ_STATIC_THREADS");
-  state.busy = is_busy(state.load) && !(static_threads != nullptr && std::string(static_threads) == "1");
+  state.busy = is_busy(state.load) && !static_thread_plans();
   return state;
+}
+
+bool static_thread_plans() {
+  const char* static_threads = std::getenv("IPJ_STATIC_THREADS");
+  return static_threads != nullptr && std::string(static_threads) == "1";
 }
 
 LoadSampler::LoadSampler(CpuLimits limits, std::chrono::milliseconds interval)

@@ -14,7 +14,7 @@ namespace ipj::device {
 bool BusyReplanner::check(int busy_intervals_in_a_row, double recent_other_cpus, int epoch) {
   if (done_ || !allowed_ || busy_intervals_in_a_row < kBusyIntervalsToReplan) return false;
   done_ = true;
-  const double other = recent_other_cpus;
+  const double other = recent_other_cpus;  // rounded by the sampler
   const int leave = std::max(1, static_cast<int>(std::lround(other)));
   ThreadPlan smaller = plan_;
   smaller.torch_threads = std::max(1, plan_.torch_threads - leave);
@@ -26,7 +26,7 @@ bool BusyReplanner::check(int busy_intervals_in_a_row, double recent_other_cpus,
                    std::to_string(leave) + " CPU(s)";
   apply_thread_plan(smaller);
   record_ = Json{{"epoch", epoch + 1},
-                 {"other_cpus", std::round(other * 100.0) / 100.0},
+                 {"other_cpus", other},
                  {"torch_before", plan_.torch_threads},
                  {"torch_after", smaller.torch_threads},
                  {"blas_before", plan_.blas_threads},

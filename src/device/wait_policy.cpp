@@ -83,12 +83,20 @@ std::string omp_wait_policy_description() {
   return "unset (libgomp default: spin, then sleep)";
 }
 
+bool wait_policy_set_by_environment() {
+  return std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr;
+}
+
+bool second_start_disabled() {
+  const char* no_reexec = std::getenv("IPJ_NO_REEXEC");
+  return no_reexec != nullptr && std::string(no_reexec) == "1";
+}
+
 std::string wait_policy_reason() {
   if (const char* reason = std::getenv("IPJ_WAIT_POLICY_SET")) return reason;
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr)
+  if (wait_policy_set_by_environment())
     return "set before ipj started (by the user or a parent process): ipj leaves it as it is";
-  const char* no_reexec = std::getenv("IPJ_NO_REEXEC");
-  if (no_reexec != nullptr && std::string(no_reexec) == "1") return "IPJ_NO_REEXEC=1: libgomp's own default";
+  if (second_start_disabled()) return "IPJ_NO_REEXEC=1: libgomp's own default";
   return "";
 }
 

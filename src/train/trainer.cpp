@@ -6,8 +6,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
-#include <string>
 
 #include "ipj/core/error.hpp"
 #include "ipj/core/progress.hpp"
@@ -106,9 +104,8 @@ class TrainingRun {
 
   // ipj's own plan may shrink mid-run when a neighbour arrives; a plan the user fixed stays.
   bool may_replan() const {
-    const char* fixed = std::getenv("IPJ_STATIC_THREADS");
     return setup_.process_settings.threads().plan == "tuned" && config_.threads == 0 &&
-           !(fixed != nullptr && std::string(fixed) == "1");
+           !device::static_thread_plans();
   }
 
   void begin_epoch(int epoch) {

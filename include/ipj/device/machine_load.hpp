@@ -100,6 +100,9 @@ struct MachineState {
   bool busy = false;  // is_busy(load), unless IPJ_STATIC_THREADS=1 (then false: plans ignore the load)
 };
 MachineState read_machine_state();
+// IPJ_STATIC_THREADS=1: thread plans ignore the load, at the start and mid-run (bit-identical reruns; the
+// test suite sets it).
+bool static_thread_plans();
 
 // A light background thread that reads /proc/stat every `interval` while a run goes on; stop() gives the
 // average over the whole run (and the busiest interval, the mean load average).

@@ -35,6 +35,11 @@ struct WaitPolicyChoice {
 WaitPolicyChoice choose_wait_policy(WaitPolicyRequest request, bool long_running, int available_cpus,
                                     const LoadSample* load);
 
+// OMP_WAIT_POLICY or GOMP_SPINCOUNT is set (by the user or a parent process): ipj leaves it as it is.
+bool wait_policy_set_by_environment();
+// IPJ_NO_REEXEC=1: no second start, libgomp's own default.
+bool second_start_disabled();
+
 // What libgomp runs with in this process, for results: "PASSIVE (set by ipj)", "spin, then sleep:
 // GOMP_SPINCOUNT=3000 (set by ipj)", "ACTIVE (set by the user)", "unset (libgomp default: spin, then sleep)".
 // IPJ_WAIT_POLICY_SET holds ipj's reason when ipj set it.
