@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages ipj needs (idempotent; run as root): all of them, or with --runtime only what
-# building and running the `ipj` CLI needs (scripts/demo.sh). Keep these lists the single source of truth:
-# README, CI and the scripts all go through it.
+# Installs the Debian 12 packages ipj needs (idempotent; run as root): all of them; with --runtime only what
+# building and running the `ipj` CLI needs (scripts/demo.sh); with --build what building every target needs
+# (scripts/test.sh installs the tests' peers, below, while it compiles). Keep these lists the single source of
+# truth: README, CI and the scripts all go through it.
 set -euo pipefail
-runtime_only=0
-[ "${1:-}" = "--runtime" ] && runtime_only=1
+mode=all
+case "${1:-}" in
+  --runtime) mode=runtime ;;
+  --build) mode=build ;;
+  "") ;;
+  *)
+    echo "install-deps: unknown option '$1' (use --runtime, --build or nothing)" >&2
+    exit 2
+    ;;
+esac
 
 packages=(
   # toolchain
@@ -22,9 +31,13 @@ packages=(
   # ONNX export (libonnx protobuf types, checker, shape inference) and c10d's Gloo backend (headers only)
   libonnx-dev libprotobuf-dev protobuf-compiler python3-onnx libgloo-dev
 )
-test_packages=(
-  # tests and benchmarks: GoogleTest, Google Benchmark, PyTorch reference (golden files, side-by-side loops)
-  libgtest-dev libgmock-dev libbenchmark-dev python3-torch python3-numpy python3-torchvision
+build_test_packages=(
+  # building the tests and benchmarks: GoogleTest, Google Benchmark
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+test_peer_packages=(
+  # what the tests run beside ipj: PyTorch reference (golden files, side-by-side loops)
+  python3-torch python3-numpy python3-torchvision
   # ONNX Runtime for export parity tests and bench/onnx.sh: Node.js runs the npm package onnxruntime-node
   # (scripts/install-onnxruntime.sh installs it into node_modules/); npm is added below where Node.js lacks it
   nodejs
@@ -33,14 +46,15 @@ test_packages=(
   # serving benchmark peers: the seeds' FastAPI server and wrk
   python3-fastapi python3-uvicorn wrk
 )
-[ "$runtime_only" -eq 1 ] || packages+=("${test_packages[@]}")
+[ "$mode" = runtime ] || packages+=("${build_test_packages[@]}")
+[ "$mode" != all ] || packages+=("${test_peer_packages[@]}")
 
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
 done
 # Debian's npm conflicts with Node.js builds that ship npm inside (NodeSource): only where no npm exists.
-if [ "$runtime_only" -eq 0 ] && ! command -v npm >/dev/null; then
+if [ "$mode" = all ] && ! command -v npm >/dev/null; then
   packages+=(npm)
   missing+=(npm)
 fi
