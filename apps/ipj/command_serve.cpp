@@ -121,8 +121,8 @@ int run_server(const serve::ServeOptions& options) {
   });
   spdlog::info("serving {} model(s) on http://{}:{} (ready: GET /v2/health/ready)", server.models().size(),
                options.host, port);
-  spdlog::info("OpenMP wait policy: {}; {}", device::omp_wait_policy_description(),
-               device::wait_policy_reason());
+  spdlog::info("OpenMP wait policy: {}; OpenBLAS workers: {}; {}", device::omp_wait_policy_description(),
+               device::blas_wait_description(), device::wait_policy_reason());
   std::printf("listening on %s:%d\n", options.host.c_str(), port);
   std::fflush(stdout);
   server.serve();

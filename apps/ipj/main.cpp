@@ -25,14 +25,15 @@
 
 namespace {
 
-// libgomp (ATen's OpenMP pool) reads its wait settings once, when it is loaded, before main(): by default an
-// idle worker spins for milliseconds before it sleeps, which burns a neighbour's CPU (and our joules) on a
-// shared machine. Unless the user set OMP_WAIT_POLICY or GOMP_SPINCOUNT, ipj runs itself again once with the
-// policy device::choose_wait_policy picks from the load at start: a short spin on a quiet machine, passive
-// waiting when busy, on one CPU or for `serve` (IPJ_WAIT_POLICY=auto|passive|short-spin overrides it;
-// IPJ_REEXEC marks the second run; IPJ_NO_REEXEC=1 turns this off). docs/PERFORMANCE.md has the measurements.
-// The commands that run LibTorch kernels for long enough to be worth a second start (~0.6 s: LibTorch loads
-// twice); help, version, usage errors and the quick commands start once.
+// libgomp (ATen's OpenMP pool) and OpenBLAS read their wait settings once, when they are loaded, before
+// main(): by default an idle worker spins for milliseconds (OpenBLAS: ~0.1 s of sched_yield) before it
+// sleeps, which burns a neighbour's CPU (and our joules) on a shared machine. Unless the user set
+// OMP_WAIT_POLICY or GOMP_SPINCOUNT, ipj runs itself again once with the policy device::choose_wait_policy
+// picks from the load at start: a short spin on a quiet machine, passive waiting when busy, on one CPU or for
+// `serve` (IPJ_WAIT_POLICY=auto|passive|short-spin overrides it; IPJ_REEXEC marks the second run;
+// IPJ_NO_REEXEC=1 turns this off). docs/PERFORMANCE.md has the measurements. The commands that run LibTorch
+// kernels for long enough to be worth a second start (~0.6 s: LibTorch loads twice); help, version, usage
+// errors and the quick commands start once.
 const char* kernel_command(int argc, char** argv) {
   static const std::set<std::string> commands{"train", "compare",  "bench", "serve",
                                               "tune",  "quantize", "prune", "distill"};
@@ -71,13 +72,14 @@ void reexec_with_wait_policy(int argc, char** argv) {
     load = ipj::device::sample_machine_load(limits, std::chrono::milliseconds(100));
   const ipj::device::WaitPolicyChoice choice =
       ipj::device::choose_wait_policy(request, server, limits.available_cpus, load ? &*load : nullptr);
-  for (const auto& [name, value] : choice.environment)
+  const auto settings = ipj::device::environment_to_apply(choice);
+  for (const auto& [name, value] : settings)
     ::setenv(name.c_str(), value.c_str(), 1);
   ::setenv("IPJ_REEXEC", "1", 1);
   ::setenv("IPJ_WAIT_POLICY_SET", choice.reason.c_str(), 1);  // results say who set it, and why
   ::execv("/proc/self/exe", argv);
   // exec failed (no /proc): run on with the libraries' defaults
-  for (const auto& setting : choice.environment)
+  for (const auto& setting : settings)
     ::unsetenv(setting.first.c_str());
   ::unsetenv("IPJ_REEXEC");
   ::unsetenv("IPJ_WAIT_POLICY_SET");
@@ -85,10 +87,12 @@ void reexec_with_wait_policy(int argc, char** argv) {
 
 // The first start's marks, read once at the top of main(): in the second start the process takes the name
 // the user ran (exec through /proc/self/exe names it "exe", which ps, pgrep -x and killall see); anywhere
-// else an IPJ_WAIT_POLICY_SET from the environment (a parent ipj's, or a stray one) is not this run's choice.
+// else an IPJ_WAIT_POLICY_SET or IPJ_BLAS_WAIT_SET from the environment (a parent ipj's, or a stray one) is
+// not this run's choice.
 void settle_second_start_marks(char** argv) {
   if (std::getenv("IPJ_REEXEC") == nullptr) {
     ::unsetenv("IPJ_WAIT_POLICY_SET");
+    ::unsetenv("IPJ_BLAS_WAIT_SET");
     return;
   }
   const std::string name = std::filesystem::path(argv[0]).filename().string().substr(0, 15);

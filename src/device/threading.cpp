@@ -93,6 +93,7 @@ Json to_json(const ThreadPlan& plan) {
               {"torch", plan.torch_threads},
               {"blas", plan.blas_threads},
               {"omp_wait_policy", omp_wait_policy_description()},
+              {"blas_wait", blas_wait_description()},
               {"wait_policy_reason", wait_policy_reason()}};
 }
 
@@ -101,6 +102,7 @@ Json unplanned_threads_json() {
               {"reason", "this command does not plan threads: LibTorch's defaults"},
               {"torch", at::get_num_threads()},
               {"omp_wait_policy", omp_wait_policy_description()},
+              {"blas_wait", blas_wait_description()},
               {"wait_policy_reason", wait_policy_reason()}};
 }
 

@@ -2,6 +2,7 @@
 // (ipj/device/wait_policy.hpp). LibTorch-free: apps/ipj calls it before it starts itself again.
 #include "ipj/device/wait_policy.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -23,12 +24,20 @@ WaitPolicyRequest parse_wait_policy_request(const std::string& text) {
 
 namespace {
 
+const char* kBlasTimeout = "OPENBLAS_THREAD_TIMEOUT";
+const char* kBlasMarker = "IPJ_BLAS_WAIT_SET";
+
 WaitPolicyChoice passive(std::string reason) {
-  return {false, {{"OMP_WAIT_POLICY", "PASSIVE"}}, std::move(reason)};
+  return {false,
+          {{"OMP_WAIT_POLICY", "PASSIVE"}, {kBlasTimeout, std::to_string(kPassiveBlasTimeout)}},
+          std::move(reason)};
 }
 
 WaitPolicyChoice short_spin(std::string reason) {
-  return {true, {{"GOMP_SPINCOUNT", std::to_string(kShortSpinCount)}}, std::move(reason)};
+  return {true,
+          {{"GOMP_SPINCOUNT", std::to_string(kShortSpinCount)},
+           {kBlasTimeout, std::to_string(kShortSpinBlasTimeout)}},
+          std::move(reason)};
 }
 
 }  // namespace
@@ -45,6 +54,19 @@ WaitPolicyChoice choose_wait_policy(WaitPolicyRequest request, bool long_running
   return short_spin(other +
                     " (quiet): idle threads spin briefly so that the next parallel region starts "
                     "without a wake-up");
+}
+
+std::vector<std::pair<std::string, std::string>> environment_to_apply(const WaitPolicyChoice& choice) {
+  std::vector<std::pair<std::string, std::string>> settings;
+  for (const auto& setting : choice.environment) {
+    if (setting.first != kBlasTimeout) {
+      settings.push_back(setting);
+    } else if (std::getenv(kBlasTimeout) == nullptr) {
+      settings.push_back(setting);
+      settings.emplace_back(kBlasMarker, "1");
+    }
+  }
+  return settings;
 }
 
 namespace {
@@ -83,6 +105,23 @@ std::string omp_wait_policy_description() {
   return "unset (libgomp default: spin, then sleep)";
 }
 
+std::string blas_wait_description() {
+  const char* timeout = std::getenv(kBlasTimeout);
+  if (timeout == nullptr) return "unset (OpenBLAS default: yield for 2^28 cycles, ~0.1 s, then sleep)";
+  const std::string who = std::getenv(kBlasMarker) != nullptr ? " (set by ipj)" : " (set by the user)";
+  const std::string text = timeout;
+  const bool number = !text.empty() && text.size() <= 2 && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c));
+  });
+  if (!number)
+    return std::string(kBlasTimeout) + "=" + text + " (not a number: OpenBLAS runs its default)" + who;
+  const int exponent = std::clamp(std::stoi(text), 4, 30);  // OpenBLAS's own bounds
+  const std::string effect = exponent <= kPassiveBlasTimeout
+                                 ? "sleep at once"
+                                 : "yield for 2^" + std::to_string(exponent) + " cycles, then sleep";
+  return std::string(kBlasTimeout) + "=" + text + ": " + effect + who;
+}
+
 bool wait_policy_set_by_environment() {
   return std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr;
 }
@@ -101,19 +140,23 @@ std::string wait_policy_reason() {
 }
 
 std::vector<std::string> environment_without_ipj_wait_policy(char* const* environment) {
+  const auto starts_with = [](const std::string& entry, const char* prefix) {
+    return entry.rfind(prefix, 0) == 0;
+  };
   std::vector<std::string> entries;
-  bool set_by_ipj = false;
+  bool omp_by_ipj = false, blas_by_ipj = false;
   for (char* const* entry = environment; entry != nullptr && *entry != nullptr; ++entry) {
     entries.emplace_back(*entry);
-    set_by_ipj = set_by_ipj || entries.back().rfind("IPJ_WAIT_POLICY_SET=", 0) == 0;
+    omp_by_ipj = omp_by_ipj || starts_with(entries.back(), "IPJ_WAIT_POLICY_SET=");
+    blas_by_ipj = blas_by_ipj || starts_with(entries.back(), "IPJ_BLAS_WAIT_SET=");
   }
-  if (!set_by_ipj) return entries;
   std::vector<std::string> kept;
   for (auto& entry : entries) {
-    const bool ipj_setting = entry.rfind("IPJ_WAIT_POLICY_SET=", 0) == 0 ||
-                             entry.rfind("OMP_WAIT_POLICY=", 0) == 0 ||
-                             entry.rfind("GOMP_SPINCOUNT=", 0) == 0;
-    if (!ipj_setting) kept.push_back(std::move(entry));
+    const bool omp_setting = starts_with(entry, "IPJ_WAIT_POLICY_SET=") ||
+                             starts_with(entry, "OMP_WAIT_POLICY=") || starts_with(entry, "GOMP_SPINCOUNT=");
+    const bool blas_setting =
+        starts_with(entry, "IPJ_BLAS_WAIT_SET=") || starts_with(entry, "OPENBLAS_THREAD_TIMEOUT=");
+    if (!(omp_by_ipj && omp_setting) && !(blas_by_ipj && blas_setting)) kept.push_back(std::move(entry));
   }
   return kept;
 }

@@ -481,7 +481,7 @@ TEST(CliThreads, TrainRunsWithTheWaitPolicyIpjChoseUnlessTheUserChoseOne) {
   const std::string train =
       " train --model cnn --epochs 1 --batch 50 --quiet --no-energy --no-save --json --data " +
       dir.file("data");
-  const std::string unset = "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT ";
+  const std::string unset = "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u OPENBLAS_THREAD_TIMEOUT ";
   const auto threads_of = [&](const std::string& environment) {
     const auto result = testing::run_process(unset + environment + " " + testing::ipj_binary() + train);
     EXPECT_EQ(result.exit_code, 0) << result.err;
@@ -489,10 +489,18 @@ TEST(CliThreads, TrainRunsWithTheWaitPolicyIpjChoseUnlessTheUserChoseOne) {
   };
   const json passive = threads_of("IPJ_WAIT_POLICY=passive");
   EXPECT_EQ(passive["omp_wait_policy"], "PASSIVE (set by ipj)");
+  EXPECT_EQ(passive["blas_wait"], "OPENBLAS_THREAD_TIMEOUT=4: sleep at once (set by ipj)");
   EXPECT_EQ(passive["wait_policy_reason"], "IPJ_WAIT_POLICY=passive");
   EXPECT_TRUE(passive.contains("replanned")) << passive;  // null unless a neighbour arrived mid-run
   const json spin = threads_of("IPJ_WAIT_POLICY=short-spin");
   EXPECT_EQ(spin["omp_wait_policy"], "spin, then sleep: GOMP_SPINCOUNT=3000 (set by ipj)");
+  EXPECT_EQ(spin["blas_wait"], "OPENBLAS_THREAD_TIMEOUT=18: yield for 2^18 cycles, then sleep (set by ipj)");
+  // The user's OpenBLAS timeout runs beside ipj's OpenMP choice; a stray marker does not make it ipj's.
+  const json users_blas =
+      threads_of("OPENBLAS_THREAD_TIMEOUT=30 IPJ_BLAS_WAIT_SET=1 IPJ_WAIT_POLICY=passive");
+  EXPECT_EQ(users_blas["omp_wait_policy"], "PASSIVE (set by ipj)");
+  EXPECT_EQ(users_blas["blas_wait"],
+            "OPENBLAS_THREAD_TIMEOUT=30: yield for 2^30 cycles, then sleep (set by the user)");
   // auto: which one depends on this machine's load now; the reason says what was seen.
   const json automatic = threads_of("");
   const std::string policy = automatic.value("omp_wait_policy", ""),

@@ -2,7 +2,9 @@
 // IPJ_WAIT_POLICY parser; the CLI side (the second start and results' threads) is in cli_test.cpp.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ipj/core/error.hpp"
@@ -23,17 +25,14 @@ TEST(WaitPolicy, QuietMachineSpinsBrieflyBusyOrOneCpuOrServerSleeps) {
   const LoadSample quiet = load_with_other(0.12);
   const WaitPolicyChoice spin = choose_wait_policy(WaitPolicyRequest::automatic, false, 2, &quiet);
   EXPECT_TRUE(spin.short_spin);
-  ASSERT_EQ(spin.environment.size(), 1u);
-  EXPECT_EQ(spin.environment[0].first, "GOMP_SPINCOUNT");
-  EXPECT_EQ(spin.environment[0].second, std::to_string(kShortSpinCount));
+  using Settings = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(spin.environment, (Settings{{"GOMP_SPINCOUNT", "3000"}, {"OPENBLAS_THREAD_TIMEOUT", "18"}}));
   EXPECT_NE(spin.reason.find("0.12 CPU(s) of other work at start (quiet)"), std::string::npos) << spin.reason;
 
   const LoadSample busy = load_with_other(kBusyOtherCpus);  // the threshold itself counts as busy
   const WaitPolicyChoice sleep = choose_wait_policy(WaitPolicyRequest::automatic, false, 2, &busy);
   EXPECT_FALSE(sleep.short_spin);
-  ASSERT_EQ(sleep.environment.size(), 1u);
-  EXPECT_EQ(sleep.environment[0].first, "OMP_WAIT_POLICY");
-  EXPECT_EQ(sleep.environment[0].second, "PASSIVE");
+  EXPECT_EQ(sleep.environment, (Settings{{"OMP_WAIT_POLICY", "PASSIVE"}, {"OPENBLAS_THREAD_TIMEOUT", "4"}}));
   EXPECT_NE(sleep.reason.find("0.50 CPU(s) of other work at start"), std::string::npos) << sleep.reason;
 
   EXPECT_FALSE(choose_wait_policy(WaitPolicyRequest::automatic, false, 1, &quiet).short_spin);
@@ -62,6 +61,31 @@ TEST(WaitPolicy, TheUsersRequestWinsAndBadTextNamesTheVariable) {
   }
 }
 
+// OpenBLAS's timeout: ipj's unless the user set one (theirs runs, and the results say whose it is).
+TEST(WaitPolicy, TheUsersOpenBlasTimeoutStaysAndTheResultsSayWhoseItIs) {
+  const LoadSample quiet = load_with_other(0.0);
+  const WaitPolicyChoice spin = choose_wait_policy(WaitPolicyRequest::automatic, false, 2, &quiet);
+  using Settings = std::vector<std::pair<std::string, std::string>>;
+  ::unsetenv("OPENBLAS_THREAD_TIMEOUT");
+  ::unsetenv("IPJ_BLAS_WAIT_SET");
+  EXPECT_EQ(blas_wait_description(), "unset (OpenBLAS default: yield for 2^28 cycles, ~0.1 s, then sleep)");
+  EXPECT_EQ(
+      environment_to_apply(spin),
+      (Settings{{"GOMP_SPINCOUNT", "3000"}, {"OPENBLAS_THREAD_TIMEOUT", "18"}, {"IPJ_BLAS_WAIT_SET", "1"}}));
+  ::setenv("OPENBLAS_THREAD_TIMEOUT", "18", 1);
+  ::setenv("IPJ_BLAS_WAIT_SET", "1", 1);
+  EXPECT_EQ(blas_wait_description(),
+            "OPENBLAS_THREAD_TIMEOUT=18: yield for 2^18 cycles, then sleep (set by ipj)");
+  ::unsetenv("IPJ_BLAS_WAIT_SET");
+  ::setenv("OPENBLAS_THREAD_TIMEOUT", "2", 1);  // OpenBLAS raises it to its minimum, 4
+  EXPECT_EQ(environment_to_apply(spin), (Settings{{"GOMP_SPINCOUNT", "3000"}}));
+  EXPECT_EQ(blas_wait_description(), "OPENBLAS_THREAD_TIMEOUT=2: sleep at once (set by the user)");
+  ::setenv("OPENBLAS_THREAD_TIMEOUT", "soon", 1);
+  EXPECT_EQ(blas_wait_description(),
+            "OPENBLAS_THREAD_TIMEOUT=soon (not a number: OpenBLAS runs its default) (set by the user)");
+  ::unsetenv("OPENBLAS_THREAD_TIMEOUT");
+}
+
 TEST(WaitPolicy, ChildrenThatAreNotIpjGetTheUsersSettingsBack) {
   std::vector<std::string> set_by_ipj{"PATH=/usr/bin", "OMP_WAIT_POLICY=PASSIVE", "GOMP_SPINCOUNT=3000",
                                       "IPJ_WAIT_POLICY_SET=quiet", "OMP_NUM_THREADS=2"};
@@ -76,6 +100,14 @@ TEST(WaitPolicy, ChildrenThatAreNotIpjGetTheUsersSettingsBack) {
   EXPECT_EQ(environment_without_ipj_wait_policy(pointers.data()),
             (std::vector<std::string>{"PATH=/usr/bin", "OMP_WAIT_POLICY=PASSIVE", "GOMP_SPINCOUNT=3000",
                                       "OMP_NUM_THREADS=2"}));
+  // OpenBLAS's timeout: dropped with its marker when ipj set it, the user's kept.
+  std::vector<std::string> blas{"OPENBLAS_THREAD_TIMEOUT=4", "IPJ_BLAS_WAIT_SET=1", "HOME=/root"};
+  std::vector<char*> blas_pointers{blas[0].data(), blas[1].data(), blas[2].data(), nullptr};
+  EXPECT_EQ(environment_without_ipj_wait_policy(blas_pointers.data()),
+            (std::vector<std::string>{"HOME=/root"}));
+  blas_pointers.erase(blas_pointers.begin() + 1);
+  EXPECT_EQ(environment_without_ipj_wait_policy(blas_pointers.data()),
+            (std::vector<std::string>{"OPENBLAS_THREAD_TIMEOUT=4", "HOME=/root"}));
 }
 
 }  // namespace
