@@ -2,18 +2,22 @@
 # Installs the Debian 12 packages ipj needs (idempotent; run as root): all of them; with --runtime only what
 # building and running the `ipj` CLI needs (scripts/demo.sh); with --build what building every target needs
 # (scripts/test.sh installs the tests' peers, below, while it compiles). Keep these lists the single source of
-# truth: README, CI and the scripts all go through it.
+# truth: README, CI and the scripts all go through it. --check installs nothing: it fails (exit 1) where packages
+# are missing and this is not root, so that a caller learns it before a long build.
 set -euo pipefail
 mode=all
-case "${1:-}" in
-  --runtime) mode=runtime ;;
-  --build) mode=build ;;
-  "") ;;
-  *)
-    echo "install-deps: unknown option '$1' (use --runtime, --build or nothing)" >&2
-    exit 2
-    ;;
-esac
+check_only=0
+for option in "$@"; do
+  case "$option" in
+    --runtime) mode=runtime ;;
+    --build) mode=build ;;
+    --check) check_only=1 ;;
+    *)
+      echo "install-deps: unknown option '$option' (use --runtime, --build, --check or nothing)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 packages=(
   # toolchain
@@ -66,7 +70,12 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: missing packages: ${missing[*]}; run this script as root (or with sudo)" >&2
   exit 1
 fi
+if [ "$check_only" -eq 1 ]; then
+  echo "install-deps: ${#missing[@]} package(s) to install"
+  exit 0
+fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -q
-apt-get install -y -q "${packages[@]}"
+# Wait for another apt or dpkg (unattended upgrades, a second install) instead of failing at once.
+apt-get -o DPkg::Lock::Timeout=300 update -q
+apt-get -o DPkg::Lock::Timeout=300 install -y -q "${packages[@]}"

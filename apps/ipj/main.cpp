@@ -75,8 +75,8 @@ void reexec_with_wait_policy(int argc, char** argv) {
   const auto settings = ipj::device::environment_to_apply(choice);
   for (const auto& [name, value] : settings)
     ::setenv(name.c_str(), value.c_str(), 1);
-  ::setenv("IPJ_REEXEC", "1", 1);
-  ::setenv("IPJ_WAIT_POLICY_SET", choice.reason.c_str(), 1);  // results say who set it, and why
+  ::setenv("IPJ_REEXEC", std::to_string(::getpid()).c_str(), 1);  // exec keeps the process id
+  ::setenv("IPJ_WAIT_POLICY_SET", choice.reason.c_str(), 1);      // results say who set it, and why
   ::execv("/proc/self/exe", argv);
   // exec failed (no /proc): run on with the libraries' defaults
   for (const auto& setting : settings)
@@ -85,12 +85,15 @@ void reexec_with_wait_policy(int argc, char** argv) {
   ::unsetenv("IPJ_WAIT_POLICY_SET");
 }
 
-// The first start's marks, read once at the top of main(): in the second start the process takes the name
+// The first start's marks, read once at the top of main(): the second start is the process whose
+// IPJ_REEXEC holds its own id (the first start wrote it; exec keeps the id). There the process takes the name
 // the user ran (exec through /proc/self/exe names it "exe", which ps, pgrep -x and killall see); anywhere
-// else an IPJ_WAIT_POLICY_SET or IPJ_BLAS_WAIT_SET from the environment (a parent ipj's, or a stray one) is
-// not this run's choice.
+// else IPJ_REEXEC, IPJ_WAIT_POLICY_SET and IPJ_BLAS_WAIT_SET from the environment (a parent ipj's, or stray
+// ones) are not this run's.
 void settle_second_start_marks(char** argv) {
-  if (std::getenv("IPJ_REEXEC") == nullptr) {
+  const char* mark = std::getenv("IPJ_REEXEC");
+  if (mark == nullptr || std::to_string(::getpid()) != mark) {
+    ::unsetenv("IPJ_REEXEC");
     ::unsetenv("IPJ_WAIT_POLICY_SET");
     ::unsetenv("IPJ_BLAS_WAIT_SET");
     return;

@@ -333,6 +333,7 @@ void LoadSampler::loop() {
     other_max_ = std::max(other_max_, other);
     recent_other_ = other;
     busy_streak_ = other >= kBusyOtherCpus ? busy_streak_ + 1 : 0;
+    quiet_streak_ = other < kQuietOtherCpus ? quiet_streak_ + 1 : 0;
     previous_ = now;
     if (auto load = read_loadavg()) {
       loadavg_sum_ += *load;

@@ -1,4 +1,5 @@
-// BusyReplanner: shrinks the run's thread pools once when a neighbour arrives mid-run (thread_replan.hpp).
+// BusyReplanner: shrinks the run's thread pools when a neighbour arrives mid-run and grows them back when it
+// leaves (thread_replan.hpp).
 #include "ipj/device/thread_replan.hpp"
 
 #include <spdlog/spdlog.h>
@@ -11,10 +12,21 @@
 
 namespace ipj::device {
 
-bool BusyReplanner::check(int busy_intervals_in_a_row, double recent_other_cpus, int epoch) {
-  if (done_ || !allowed_ || busy_intervals_in_a_row < kBusyIntervalsToReplan) return false;
-  done_ = true;
+bool BusyReplanner::check(int busy_intervals_in_a_row, int quiet_intervals_in_a_row, double recent_other_cpus,
+                          int epoch) {
+  if (!allowed_ || static_cast<int>(changes_.size()) >= kMaxReplans) return false;
   const double other = recent_other_cpus;  // rounded by the sampler
+  if (shrunk_) {
+    if (quiet_intervals_in_a_row < kQuietIntervalsToRestore) return false;
+    ThreadPlan full = plan_;
+    full.reason = format_number("%.2f", other) + " CPU(s) of other work for " +
+                  std::to_string(kQuietIntervalsToRestore) +
+                  " sampler intervals in a row: the run's plan again";
+    apply(current_, full, "restore", other, epoch);
+    shrunk_ = false;
+    return true;
+  }
+  if (busy_intervals_in_a_row < kBusyIntervalsToReplan) return false;
   const int leave = std::max(1, static_cast<int>(std::lround(other)));
   ThreadPlan smaller = plan_;
   smaller.torch_threads = std::max(1, plan_.torch_threads - leave);
@@ -24,18 +36,30 @@ bool BusyReplanner::check(int busy_intervals_in_a_row, double recent_other_cpus,
   smaller.reason = format_number("%.2f", other) + " CPU(s) of other work for " +
                    std::to_string(kBusyIntervalsToReplan) + " sampler intervals in a row: leaving them " +
                    std::to_string(leave) + " CPU(s)";
-  apply_thread_plan(smaller);
-  record_ = Json{{"epoch", epoch + 1},
-                 {"other_cpus", other},
-                 {"torch_before", plan_.torch_threads},
-                 {"torch_after", smaller.torch_threads},
-                 {"blas_before", plan_.blas_threads},
-                 {"blas_after", smaller.blas_threads},
-                 {"reason", smaller.reason}};
-  spdlog::info("threads re-planned in epoch {}: {} (ATen {} -> {}, OpenBLAS {} -> {})", epoch + 1,
-               smaller.reason, plan_.torch_threads, smaller.torch_threads, plan_.blas_threads,
-               smaller.blas_threads);
+  apply(plan_, smaller, "shrink", other, epoch);
+  if (first_shrink_.is_null()) {
+    first_shrink_ = changes_.back();
+    first_shrink_.erase("action");
+  }
+  shrunk_ = true;
   return true;
+}
+
+void BusyReplanner::apply(const ThreadPlan& from, const ThreadPlan& to, const char* action, double other,
+                          int epoch) {
+  apply_thread_plan(to);
+  changes_.push_back(Json{{"action", action},
+                          {"epoch", epoch + 1},
+                          {"other_cpus", other},
+                          {"torch_before", from.torch_threads},
+                          {"torch_after", to.torch_threads},
+                          {"blas_before", from.blas_threads},
+                          {"blas_after", to.blas_threads},
+                          {"reason", to.reason}});
+  spdlog::info("threads re-planned ({}) in epoch {}: {} (ATen {} -> {}, OpenBLAS {} -> {})", action,
+               epoch + 1, to.reason, from.torch_threads, to.torch_threads, from.blas_threads,
+               to.blas_threads);
+  current_ = to;  // last: `from` may be current_
 }
 
 }  // namespace ipj::device

@@ -109,17 +109,20 @@ std::string blas_wait_description() {
   const char* timeout = std::getenv(kBlasTimeout);
   if (timeout == nullptr) return "unset (OpenBLAS default: yield for 2^28 cycles, ~0.1 s, then sleep)";
   const std::string who = std::getenv(kBlasMarker) != nullptr ? " (set by ipj)" : " (set by the user)";
-  const std::string text = timeout;
-  const bool number = !text.empty() && text.size() <= 2 && std::all_of(text.begin(), text.end(), [](char c) {
-    return std::isdigit(static_cast<unsigned char>(c));
-  });
-  if (!number)
-    return std::string(kBlasTimeout) + "=" + text + " (not a number: OpenBLAS runs its default)" + who;
-  const int exponent = std::clamp(std::stoi(text), 4, 30);  // OpenBLAS's own bounds
-  const std::string effect = exponent <= kPassiveBlasTimeout
-                                 ? "sleep at once"
-                                 : "yield for 2^" + std::to_string(exponent) + " cycles, then sleep";
-  return std::string(kBlasTimeout) + "=" + text + ": " + effect + who;
+  // Read as OpenBLAS 0.3.21 reads it: atoi(); 0 or less is its default, else clamped to 4..30.
+  const int exponent = static_cast<int>(std::strtol(timeout, nullptr, 10));
+  std::string shown = timeout;
+  if (shown.size() > 40) shown = shown.substr(0, 40) + "...";
+  std::string effect;
+  if (exponent <= 0) {
+    effect = "OpenBLAS reads no positive number here and runs its default, yield for 2^28 cycles, then sleep";
+  } else {
+    const int bounded = std::clamp(exponent, kPassiveBlasTimeout, 30);  // OpenBLAS's own bounds
+    effect = bounded <= kPassiveBlasTimeout
+                 ? "sleep at once"
+                 : "yield for 2^" + std::to_string(bounded) + " cycles, then sleep";
+  }
+  return std::string(kBlasTimeout) + "=" + shown + ": " + effect + who;
 }
 
 bool wait_policy_set_by_environment() {

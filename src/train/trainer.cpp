@@ -71,7 +71,8 @@ class TrainingRun {
       return end_epoch(tally, progress);
     };
     hooks.after_step = [this](const StepContext&, const StepLoss&) {
-      replanner_->check(sampler_->busy_intervals_in_a_row(), sampler_->recent_other_cpus(), epoch_);
+      replanner_->check(sampler_->busy_intervals_in_a_row(), sampler_->quiet_intervals_in_a_row(),
+                        sampler_->recent_other_cpus(), epoch_);
     };
     hooks.on_non_finite_loss = [this](int epoch, std::int64_t batch) {
       fail_diverged(epoch + 1, batch, config_);
@@ -159,6 +160,7 @@ class TrainingRun {
     result_.report = report_.complete(result_, run_energy, monitor_.meter_status(), dropped_batches_);
     result_.report["machine_load"] = device::machine_load_json(setup_.machine.load, sampler_->stop());
     result_.report["threads"]["replanned"] = replanner_->to_json();
+    result_.report["threads"]["replans"] = replanner_->changes_json();
     if (hooks_.finish_report) hooks_.finish_report(result_);
     folder_.save_results(result_.report);
     result_.model = setup_.model;

@@ -492,6 +492,7 @@ TEST(CliThreads, TrainRunsWithTheWaitPolicyIpjChoseUnlessTheUserChoseOne) {
   EXPECT_EQ(passive["blas_wait"], "OPENBLAS_THREAD_TIMEOUT=4: sleep at once (set by ipj)");
   EXPECT_EQ(passive["wait_policy_reason"], "IPJ_WAIT_POLICY=passive");
   EXPECT_TRUE(passive.contains("replanned")) << passive;  // null unless a neighbour arrived mid-run
+  EXPECT_TRUE(passive["replans"].is_array()) << passive;  // [] unless the pools changed mid-run
   const json spin = threads_of("IPJ_WAIT_POLICY=short-spin");
   EXPECT_EQ(spin["omp_wait_policy"], "spin, then sleep: GOMP_SPINCOUNT=3000 (set by ipj)");
   EXPECT_EQ(spin["blas_wait"], "OPENBLAS_THREAD_TIMEOUT=18: yield for 2^18 cycles, then sleep (set by ipj)");
@@ -513,8 +514,8 @@ TEST(CliThreads, TrainRunsWithTheWaitPolicyIpjChoseUnlessTheUserChoseOne) {
       << reason;
   // The user's own setting runs, a stray marker does not make it ipj's, a forced IPJ_WAIT_POLICY that cannot
   // apply is said, and a value libgomp does not know is named as such.
-  const auto chosen = testing::run_process("env OMP_WAIT_POLICY=ACTIVE IPJ_WAIT_POLICY_SET=junk " +
-                                           testing::ipj_binary() + train);
+  const auto chosen = testing::run_process(
+      "env OMP_WAIT_POLICY=ACTIVE IPJ_WAIT_POLICY_SET=junk IPJ_REEXEC=1 " + testing::ipj_binary() + train);
   ASSERT_EQ(chosen.exit_code, 0) << chosen.err;
   EXPECT_EQ(json::parse(chosen.out)["threads"]["omp_wait_policy"], "ACTIVE (set by the user)");
   EXPECT_NE(json::parse(chosen.out)["threads"]["wait_policy_reason"].get<std::string>().find(

@@ -1,5 +1,6 @@
-// device::BusyReplanner on synthetic sampler readings: when it shrinks the pools (and by how much), that it
-// does so once, never for a plan the user fixed, and what it records. The process's pools are put back after.
+// device::BusyReplanner on synthetic sampler readings: when it shrinks the pools (and by how much), when it
+// grows them back, its limit on changes, never for a plan the user fixed, and what it records. The process's
+// pools are put back after.
 #include <gtest/gtest.h>
 
 #include <ATen/Parallel.h>
@@ -10,39 +11,71 @@
 namespace ipj::device {
 namespace {
 
-TEST(BusyReplanner, ShrinksThePoolsOnceWhenANeighbourStaysAndRecordsIt) {
+TEST(BusyReplanner, ShrinksThePoolsWhenANeighbourStaysAndRecordsIt) {
   const ThreadPlan plan(2, 2, "test plan");
   const ScopedProcessSettings settings(plan);  // restores the pools after the test
   BusyReplanner replanner(plan, /*allowed=*/true);
-  EXPECT_FALSE(replanner.check(kBusyIntervalsToReplan - 1, 1.0, 0));  // not long enough yet
+  EXPECT_FALSE(replanner.check(kBusyIntervalsToReplan - 1, 0, 1.0, 0));  // not long enough yet
   EXPECT_TRUE(replanner.to_json().is_null());
   EXPECT_EQ(at::get_num_threads(), 2);
-  EXPECT_TRUE(replanner.check(kBusyIntervalsToReplan, 0.96, 1));
+  EXPECT_TRUE(replanner.check(kBusyIntervalsToReplan, 0, 0.96, 1));
   EXPECT_EQ(at::get_num_threads(), 1);
   const Json record = replanner.to_json();
   EXPECT_EQ(record["epoch"], 2);
   EXPECT_EQ(record["torch_before"], 2);
   EXPECT_EQ(record["torch_after"], 1);
   EXPECT_EQ(record["blas_after"], 1);
+  EXPECT_FALSE(record.contains("action"));
   EXPECT_DOUBLE_EQ(record["other_cpus"].get<double>(), 0.96);
   EXPECT_NE(record["reason"].get<std::string>().find("0.96 CPU(s) of other work"), std::string::npos);
-  EXPECT_FALSE(replanner.check(kBusyIntervalsToReplan + 5, 1.5, 2));  // once per run
+  EXPECT_FALSE(replanner.check(kBusyIntervalsToReplan + 5, 0, 1.5, 2));  // already smaller
   EXPECT_EQ(replanner.to_json(), record);
+  ASSERT_EQ(replanner.changes_json().size(), 1u);
+  EXPECT_EQ(replanner.changes_json()[0]["action"], "shrink");
+}
+
+TEST(BusyReplanner, GrowsBackWhenTheNeighbourLeavesAndStopsAfterTheLimit) {
+  const ThreadPlan plan(2, 2, "test plan");
+  const ScopedProcessSettings settings(plan);
+  BusyReplanner replanner(plan, /*allowed=*/true);
+  EXPECT_FALSE(replanner.check(0, 10, 0.0, 0));  // quiet from the start: nothing to restore
+  ASSERT_TRUE(replanner.check(kBusyIntervalsToReplan, 0, 1.0, 0));
+  EXPECT_FALSE(replanner.check(0, kQuietIntervalsToRestore - 1, 0.1, 1));  // not quiet for long enough
+  EXPECT_EQ(at::get_num_threads(), 1);
+  EXPECT_TRUE(replanner.check(0, kQuietIntervalsToRestore, 0.04, 1));
+  EXPECT_EQ(at::get_num_threads(), 2);
+  const Json restore = replanner.changes_json().back();
+  EXPECT_EQ(restore["action"], "restore");
+  EXPECT_EQ(restore["epoch"], 2);
+  EXPECT_EQ(restore["torch_before"], 1);
+  EXPECT_EQ(restore["torch_after"], 2);
+  EXPECT_EQ(restore["blas_after"], 2);
+  EXPECT_NE(restore["reason"].get<std::string>().find("the run's plan again"), std::string::npos);
+  // The neighbour comes back: smaller again; threads.replanned keeps the first shrink.
+  EXPECT_TRUE(replanner.check(kBusyIntervalsToReplan, 0, 1.0, 2));
+  EXPECT_EQ(replanner.to_json()["epoch"], 1);
+  EXPECT_TRUE(replanner.check(0, kQuietIntervalsToRestore, 0.0, 3));
+  ASSERT_EQ(static_cast<int>(replanner.changes_json().size()), kMaxReplans);
+  // After kMaxReplans changes the pools stay as they are, however the load moves.
+  EXPECT_FALSE(replanner.check(kBusyIntervalsToReplan + 3, 0, 1.2, 4));
+  EXPECT_EQ(at::get_num_threads(), 2);
 }
 
 TEST(BusyReplanner, AFixedPlanOrOneThreadStaysAsItIs) {
   const ThreadPlan plan(2, 1, "test plan");
   const ScopedProcessSettings settings(plan);
   BusyReplanner fixed(plan, /*allowed=*/false);  // --threads N, --thread-plan python, IPJ_STATIC_THREADS=1
-  EXPECT_FALSE(fixed.check(10, 1.0, 0));
+  EXPECT_FALSE(fixed.check(10, 0, 1.0, 0));
   EXPECT_EQ(at::get_num_threads(), 2);
   EXPECT_TRUE(fixed.to_json().is_null());
+  EXPECT_TRUE(fixed.changes_json().empty());
   BusyReplanner single(ThreadPlan(1, 1, "one thread"), /*allowed=*/true);
-  EXPECT_FALSE(single.check(10, 1.0, 0));  // nothing to give up
+  EXPECT_FALSE(single.check(10, 0, 1.0, 0));  // nothing to give up
+  EXPECT_FALSE(single.check(0, 10, 0.0, 1));  // nothing to restore
   EXPECT_TRUE(single.to_json().is_null());
   // A neighbour of 3 CPUs beside a 2-thread pool: at least one thread stays.
   BusyReplanner big(ThreadPlan(2, 2, "test plan"), /*allowed=*/true);
-  EXPECT_TRUE(big.check(kBusyIntervalsToReplan, 3.0, 0));
+  EXPECT_TRUE(big.check(kBusyIntervalsToReplan, 0, 3.0, 0));
   EXPECT_EQ(big.to_json()["torch_after"], 1);
   EXPECT_EQ(big.to_json()["blas_after"], 1);
 }

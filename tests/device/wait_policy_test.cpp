@@ -80,9 +80,20 @@ TEST(WaitPolicy, TheUsersOpenBlasTimeoutStaysAndTheResultsSayWhoseItIs) {
   ::setenv("OPENBLAS_THREAD_TIMEOUT", "2", 1);  // OpenBLAS raises it to its minimum, 4
   EXPECT_EQ(environment_to_apply(spin), (Settings{{"GOMP_SPINCOUNT", "3000"}}));
   EXPECT_EQ(blas_wait_description(), "OPENBLAS_THREAD_TIMEOUT=2: sleep at once (set by the user)");
+  // Read as OpenBLAS reads it (atoi; <= 0: its default; clamped to 4..30).
   ::setenv("OPENBLAS_THREAD_TIMEOUT", "soon", 1);
+  EXPECT_EQ(
+      blas_wait_description(),
+      "OPENBLAS_THREAD_TIMEOUT=soon: OpenBLAS reads no positive number here and runs its default, yield "
+      "for 2^28 cycles, then sleep (set by the user)");
+  ::setenv("OPENBLAS_THREAD_TIMEOUT", "0", 1);
+  EXPECT_NE(blas_wait_description().find("runs its default"), std::string::npos);
+  ::setenv("OPENBLAS_THREAD_TIMEOUT", "100", 1);
   EXPECT_EQ(blas_wait_description(),
-            "OPENBLAS_THREAD_TIMEOUT=soon (not a number: OpenBLAS runs its default) (set by the user)");
+            "OPENBLAS_THREAD_TIMEOUT=100: yield for 2^30 cycles, then sleep (set by the user)");
+  ::setenv("OPENBLAS_THREAD_TIMEOUT", "5abc", 1);
+  EXPECT_EQ(blas_wait_description(),
+            "OPENBLAS_THREAD_TIMEOUT=5abc: yield for 2^5 cycles, then sleep (set by the user)");
   ::unsetenv("OPENBLAS_THREAD_TIMEOUT");
 }
 

@@ -20,6 +20,9 @@ namespace ipj::device {
 // Other work (all CPU time on our CPUs, steal included, minus this process's) at or above this many CPUs
 // makes the machine "busy": a thread plan that takes every core then waits on preempted threads.
 inline constexpr double kBusyOtherCpus = 0.5;
+// Other work below this counts as quiet for a mid-run re-plan back to the full plan (below the busy
+// threshold: a neighbour near it does not make the pools shrink and grow by turns).
+inline constexpr double kQuietOtherCpus = 0.25;
 
 // Jiffies summed over the cpuN lines of /proc/stat for a set of CPUs.
 struct CpuTimes {
@@ -113,10 +116,11 @@ class LoadSampler {
   LoadSampler(const LoadSampler&) = delete;
   LoadSampler& operator=(const LoadSampler&) = delete;
   LoadSample stop();
-  // The last interval's other work (CPUs) and how many intervals in a row had >= kBusyOtherCpus of it: what a
-  // mid-run re-plan reads (thread-safe).
+  // The last interval's other work (CPUs) and how many intervals in a row had >= kBusyOtherCpus of it, or
+  // < kQuietOtherCpus: what a mid-run re-plan reads (thread-safe).
   double recent_other_cpus() const { return recent_other_.load(); }
   int busy_intervals_in_a_row() const { return busy_streak_.load(); }
+  int quiet_intervals_in_a_row() const { return quiet_streak_.load(); }
 
  private:
   void loop();
@@ -131,6 +135,7 @@ class LoadSampler {
   bool stopping_ = false;
   std::atomic<double> recent_other_{0.0};
   std::atomic<int> busy_streak_{0};
+  std::atomic<int> quiet_streak_{0};
   std::thread thread_;
 };
 
