@@ -1,5 +1,5 @@
-// BusyReplanner: shrinks the run's thread pools when a neighbour arrives mid-run and grows them back when it
-// leaves (thread_replan.hpp).
+// BusyReplanner: shrinks the run's thread pools when a neighbour arrives mid-run and grows them to the quiet
+// plan when it leaves (thread_replan.hpp).
 #include "ipj/device/thread_replan.hpp"
 
 #include <spdlog/spdlog.h>
@@ -16,32 +16,30 @@ bool BusyReplanner::check(int busy_intervals_in_a_row, int quiet_intervals_in_a_
                           int epoch) {
   if (!allowed_ || static_cast<int>(changes_.size()) >= kMaxReplans) return false;
   const double other = recent_other_cpus;  // rounded by the sampler
-  if (shrunk_) {
-    if (quiet_intervals_in_a_row < kQuietIntervalsToRestore) return false;
-    ThreadPlan full = plan_;
+  const bool smaller_than_quiet =
+      current_.torch_threads < quiet_plan_.torch_threads || current_.blas_threads < quiet_plan_.blas_threads;
+  if (smaller_than_quiet && quiet_intervals_in_a_row >= kQuietIntervalsToRestore) {
+    ThreadPlan full = quiet_plan_;
     full.reason = format_number("%.2f", other) + " CPU(s) of other work for " +
-                  std::to_string(kQuietIntervalsToRestore) +
-                  " sampler intervals in a row: the run's plan again";
-    apply(current_, full, "restore", other, epoch);
-    shrunk_ = false;
+                  std::to_string(kQuietIntervalsToRestore) + " sampler intervals in a row: the quiet plan";
+    apply(current_, full, "grow", other, epoch);
     return true;
   }
   if (busy_intervals_in_a_row < kBusyIntervalsToReplan) return false;
   const int leave = std::max(1, static_cast<int>(std::lround(other)));
-  ThreadPlan smaller = plan_;
-  smaller.torch_threads = std::max(1, plan_.torch_threads - leave);
-  smaller.blas_threads = std::max(1, plan_.blas_threads - leave);
-  if (smaller.torch_threads == plan_.torch_threads && smaller.blas_threads == plan_.blas_threads)
-    return false;
+  ThreadPlan smaller = quiet_plan_;
+  smaller.torch_threads = std::max(1, quiet_plan_.torch_threads - leave);
+  smaller.blas_threads = std::max(1, quiet_plan_.blas_threads - leave);
+  if (smaller.torch_threads >= current_.torch_threads && smaller.blas_threads >= current_.blas_threads)
+    return false;  // already as small
   smaller.reason = format_number("%.2f", other) + " CPU(s) of other work for " +
                    std::to_string(kBusyIntervalsToReplan) + " sampler intervals in a row: leaving them " +
                    std::to_string(leave) + " CPU(s)";
-  apply(plan_, smaller, "shrink", other, epoch);
+  apply(current_, smaller, "shrink", other, epoch);
   if (first_shrink_.is_null()) {
     first_shrink_ = changes_.back();
     first_shrink_.erase("action");
   }
-  shrunk_ = true;
   return true;
 }
 

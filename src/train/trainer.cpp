@@ -61,7 +61,8 @@ class TrainingRun {
 
   TrainResult run() {
     sampler_ = std::make_unique<device::LoadSampler>(setup_.machine.limits);
-    replanner_ = std::make_unique<device::BusyReplanner>(setup_.process_settings.threads(), may_replan());
+    replanner_ = std::make_unique<device::BusyReplanner>(setup_.process_settings.threads(), setup_.quiet_plan,
+                                                         may_replan());
     result_.epochs = setup_.restored_epochs;
     result_.resumed_from_epoch = setup_.start_epoch;
     monitor_.begin_window("run");

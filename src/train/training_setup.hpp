@@ -34,6 +34,8 @@ class TrainingSetup {
   // The CPUs and load just before the run: the thread plan's input and results' machine_load.before.
   const device::MachineState machine;
   const device::ScopedProcessSettings process_settings;
+  // The plan this run would have on a quiet machine: what a mid-run re-plan grows back to.
+  const device::ThreadPlan quiet_plan;
   const models::InputShape shape;
   const Json model_info;  // what checkpoints record about the model (model_setup.hpp)
   models::ClassifierPtr model;

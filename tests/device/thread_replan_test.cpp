@@ -45,12 +45,12 @@ TEST(BusyReplanner, GrowsBackWhenTheNeighbourLeavesAndStopsAfterTheLimit) {
   EXPECT_TRUE(replanner.check(0, kQuietIntervalsToRestore, 0.04, 1));
   EXPECT_EQ(at::get_num_threads(), 2);
   const Json restore = replanner.changes_json().back();
-  EXPECT_EQ(restore["action"], "restore");
+  EXPECT_EQ(restore["action"], "grow");
   EXPECT_EQ(restore["epoch"], 2);
   EXPECT_EQ(restore["torch_before"], 1);
   EXPECT_EQ(restore["torch_after"], 2);
   EXPECT_EQ(restore["blas_after"], 2);
-  EXPECT_NE(restore["reason"].get<std::string>().find("the run's plan again"), std::string::npos);
+  EXPECT_NE(restore["reason"].get<std::string>().find("the quiet plan"), std::string::npos);
   // The neighbour comes back: smaller again; threads.replanned keeps the first shrink.
   EXPECT_TRUE(replanner.check(kBusyIntervalsToReplan, 0, 1.0, 2));
   EXPECT_EQ(replanner.to_json()["epoch"], 1);
@@ -59,6 +59,21 @@ TEST(BusyReplanner, GrowsBackWhenTheNeighbourLeavesAndStopsAfterTheLimit) {
   // After kMaxReplans changes the pools stay as they are, however the load moves.
   EXPECT_FALSE(replanner.check(kBusyIntervalsToReplan + 3, 0, 1.2, 4));
   EXPECT_EQ(at::get_num_threads(), 2);
+}
+
+TEST(BusyReplanner, ARunThatStartedBusyGrowsToTheQuietPlanWhenTheMachineQuietens) {
+  const ThreadPlan busy_start(1, 1, "busy at start"), quiet_plan(2, 2, "quiet plan");
+  const ScopedProcessSettings settings(busy_start);
+  BusyReplanner replanner(busy_start, quiet_plan, /*allowed=*/true);
+  EXPECT_FALSE(replanner.check(kBusyIntervalsToReplan + 2, 0, 1.0, 0));  // still busy: already small
+  EXPECT_FALSE(replanner.check(0, kQuietIntervalsToRestore - 1, 0.1, 0));
+  EXPECT_TRUE(replanner.check(0, kQuietIntervalsToRestore, 0.1, 1));
+  EXPECT_EQ(at::get_num_threads(), 2);
+  EXPECT_EQ(replanner.changes_json().back()["action"], "grow");
+  EXPECT_TRUE(replanner.to_json().is_null());  // no shrink yet
+  EXPECT_TRUE(replanner.check(kBusyIntervalsToReplan, 0, 1.0, 2));
+  EXPECT_EQ(at::get_num_threads(), 1);
+  EXPECT_EQ(replanner.to_json()["epoch"], 3);
 }
 
 TEST(BusyReplanner, AFixedPlanOrOneThreadStaysAsItIs) {
