@@ -11,6 +11,15 @@
 #include "ipj/core/number_format.hpp"
 
 namespace ipj::device {
+namespace {
+
+// "0.97 CPU(s) of other work for 2 sampler intervals in a row: <what>"
+std::string streak_reason(double other, int intervals, const std::string& what) {
+  return format_number("%.2f", other) + " CPU(s) of other work for " + std::to_string(intervals) +
+         " sampler intervals in a row: " + what;
+}
+
+}  // namespace
 
 bool BusyReplanner::check(int busy_intervals_in_a_row, int quiet_intervals_in_a_row, double recent_other_cpus,
                           int epoch) {
@@ -18,10 +27,9 @@ bool BusyReplanner::check(int busy_intervals_in_a_row, int quiet_intervals_in_a_
   const double other = recent_other_cpus;  // rounded by the sampler
   const bool smaller_than_quiet =
       current_.torch_threads < quiet_plan_.torch_threads || current_.blas_threads < quiet_plan_.blas_threads;
-  if (smaller_than_quiet && quiet_intervals_in_a_row >= kQuietIntervalsToRestore) {
+  if (smaller_than_quiet && quiet_intervals_in_a_row >= kQuietIntervalsToGrow) {
     ThreadPlan full = quiet_plan_;
-    full.reason = format_number("%.2f", other) + " CPU(s) of other work for " +
-                  std::to_string(kQuietIntervalsToRestore) + " sampler intervals in a row: the quiet plan";
+    full.reason = streak_reason(other, kQuietIntervalsToGrow, "the quiet plan");
     apply(current_, full, "grow", other, epoch);
     return true;
   }
@@ -32,9 +40,8 @@ bool BusyReplanner::check(int busy_intervals_in_a_row, int quiet_intervals_in_a_
   smaller.blas_threads = std::max(1, quiet_plan_.blas_threads - leave);
   if (smaller.torch_threads >= current_.torch_threads && smaller.blas_threads >= current_.blas_threads)
     return false;  // already as small
-  smaller.reason = format_number("%.2f", other) + " CPU(s) of other work for " +
-                   std::to_string(kBusyIntervalsToReplan) + " sampler intervals in a row: leaving them " +
-                   std::to_string(leave) + " CPU(s)";
+  smaller.reason =
+      streak_reason(other, kBusyIntervalsToReplan, "leaving them " + std::to_string(leave) + " CPU(s)");
   apply(current_, smaller, "shrink", other, epoch);
   if (first_shrink_.is_null()) {
     first_shrink_ = changes_.back();

@@ -104,7 +104,8 @@ class TrainingRun {
 
   static std::string window_name(int epoch) { return "epoch-" + std::to_string(epoch + 1); }
 
-  // ipj's own plan may shrink mid-run when a neighbour arrives; a plan the user fixed stays.
+  // ipj's own plan may shrink mid-run when a neighbour arrives and grow when it leaves; a plan the user fixed
+  // stays.
   bool may_replan() const {
     return setup_.process_settings.threads().plan == "tuned" && config_.threads == 0 &&
            !device::static_thread_plans();

@@ -40,9 +40,9 @@ TEST(BusyReplanner, GrowsBackWhenTheNeighbourLeavesAndStopsAfterTheLimit) {
   BusyReplanner replanner(plan, /*allowed=*/true);
   EXPECT_FALSE(replanner.check(0, 10, 0.0, 0));  // quiet from the start: nothing to restore
   ASSERT_TRUE(replanner.check(kBusyIntervalsToReplan, 0, 1.0, 0));
-  EXPECT_FALSE(replanner.check(0, kQuietIntervalsToRestore - 1, 0.1, 1));  // not quiet for long enough
+  EXPECT_FALSE(replanner.check(0, kQuietIntervalsToGrow - 1, 0.1, 1));  // not quiet for long enough
   EXPECT_EQ(at::get_num_threads(), 1);
-  EXPECT_TRUE(replanner.check(0, kQuietIntervalsToRestore, 0.04, 1));
+  EXPECT_TRUE(replanner.check(0, kQuietIntervalsToGrow, 0.04, 1));
   EXPECT_EQ(at::get_num_threads(), 2);
   const Json restore = replanner.changes_json().back();
   EXPECT_EQ(restore["action"], "grow");
@@ -54,7 +54,7 @@ TEST(BusyReplanner, GrowsBackWhenTheNeighbourLeavesAndStopsAfterTheLimit) {
   // The neighbour comes back: smaller again; threads.replanned keeps the first shrink.
   EXPECT_TRUE(replanner.check(kBusyIntervalsToReplan, 0, 1.0, 2));
   EXPECT_EQ(replanner.to_json()["epoch"], 1);
-  EXPECT_TRUE(replanner.check(0, kQuietIntervalsToRestore, 0.0, 3));
+  EXPECT_TRUE(replanner.check(0, kQuietIntervalsToGrow, 0.0, 3));
   ASSERT_EQ(static_cast<int>(replanner.changes_json().size()), kMaxReplans);
   // After kMaxReplans changes the pools stay as they are, however the load moves.
   EXPECT_FALSE(replanner.check(kBusyIntervalsToReplan + 3, 0, 1.2, 4));
@@ -66,8 +66,8 @@ TEST(BusyReplanner, ARunThatStartedBusyGrowsToTheQuietPlanWhenTheMachineQuietens
   const ScopedProcessSettings settings(busy_start);
   BusyReplanner replanner(busy_start, quiet_plan, /*allowed=*/true);
   EXPECT_FALSE(replanner.check(kBusyIntervalsToReplan + 2, 0, 1.0, 0));  // still busy: already small
-  EXPECT_FALSE(replanner.check(0, kQuietIntervalsToRestore - 1, 0.1, 0));
-  EXPECT_TRUE(replanner.check(0, kQuietIntervalsToRestore, 0.1, 1));
+  EXPECT_FALSE(replanner.check(0, kQuietIntervalsToGrow - 1, 0.1, 0));
+  EXPECT_TRUE(replanner.check(0, kQuietIntervalsToGrow, 0.1, 1));
   EXPECT_EQ(at::get_num_threads(), 2);
   EXPECT_EQ(replanner.changes_json().back()["action"], "grow");
   EXPECT_TRUE(replanner.to_json().is_null());  // no shrink yet

@@ -16,7 +16,7 @@ namespace ipj::device {
 // Intervals of the sampler (0.5 s each) in a row with other work >= kBusyOtherCpus before the pools shrink,
 // and with other work < kQuietOtherCpus before they grow back; changes per run at most.
 inline constexpr int kBusyIntervalsToReplan = 2;
-inline constexpr int kQuietIntervalsToRestore = 4;
+inline constexpr int kQuietIntervalsToGrow = 4;
 inline constexpr int kMaxReplans = 4;
 
 class BusyReplanner {
@@ -27,8 +27,8 @@ class BusyReplanner {
       : quiet_plan_(std::move(quiet_plan)), allowed_(allowed), current_(std::move(plan)) {}
   BusyReplanner(const ThreadPlan& plan, bool allowed) : BusyReplanner(plan, plan, allowed) {}
   // Between steps, on the thread that runs them, with the sampler's busy_intervals_in_a_row(),
-  // quiet_intervals_in_a_row() and recent_other_cpus(): applies the smaller plan, or the run's plan again,
-  // when due; true when it changed the pools now.
+  // quiet_intervals_in_a_row() and recent_other_cpus(): applies a smaller plan, or the quiet plan, when due;
+  // true when it changed the pools now.
   bool check(int busy_intervals_in_a_row, int quiet_intervals_in_a_row, double recent_other_cpus, int epoch);
   // The first shrink (threads.replanned): null when the run kept its plan; else {epoch, other_cpus,
   // torch_before, torch_after, blas_before, blas_after, reason}.
