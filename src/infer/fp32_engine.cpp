@@ -67,8 +67,6 @@ bool clearly_apart(const std::vector<std::vector<double>>& times, const std::vec
   return slowest >= 1.5 * fastest;
 }
 
-using Forward = std::function<torch::Tensor(const torch::Tensor&)>;
-
 // Median ms per forward of each live forward on `input`, alternating them each round (a neighbour's burst
 // hits every one alike); stops after 9 timed rounds, or from the third on once ~1 s is spent or the medians
 // are 1.5x apart. The caller has already run each live forward once on `input`'s shape (oneDNN builds its
@@ -128,7 +126,9 @@ Json to_json(const Fp32EngineChoice& choice) {
           {"measured", measured},
           {"reason", choice.reason},
           {"batch1_threads", choice.batch1_threads},
-          {"batch1_one_thread_ms", choice.batch1_one_thread_ms}};
+          {"batch1_one_thread_ms", choice.batch1_one_thread_ms},
+          {"batch1_engine", choice_name(choice.batch1_engine)},
+          {"batch1_xnnpack_ms", choice.batch1_xnnpack_ms}};
 }
 
 Fp32EngineChoice choose_fp32_engine(const std::vector<Fp32Candidate>& candidates,
@@ -188,6 +188,21 @@ double fp32_difference(const std::function<torch::Tensor(const torch::Tensor&)>&
   return relative_difference(candidate(input.clone()), reference(input.clone()));
 }
 
+std::vector<double> fastest_alternating_ms(const std::vector<Forward>& forwards, const torch::Tensor& input) {
+  for (const Forward& warm_up : forwards)
+    warm_up(input);
+  std::vector<double> fastest(forwards.size(), INFINITY);
+  const Clock::time_point start = Clock::now();
+  for (int round = 0; round < 9 && (round < 3 || milliseconds_since(start) < 500.0); ++round)
+    for (std::size_t index = 0; index < forwards.size(); ++index) {
+      forwards[index](input);  // untimed: the other side's weights may have pushed this one's out of cache
+      const Clock::time_point begin = Clock::now();
+      forwards[index](input);
+      fastest[index] = std::min(fastest[index], milliseconds_since(begin));
+    }
+  return fastest;
+}
+
 std::string Batch1Threads::describe() const {
   if (threads != 1) return "";
   return "batch 1 on one thread: " + format_number("%.3f", one_thread_ms) + " ms vs " +
@@ -216,21 +231,7 @@ Batch1Threads measure_batch1_threads(const std::function<torch::Tensor(const tor
       return forward(input);
     };
   };
-  const std::vector<Forward> forwards{on_threads(pool), on_threads(1)};
-  for (const Forward& warm_up : forwards)
-    warm_up(single);
-  // The fastest of 9 alternating calls each (or as many as fit in about half a second): what each setting
-  // costs when it is not preempted. A neighbour that takes a core for a few calls (a busy machine) would
-  // otherwise decide the median of a few calls; a pool that has to wait for a busy core is slow in all of
-  // them.
-  std::array<double, 2> fastest{INFINITY, INFINITY};
-  const Clock::time_point start = Clock::now();
-  for (int round = 0; round < 9 && (round < 3 || milliseconds_since(start) < 500.0); ++round)
-    for (std::size_t index = 0; index < forwards.size(); ++index) {
-      const Clock::time_point begin = Clock::now();
-      forwards[index](single);
-      fastest[index] = std::min(fastest[index], milliseconds_since(begin));
-    }
+  const std::vector<double> fastest = fastest_alternating_ms({on_threads(pool), on_threads(1)}, single);
   measured.pool = pool;
   measured.pool_ms = fastest[0];
   measured.one_thread_ms = fastest[1];

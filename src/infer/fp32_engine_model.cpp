@@ -1,40 +1,67 @@
 // The fp32 variant's engine step that every format shares: eager or the frozen graph (timed, or checked
-// when asked for), and one OpenMP thread at batch 1 when measured faster. Timing is on the load's threads.
+// when asked for), then batch 1 on one OpenMP thread and/or XNNPACK when measured faster. Timing is on the
+// load's threads; XNNPACK's own pool follows at::set_num_threads (the run's plan).
 #include <torch/types.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "graph_models.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/core/log.hpp"
 #include "ipj/core/number_format.hpp"
+#include "ipj/core/torch_compat.hpp"
 #include "ipj/device/threading.hpp"
 #include "ipj/infer/fp32_engine.hpp"
 
 namespace ipj::infer {
 namespace {
 
-// Runs batch-1 inputs with the caller's OpenMP pool at one thread (measured faster at load), others as
-// they come; describes itself as the model it wraps.
-class OneThreadAtBatch1 : public InferenceModel {
+// Runs batch-1 inputs on `batch1` (the same model, or its XNNPACK graph), with the caller's OpenMP pool
+// at one thread when measured faster at load; other inputs on `inner`. Describes itself as `inner`.
+class Batch1Route : public InferenceModel {
  public:
-  // at_batch1 false: runs every input as `inner` does (a model that records a measurement that kept the pool)
-  explicit OneThreadAtBatch1(std::shared_ptr<const InferenceModel> inner, bool at_batch1 = true)
-      : inner_(std::move(inner)), at_batch1_(at_batch1) {
+  Batch1Route(std::shared_ptr<const InferenceModel> inner, std::shared_ptr<const InferenceModel> batch1,
+              bool one_thread)
+      : inner_(std::move(inner)), batch1_(std::move(batch1)), one_thread_(one_thread) {
     InferenceModel::operator=(*inner_);
   }
   torch::Tensor forward(const torch::Tensor& input) const override {
-    if (!at_batch1_ || input.dim() == 0 || input.size(0) != 1) return inner_->forward(input);
+    if (input.dim() == 0 || input.size(0) != 1) return inner_->forward(input);
+    if (!one_thread_) return batch1_->forward(input);
+    const device::CallerOpenMpThreads one_thread(1);
+    return batch1_->forward(input);
+  }
+
+ private:
+  std::shared_ptr<const InferenceModel> inner_, batch1_;
+  bool one_thread_ = false;
+};
+
+// XNNPACK's graph run on the calling thread alone: no pthreadpool (its idle workers spin for milliseconds
+// and would take the cores from the OpenMP pool of the next batch) and one OpenMP thread for the operators
+// XNNPACK does not take. At batch 1 the work per operator is too small to share.
+class OnCallingThread : public InferenceModel {
+ public:
+  explicit OnCallingThread(std::shared_ptr<const InferenceModel> inner) : inner_(std::move(inner)) {
+    InferenceModel::operator=(*inner_);
+  }
+  torch::Tensor forward(const torch::Tensor& input) const override {
+    const compat::XnnpackOnCallingThread no_pthreadpool;
     const device::CallerOpenMpThreads one_thread(1);
     return inner_->forward(input);
   }
 
  private:
   std::shared_ptr<const InferenceModel> inner_;
-  bool at_batch1_ = true;
 };
+
+Forward forward_of(const std::shared_ptr<const InferenceModel>& model) {
+  return [model](const torch::Tensor& input) { return model->forward(input); };
+}
 
 std::string batch_shape_text(std::int64_t batch, const std::vector<std::int64_t>& sample_shape) {
   std::string shape = std::to_string(batch);
@@ -43,39 +70,39 @@ std::string batch_shape_text(std::int64_t batch, const std::vector<std::int64_t>
   return "[" + shape + "]";
 }
 
-// `frozen` as asked (--fp32-engine frozen, the jit variant), checked once against eager on a random batch:
-// LibTorch 1.13's optimize_for_inference miscomputes some graphs (a depthwise convolution + batch norm +
-// hardswish), and a forced engine must not serve wrong numbers. An inexact frozen graph leaves eager running.
-Fp32EngineChoice checked_frozen_choice(const InferenceModel& eager, const InferenceModel& frozen,
-                                       const std::vector<std::int64_t>& sample_shape, const RunOptions& run) {
+// `frozen` or `xnnpack` as asked (--fp32-engine, the jit variant), checked once against eager on a random
+// batch: LibTorch 1.13's optimize_for_inference miscomputes some graphs (a depthwise convolution + batch
+// norm + hardswish), and a forced engine must not serve wrong numbers. An inexact graph leaves eager running.
+Fp32EngineChoice checked_choice(Fp32Engine engine, const InferenceModel& eager, const InferenceModel& graph,
+                                const std::vector<std::int64_t>& sample_shape, const RunOptions& run) {
   Fp32EngineChoice choice;
-  choice.requested = Fp32Engine::frozen;
-  choice.engine = Fp32Engine::frozen;
-  choice.reason = "frozen, as asked";
+  choice.requested = engine;
+  choice.engine = engine;
+  choice.reason = choice_name(engine) + ", as asked";
   if (sample_shape.empty()) {
     choice.reason += " (not checked against eager: no input shape; give --input-shape)";
     return choice;
   }
   choice.batch = std::max<std::int64_t>(run.fp32_engine_batch, 1);
-  const auto forward_of = [](const InferenceModel& model) {
+  const auto by_reference = [](const InferenceModel& model) {
     return [&model](const torch::Tensor& input) { return model.forward(input); };
   };
   double difference = 0.0;
   try {
-    difference = fp32_difference(forward_of(eager), forward_of(frozen), sample_shape, choice.batch);
+    difference = fp32_difference(by_reference(eager), by_reference(graph), sample_shape, choice.batch);
   } catch (const std::exception& error) {  // the model fails on the random batch: nothing to compare
     choice.reason += " (not checked against eager: the model fails on a random " +
                      batch_shape_text(choice.batch, sample_shape) + " batch: " + error_cause(error.what()) +
                      ")";
     return choice;
   }
-  choice.measured.push_back({Fp32Engine::frozen, 0.0, 0.0, difference, difference <= kFp32EngineTolerance});
+  choice.measured.push_back({engine, 0.0, 0.0, difference, difference <= kFp32EngineTolerance});
   if (difference <= kFp32EngineTolerance) {
     choice.reason += ", checked: within " + format_number("%.2g", difference) + " of eager (relative)";
     return choice;
   }
   choice.engine = Fp32Engine::eager;
-  choice.reason = "eager: frozen was asked for, but its graph differs from eager by " +
+  choice.reason = "eager: " + choice_name(engine) + " was asked for, but its graph differs from eager by " +
                   format_number("%.2g", difference) + " (relative) on a random " +
                   batch_shape_text(choice.batch, sample_shape) +
                   " batch (LibTorch's graph optimisation changed the results), so eager runs instead";
@@ -83,51 +110,97 @@ Fp32EngineChoice checked_frozen_choice(const InferenceModel& eager, const Infere
   return choice;
 }
 
+// auto: eager vs the frozen graph timed at batch 1 and at run.fp32_engine_batch (choose_fp32_engine).
+Fp32EngineChoice timed_choice(const std::shared_ptr<InferenceModel>& eager,
+                              const std::shared_ptr<InferenceModel>& frozen,
+                              const std::vector<std::int64_t>& sample_shape, const RunOptions& run) {
+  Fp32EngineChoice choice;
+  if (sample_shape.empty()) {
+    choice.reason = "eager: no input shape to time the engines on (give --input-shape)";
+    return choice;
+  }
+  try {
+    return choose_fp32_engine(
+        {{Fp32Engine::eager, forward_of(eager)}, {Fp32Engine::frozen, forward_of(frozen)}}, sample_shape,
+        run.fp32_engine_batch);
+  } catch (const std::exception& error) {  // eager itself fails on a random [B, ...sample_shape] batch
+    choice.reason = "eager: the model fails on a random " +
+                    batch_shape_text(run.fp32_engine_batch, sample_shape) +
+                    " batch, so the engines were not timed (" + error_cause(error.what()) + ")";
+  }
+  return choice;
+}
+
+// XNNPACK's graph on the calling thread (OnCallingThread) for batch-1 inputs, when it is exact at batch 1
+// and timed >= 10% faster than `chosen` on the `route_threads` OpenMP threads chosen for batch 1 so far;
+// null otherwise. Records the timing in `choice` and says why in its reason.
+std::shared_ptr<InferenceModel> faster_xnnpack_at_batch1(const std::shared_ptr<InferenceModel>& eager,
+                                                         const GraphBuilder& build_graph,
+                                                         const std::shared_ptr<InferenceModel>& chosen,
+                                                         int route_threads,
+                                                         const std::vector<std::int64_t>& sample_shape,
+                                                         Fp32EngineChoice& choice) {
+  std::shared_ptr<InferenceModel> xnnpack;
+  double difference = INFINITY;
+  try {
+    xnnpack = std::make_shared<OnCallingThread>(build_graph(Freezing::xnnpack));
+    difference = fp32_difference(forward_of(eager), forward_of(xnnpack), sample_shape, 1);
+  } catch (const std::exception& error) {  // no XNNPACK here, nothing it takes, or it fails on this model
+    spdlog::debug("xnnpack not timed: {}", error_cause(error.what()));
+    return nullptr;
+  }
+  const bool exact = difference <= kFp32EngineTolerance;
+  if (!exact) {
+    choice.measured.push_back({Fp32Engine::xnnpack, 0.0, 0.0, difference, exact});
+    choice.reason += "; xnnpack differs from eager by " + format_number("%.2g", difference) + " (relative)";
+    return nullptr;
+  }
+  torch::NoGradGuard no_grad;
+  std::vector<std::int64_t> shape{1};
+  shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+  const torch::Tensor single = torch::rand(shape);  // [1, ...sample] in [0, 1)
+  const Forward route = [&chosen, route_threads](const torch::Tensor& input) {
+    const device::CallerOpenMpThreads scope(route_threads);
+    return chosen->forward(input);
+  };
+  const std::vector<double> fastest = fastest_alternating_ms({route, forward_of(xnnpack)}, single);
+  choice.batch1_xnnpack_ms = fastest[1];
+  choice.measured.push_back({Fp32Engine::xnnpack, fastest[1], 0.0, difference, exact});
+  if (fastest[1] > 0.9 * fastest[0]) return nullptr;
+  choice.reason += "; batch 1 on XNNPACK: " + format_number("%.3f", fastest[1]) + " ms vs " +
+                   format_number("%.3f", fastest[0]) + " ms";
+  return xnnpack;
+}
+
 }  // namespace
 
-std::shared_ptr<InferenceModel> fp32_engine_model(
-    std::shared_ptr<InferenceModel> eager,
-    const std::function<std::shared_ptr<InferenceModel>()>& build_frozen,
-    const std::vector<std::int64_t>& sample_shape, const RunOptions& run) {
+std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel> eager,
+                                                  const GraphBuilder& build_graph,
+                                                  const std::vector<std::int64_t>& sample_shape,
+                                                  const RunOptions& run) {
   Fp32EngineChoice choice;
   choice.requested = run.fp32_engine;
-  std::shared_ptr<InferenceModel> frozen;
+  const Fp32Engine built = run.fp32_engine == Fp32Engine::xnnpack ? Fp32Engine::xnnpack : Fp32Engine::frozen;
+  std::shared_ptr<InferenceModel> graph;
   if (run.fp32_engine != Fp32Engine::eager) {
     try {
-      frozen = build_frozen();
+      graph = build_graph(built == Fp32Engine::xnnpack ? Freezing::xnnpack : Freezing::optimized_batch1);
     } catch (const std::exception& error) {  // ipj's own checks, or LibTorch's freeze/optimize passes
-      if (run.fp32_engine == Fp32Engine::frozen) throw;
+      if (run.fp32_engine != Fp32Engine::auto_select) throw;
       choice.reason = "eager: the frozen graph cannot be built (" + error_cause(error.what()) + ")";
     }
   }
   if (run.fp32_engine == Fp32Engine::eager) choice.reason = "eager, as asked";
-  if (run.fp32_engine == Fp32Engine::frozen)
-    choice = checked_frozen_choice(*eager, *frozen, sample_shape, run);
-  if (frozen && run.fp32_engine == Fp32Engine::auto_select) {
-    if (sample_shape.empty()) {
-      choice.reason = "eager: no input shape to time the engines on (give --input-shape)";
-    } else {
-      const auto forward_of = [](const std::shared_ptr<InferenceModel>& model) {
-        return [model](const torch::Tensor& input) { return model->forward(input); };
-      };
-      try {
-        choice = choose_fp32_engine(
-            {{Fp32Engine::eager, forward_of(eager)}, {Fp32Engine::frozen, forward_of(frozen)}}, sample_shape,
-            run.fp32_engine_batch);
-      } catch (const std::exception& error) {  // eager itself fails on a random [B, ...sample_shape] batch
-        choice.reason = "eager: the model fails on a random " +
-                        batch_shape_text(run.fp32_engine_batch, sample_shape) +
-                        " batch, so the engines were not timed (" + error_cause(error.what()) + ")";
-      }
-    }
-  }
-  std::shared_ptr<InferenceModel> chosen = choice.engine == Fp32Engine::frozen ? frozen : eager;
+  if (run.fp32_engine == Fp32Engine::frozen || run.fp32_engine == Fp32Engine::xnnpack)
+    choice = checked_choice(built, *eager, *graph, sample_shape, run);
+  if (graph && run.fp32_engine == Fp32Engine::auto_select)
+    choice = timed_choice(eager, graph, sample_shape, run);
+  std::shared_ptr<InferenceModel> chosen = choice.engine == Fp32Engine::eager ? eager : graph;
+  choice.batch1_engine = choice.engine;
   std::optional<Batch1Threads> batch1;
   if (run.fp32_engine == Fp32Engine::auto_select && !sample_shape.empty()) {
     try {
-      batch1 =
-          measure_batch1_threads([&chosen](const torch::Tensor& input) { return chosen->forward(input); },
-                                 sample_shape, run.pool_threads);
+      batch1 = measure_batch1_threads(forward_of(chosen), sample_shape, run.pool_threads);
     } catch (const std::exception&) {  // as above: the engine choice already says why nothing was timed
     }
   }
@@ -136,7 +209,20 @@ std::shared_ptr<InferenceModel> fp32_engine_model(
     choice.batch1_one_thread_ms = batch1->one_thread_ms;
     if (batch1->threads == 1) choice.reason += "; " + batch1->describe();
   }
-  if (batch1 && batch1->threads == 1) chosen = std::make_shared<OneThreadAtBatch1>(chosen);
+  bool one_thread = batch1 && batch1->threads == 1;
+  std::shared_ptr<InferenceModel> batch1_model = chosen;
+  if (batch1 && batch1->pool > 0) {  // the model runs on a random batch: XNNPACK may take batch 1
+    const int route_threads = one_thread ? 1 : batch1->pool;
+    if (auto xnnpack =
+            faster_xnnpack_at_batch1(eager, build_graph, chosen, route_threads, sample_shape, choice)) {
+      batch1_model = xnnpack;  // on the calling thread: no OpenMP scope around it
+      one_thread = false;
+      choice.batch1_engine = Fp32Engine::xnnpack;
+      choice.batch1_threads = 1;
+    }
+  }
+  if (one_thread || batch1_model != chosen)
+    chosen = std::make_shared<Batch1Route>(chosen, batch1_model, one_thread);
   spdlog::debug("fp32 engine: {} ({})", choice_name(choice.engine), choice.reason);
   chosen->fp32_engine = choice;
   if (batch1 && batch1->pool > 0) chosen->batch1_threads = batch1;
@@ -154,20 +240,20 @@ InferenceModelPtr with_measured_batch1_threads(InferenceModelPtr model, int pool
     return model;
   }
   if (measured.pool == 0) return model;
-  auto result = std::make_shared<OneThreadAtBatch1>(model, /*at_batch1=*/measured.threads == 1);
+  auto result = std::make_shared<Batch1Route>(model, model, /*one_thread=*/measured.threads == 1);
   result->batch1_threads = measured;
   if (measured.threads == 1)
     spdlog::debug("{} {}: {}", model->model_name, choice_name(model->variant), measured.describe());
   return result;
 }
 
-std::shared_ptr<InferenceModel> jit_model(
-    std::shared_ptr<InferenceModel> eager,
-    const std::function<std::shared_ptr<InferenceModel>()>& build_frozen,
-    const std::vector<std::int64_t>& sample_shape, const RunOptions& run) {
+std::shared_ptr<InferenceModel> jit_model(std::shared_ptr<InferenceModel> eager,
+                                          const GraphBuilder& build_graph,
+                                          const std::vector<std::int64_t>& sample_shape,
+                                          const RunOptions& run) {
   RunOptions frozen = run;
   frozen.fp32_engine = Fp32Engine::frozen;
-  return fp32_engine_model(std::move(eager), build_frozen, sample_shape, frozen);
+  return fp32_engine_model(std::move(eager), build_graph, sample_shape, frozen);
 }
 
 }  // namespace ipj::infer

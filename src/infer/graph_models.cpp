@@ -50,24 +50,27 @@ std::vector<quant::QuantParams> calibration_params(const quant::Graph& graph, co
 
 }  // namespace
 
+std::shared_ptr<InferenceModel> script_graph_model(const quant::Graph& graph, Freezing freezing) {
+  return std::make_shared<ScriptModel>(script_graph(graph, freezing), std::vector<float>{},
+                                       std::vector<float>{}, "fp32", std::vector<std::int64_t>{});
+}
+
 std::shared_ptr<InferenceModel> graph_variant(quant::Graph graph, Variant variant,
                                               const std::string& data_dir,
                                               const data::DataOptions& data_options,
                                               const LoadOptions& options) {
   if (variant == Variant::fp32 || variant == Variant::bf16 || variant == Variant::jit) {
     const std::int64_t bytes = quant::graph_float_parameter_bytes(graph);
-    const auto frozen = [&graph, bytes] {  // the graph as optimised TorchScript (fp32's frozen engine, jit)
-      auto model =
-          std::make_shared<ScriptModel>(script_graph(graph, Freezing::optimized_batch1), std::vector<float>{},
-                                        std::vector<float>{}, "fp32", std::vector<std::int64_t>{});
+    const GraphBuilder build_graph = [&graph, bytes](Freezing freezing) {  // fp32's frozen/xnnpack, jit
+      std::shared_ptr<InferenceModel> model = script_graph_model(graph, freezing);
       model->parameter_bytes = bytes;
       return model;
     };
     const std::vector<std::int64_t> sample_shape = graph.input_shape;
     std::shared_ptr<InferenceModel> result = std::make_shared<FloatGraphModel>(
         graph, choice_name(variant == Variant::bf16 ? variant : Variant::fp32));  // the graph interpreted
-    if (variant == Variant::fp32) result = fp32_engine_model(result, frozen, sample_shape, options.run);
-    if (variant == Variant::jit) result = jit_model(result, frozen, sample_shape, options.run);
+    if (variant == Variant::fp32) result = fp32_engine_model(result, build_graph, sample_shape, options.run);
+    if (variant == Variant::jit) result = jit_model(result, build_graph, sample_shape, options.run);
     result->parameter_bytes = bytes;
     return result;
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ipj/infer/inference_model.hpp"
+#include "ipj/infer/script_program.hpp"
 #include "ipj/quant/graph.hpp"
 
 namespace ipj::infer {
@@ -31,21 +32,29 @@ class ScriptModel : public InferenceModel {
   std::vector<std::int64_t> reshape_;
 };
 
-// The fp32 variant as run.fp32_engine says: `eager`, the model `build_frozen` makes, or (auto) the faster
-// exact one of the two timed on [B, ...sample_shape] inputs; the result's fp32_engine says which and why. A
-// frozen graph that cannot be built falls back to eager (auto) or throws (frozen asked for). Callers set
-// the result's parameter_bytes and description afterwards.
-std::shared_ptr<InferenceModel> fp32_engine_model(
-    std::shared_ptr<InferenceModel> eager,
-    const std::function<std::shared_ptr<InferenceModel>()>& build_frozen,
-    const std::vector<std::int64_t>& sample_shape, const RunOptions& run);
+// The model as TorchScript frozen the given way (Freezing::optimized_batch1: the frozen engine;
+// Freezing::xnnpack: XNNPACK's graph). Throws when that graph cannot be built.
+using GraphBuilder = std::function<std::shared_ptr<InferenceModel>(Freezing)>;
 
-// The jit variant: the frozen graph `build_frozen` makes, checked once against `eager` on a random batch of
+// The fp32 variant as run.fp32_engine says: `eager`, the graph `build_graph` makes (frozen or xnnpack,
+// checked once against eager), or (auto) the faster exact one of eager and frozen timed on
+// [B, ...sample_shape] inputs, then batch-1 inputs on one OpenMP thread and/or on the XNNPACK graph where
+// those timed >= 10% faster; the result's fp32_engine says which and why. A graph that cannot be built falls
+// back to eager (auto) or throws (asked for). Callers set parameter_bytes and the description afterwards.
+std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel> eager,
+                                                  const GraphBuilder& build_graph,
+                                                  const std::vector<std::int64_t>& sample_shape,
+                                                  const RunOptions& run);
+
+// The jit variant: the frozen graph `build_graph` makes, checked once against `eager` on a random batch of
 // `sample_shape` (eager runs instead, with a warning, if they differ); fp32_engine says which runs and why.
-std::shared_ptr<InferenceModel> jit_model(
-    std::shared_ptr<InferenceModel> eager,
-    const std::function<std::shared_ptr<InferenceModel>()>& build_frozen,
-    const std::vector<std::int64_t>& sample_shape, const RunOptions& run);
+std::shared_ptr<InferenceModel> jit_model(std::shared_ptr<InferenceModel> eager,
+                                          const GraphBuilder& build_graph,
+                                          const std::vector<std::int64_t>& sample_shape,
+                                          const RunOptions& run);
+
+// The graph IR as TorchScript frozen the given way (script_graph), as an InferenceModel on raw inputs.
+std::shared_ptr<InferenceModel> script_graph_model(const quant::Graph& graph, Freezing freezing);
 
 // `model`, timed at batch 1 on the pool of `pool_threads` (0: the CPUs available) and on one thread
 // (measure_batch1_threads) when its sample shape is known; the result records it in batch1_threads and runs

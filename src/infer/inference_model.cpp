@@ -79,6 +79,14 @@ Variant as_stored_or(Variant requested, Variant as_stored) {
   return requested == Variant::file ? as_stored : requested;
 }
 
+// The program as TorchScript frozen the given way, on raw pixels.
+std::shared_ptr<InferenceModel> script_program_model(const quant::LayerProgram& program, Freezing freezing) {
+  auto model = std::make_shared<ScriptModel>(script_program(program, freezing), std::vector<float>{},
+                                             std::vector<float>{}, "fp32", std::vector<std::int64_t>{});
+  model->parameter_bytes = quant::float_parameter_bytes(program);
+  return model;
+}
+
 // jit / int8 variants of a float LayerProgram (from a checkpoint or a program file).
 std::shared_ptr<InferenceModel> program_variant(quant::LayerProgram program, Variant variant,
                                                 const std::string& data_dir,
@@ -86,19 +94,12 @@ std::shared_ptr<InferenceModel> program_variant(quant::LayerProgram program, Var
                                                 const LoadOptions& options) {
   if (variant == Variant::fp32 || variant == Variant::jit) {
     // TorchScript of the program: frozen (fp32's eager engine) or optimised (fp32's frozen engine, jit)
-    const auto scripted = [&program](Freezing freezing) {
-      auto model = std::make_shared<ScriptModel>(script_program(program, freezing), std::vector<float>{},
-                                                 std::vector<float>{}, "fp32", std::vector<std::int64_t>{});
-      model->parameter_bytes = quant::float_parameter_bytes(program);
-      return model;
+    const GraphBuilder scripted = [&program](Freezing freezing) {
+      return script_program_model(program, freezing);
     };
     if (variant == Variant::jit)
-      return jit_model(
-          scripted(Freezing::frozen), [&] { return scripted(Freezing::optimized_batch1); },
-          program.input_shape, options.run);
-    return fp32_engine_model(
-        scripted(Freezing::frozen), [&] { return scripted(Freezing::optimized_batch1); }, program.input_shape,
-        options.run);
+      return jit_model(scripted(Freezing::frozen), scripted, program.input_shape, options.run);
+    return fp32_engine_model(scripted(Freezing::frozen), scripted, program.input_shape, options.run);
   }
   std::vector<quant::QuantParams> params;
   quant::QuantMode mode = quant::QuantMode::dynamic;
@@ -135,12 +136,10 @@ InferenceModelPtr from_checkpoint(const std::string& path, const LoadOptions& op
     if (variant == Variant::fp32)  // eager, or the same network as a frozen graph
       result = fp32_engine_model(
           result,
-          [&] {
+          [&](Freezing freezing) {  // the same network as TorchScript on raw pixels
             return models::has_layer_program(name)
-                       ? program_variant(quant::extract_program(*trained.model, info), Variant::jit, data_dir,
-                                         data_options, options)
-                       : graph_variant(quant::extract_graph(*trained.model, info), Variant::jit, data_dir,
-                                       data_options, options);
+                       ? script_program_model(quant::extract_program(*trained.model, info), freezing)
+                       : script_graph_model(quant::extract_graph(*trained.model, info), freezing);
           },
           info.at("input_shape").get<std::vector<std::int64_t>>(), options.run);
     std::int64_t bytes = 0;
@@ -353,13 +352,13 @@ InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& g
   else if (variant == Variant::fp32 || variant == Variant::jit) {  // fp32: eager or frozen; jit: frozen
     auto eager =
         std::make_shared<ScriptModel>(module, options.inputs.mean, options.inputs.std, "fp32", reshape);
-    const auto build_frozen = [&] {
-      return std::make_shared<ScriptModel>(freeze_for_inference(module, Freezing::optimized_batch1),
-                                           options.inputs.mean, options.inputs.std, "fp32", reshape);
+    const GraphBuilder build_graph = [&](Freezing freezing) {
+      return std::make_shared<ScriptModel>(freeze_for_inference(module, freezing), options.inputs.mean,
+                                           options.inputs.std, "fp32", reshape);
     };
     result = variant == Variant::jit
-                 ? jit_model(std::move(eager), build_frozen, options.inputs.input_shape, options.run)
-                 : fp32_engine_model(std::move(eager), build_frozen, options.inputs.input_shape, options.run);
+                 ? jit_model(std::move(eager), build_graph, options.inputs.input_shape, options.run)
+                 : fp32_engine_model(std::move(eager), build_graph, options.inputs.input_shape, options.run);
   } else
     result = std::make_shared<ScriptModel>(module, options.inputs.mean, options.inputs.std,
                                            variant == Variant::bf16 ? "bf16" : "fp32", reshape);

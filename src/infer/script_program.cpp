@@ -1,6 +1,7 @@
 // TorchScript source generation for LayerPrograms, and freezing of user modules (see script_program.hpp).
 #include "ipj/infer/script_program.hpp"
 
+#include <torch/csrc/jit/passes/xnnpack_rewrite.h>
 #include <torch/jit.h>
 
 #include <sstream>
@@ -9,6 +10,25 @@
 #include "ipj/infer/fp32_engine.hpp"
 
 namespace ipj::infer {
+namespace {
+
+// optimizeForMobile freezes and folds BN itself, then swaps convolutions and linear layers for XNNPACK's
+// prepacked operators. LibTorch built without XNNPACK leaves them as they were: nothing to gain, so it
+// throws.
+torch::jit::Module xnnpack_module(const torch::jit::Module& eval_module) {
+  torch::jit::Module optimized = torch::jit::optimizeForMobile(eval_module);
+  bool prepacked = false;
+  for (const torch::jit::Node* node : optimized.get_method("forward").graph()->nodes())
+    prepacked = prepacked || node->kind().toQualString() == std::string("prepacked::conv2d_clamp_run") ||
+                node->kind().toQualString() == std::string("prepacked::linear_clamp_run");
+  if (!prepacked)
+    fail(ErrorCategory::unsupported,
+         "no XNNPACK operator in the optimised graph (this LibTorch has no XNNPACK, or the model has no "
+         "convolution or linear layer it takes)");
+  return optimized;
+}
+
+}  // namespace
 
 torch::jit::Module script_program(const quant::LayerProgram& program, Freezing freezing) {
   torch::jit::Module module("IpjProgram");
@@ -55,6 +75,7 @@ torch::jit::Module freeze_for_inference(const torch::jit::Module& module, Freezi
   try {
     torch::jit::Module copy = module.clone();
     copy.eval();
+    if (freezing == Freezing::xnnpack) return xnnpack_module(copy);
     torch::jit::Module frozen = torch::jit::freeze(copy);
     // before optimize_for_inference, whose linear pass turns aten::linear into matmul + add
     if (freezing == Freezing::optimized_batch1) use_batch1_linear(frozen);

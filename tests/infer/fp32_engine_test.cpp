@@ -8,6 +8,8 @@
 #include <thread>
 
 #include "inference_fixture.hpp"
+#include "ipj/core/error.hpp"
+#include "ipj/core/torch_compat.hpp"
 #include "ipj/device/machine_load.hpp"
 #include "ipj/device/threading.hpp"
 #include "ipj/infer/fp32_engine.hpp"
@@ -147,16 +149,18 @@ TEST(Fp32Engine, EagerAndFrozenCheckpointsAgreeAndAutoRecordsItsChoice) {
     const Fp32EngineChoice& choice = *chosen->fp32_engine;
     EXPECT_EQ(choice.requested, Fp32Engine::auto_select);
     EXPECT_EQ(choice.batch, 16);
-    ASSERT_EQ(choice.measured.size(), 2u) << choice.reason;
+    // eager and frozen timed at both sizes; XNNPACK's graph (it takes linear and conv layers) at batch 1
+    ASSERT_EQ(choice.measured.size(), 3u) << choice.reason;
     for (const EngineMeasurement& measured : choice.measured) {
       EXPECT_TRUE(measured.exact) << model_name;
       EXPECT_GT(measured.batch1_ms, 0.0);
-      EXPECT_GT(measured.batch_ms, 0.0);
+      EXPECT_EQ(measured.batch_ms > 0.0, measured.engine != Fp32Engine::xnnpack) << model_name;
     }
+    EXPECT_EQ(choice.measured[2].engine, Fp32Engine::xnnpack);
     const auto& winner = choice.engine == Fp32Engine::eager ? choice.measured[0] : choice.measured[1];
-    for (const EngineMeasurement& measured : choice.measured)
+    for (std::size_t index = 0; index < 2; ++index)
       EXPECT_LE(std::sqrt(winner.batch1_ms * winner.batch_ms),
-                std::sqrt(measured.batch1_ms * measured.batch_ms));
+                std::sqrt(choice.measured[index].batch1_ms * choice.measured[index].batch_ms));
     EXPECT_LT((chosen->forward(pixels) - reference).abs().max().item<double>(), 1e-4) << model_name;
     EXPECT_EQ(chosen->variant, Variant::fp32);
   }
@@ -263,7 +267,7 @@ TEST(Fp32Engine, UsersModelsThatTripTheCheckAreComparedFairlyAndNeverRunWrong) {
   for (const char* name : {"inplace_input_scripted", "nan_output_scripted"}) {
     const InferenceModelPtr model = load_inference_model(dir.file(std::string(name) + ".pt"), options);
     ASSERT_TRUE(model->fp32_engine);
-    ASSERT_EQ(model->fp32_engine->measured.size(), 2u) << name << ": " << model->fp32_engine->reason;
+    ASSERT_GE(model->fp32_engine->measured.size(), 2u) << name << ": " << model->fp32_engine->reason;
     EXPECT_TRUE(model->fp32_engine->measured[1].exact) << name << ": " << model->fp32_engine->reason;
   }
   const InferenceModelPtr complex = load_inference_model(dir.file("complex_output_scripted.pt"), options);
@@ -274,6 +278,115 @@ TEST(Fp32Engine, UsersModelsThatTripTheCheckAreComparedFairlyAndNeverRunWrong) {
     EXPECT_EQ(error.category(), ErrorCategory::unsupported);
     EXPECT_NE(std::string(error.what()).find("view_as_real"), std::string::npos) << error.what();
   }
+}
+
+// A small MobileNet-like block: stem conv + BN + ReLU6, depthwise 3x3 + ReLU6, pointwise 1x1, global average
+// pool, linear. Input [B, 1, 12, 12] -> [B, 4].
+torch::jit::Module depthwise_module() {
+  torch::jit::Module module("DepthwiseNet");
+  torch::manual_seed(5);
+  module.register_parameter("stem", torch::randn({8, 1, 3, 3}) * 0.5, false);
+  module.register_buffer("bn_mean", torch::randn({8}) * 0.1);
+  module.register_buffer("bn_var", torch::rand({8}) + 0.5);
+  module.register_parameter("bn_weight", torch::rand({8}) + 0.5, false);
+  module.register_parameter("bn_bias", torch::randn({8}) * 0.1, false);
+  module.register_parameter("depthwise", torch::randn({8, 1, 3, 3}) * 0.5, false);
+  module.register_parameter("pointwise", torch::randn({16, 8, 1, 1}) * 0.3, false);
+  module.register_parameter("fc_w", torch::randn({4, 16}) * 0.3, false);
+  module.register_parameter("fc_b", torch::randn({4}) * 0.1, false);
+  module.define(R"(
+def forward(self, x: Tensor) -> Tensor:
+    x = torch.conv2d(x, self.stem, None, [2, 2], [1, 1])
+    x = torch.batch_norm(x, self.bn_weight, self.bn_bias, self.bn_mean, self.bn_var, False, 0.1, 1e-5, False)
+    x = torch.clamp(x, 0.0, 6.0)
+    x = torch.clamp(torch.conv2d(x, self.depthwise, None, [1, 1], [1, 1], [1, 1], 8), 0.0, 6.0)
+    x = torch.conv2d(x, self.pointwise)
+    x = torch.adaptive_avg_pool2d(x, [1, 1]).flatten(1)
+    return torch.linear(x, self.fc_w, self.fc_b)
+)");
+  module.eval();
+  return module;
+}
+
+// XNNPACK's graph (optimizeForMobile) computes what eager does, at batch 1 and in a batch; a model with
+// nothing XNNPACK takes is refused with the reason; the switch that keeps XNNPACK on the calling thread is
+// set for one scope only.
+TEST(Fp32Engine, XnnpackGraphAgreesWithEagerAndRefusesWhatItCannotTake) {
+  torch::jit::Module eager = depthwise_module();
+  torch::jit::Module xnnpack = freeze_for_inference(eager, Freezing::xnnpack);
+  const std::string graph = xnnpack.get_method("forward").graph()->toString();
+  EXPECT_NE(graph.find("prepacked::conv2d_clamp_run"), std::string::npos) << graph;
+  EXPECT_NE(graph.find("prepacked::linear_clamp_run"), std::string::npos) << graph;
+  torch::NoGradGuard no_grad;
+  for (const std::int64_t batch : {1, 3}) {
+    const torch::Tensor x = torch::rand({batch, 1, 12, 12});
+    const torch::Tensor expected = eager.forward({x}).toTensor();
+    torch::Tensor got;
+    {
+      const compat::XnnpackOnCallingThread no_pthreadpool;
+      EXPECT_TRUE(caffe2::_NoPThreadPoolGuard::is_enabled());
+      got = xnnpack.forward({x}).toTensor();
+    }
+    EXPECT_FALSE(caffe2::_NoPThreadPoolGuard::is_enabled());
+    ASSERT_EQ(got.sizes(), expected.sizes());
+    EXPECT_LT((got - expected).abs().max().item<double>(), 1e-4) << "batch " << batch;
+  }
+  torch::jit::Module elementwise("Elementwise");
+  elementwise.define("def forward(self, x: Tensor) -> Tensor:\n    return x * 2.0 + 1.0\n");
+  elementwise.eval();
+  try {
+    freeze_for_inference(elementwise, Freezing::xnnpack);
+    ADD_FAILURE() << "an XNNPACK graph without XNNPACK operators was built";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::unsupported);
+    EXPECT_NE(std::string(error.what()).find("no XNNPACK operator"), std::string::npos) << error.what();
+  }
+}
+
+// Through the loader: --fp32-engine xnnpack runs (checked against eager) every batch on XNNPACK; auto times
+// XNNPACK at batch 1 against the engine it chose and records it; either way a sample's answer at batch 1 is
+// its answer inside a batch.
+TEST(Fp32Engine, XnnpackIsForcedOrTimedForBatch1AndAnswersAsInABatch) {
+  testing::TempDir dir;
+  depthwise_module().save(dir.file("depthwise.pt"));
+  torch::jit::Module reference = torch::jit::load(dir.file("depthwise.pt"));
+  reference.eval();
+  const torch::Tensor pixels = torch::rand({5, 1, 12, 12});
+  torch::NoGradGuard no_grad;
+  const torch::Tensor expected = reference.forward({pixels}).toTensor();  // [5, 4]
+  LoadOptions options;
+  options.inputs.input_shape = {1, 12, 12};
+  options.run.variant = Variant::fp32;
+  options.run.fp32_engine_batch = 8;
+  options.run.fp32_engine = Fp32Engine::xnnpack;
+  const InferenceModelPtr forced = load_inference_model(dir.file("depthwise.pt"), options);
+  ASSERT_TRUE(forced->fp32_engine);
+  EXPECT_EQ(forced->fp32_engine->engine, Fp32Engine::xnnpack) << forced->fp32_engine->reason;
+  EXPECT_NE(forced->fp32_engine->reason.find("xnnpack, as asked, checked"), std::string::npos)
+      << forced->fp32_engine->reason;
+  EXPECT_LT((forced->forward(pixels) - expected).abs().max().item<double>(), 1e-4);
+  options.run.fp32_engine = Fp32Engine::auto_select;
+  const InferenceModelPtr chosen = load_inference_model(dir.file("depthwise.pt"), options);
+  ASSERT_TRUE(chosen->fp32_engine);
+  const Fp32EngineChoice& choice = *chosen->fp32_engine;
+  ASSERT_EQ(choice.measured.size(), 3u) << choice.reason;
+  EXPECT_EQ(choice.measured[2].engine, Fp32Engine::xnnpack);
+  EXPECT_TRUE(choice.measured[2].exact) << choice.reason;
+  EXPECT_GT(choice.batch1_xnnpack_ms, 0.0);
+  EXPECT_EQ(choice.batch1_xnnpack_ms, choice.measured[2].batch1_ms);
+  if (choice.batch1_engine == Fp32Engine::xnnpack) {
+    EXPECT_NE(choice.reason.find("batch 1 on XNNPACK: "), std::string::npos) << choice.reason;
+    EXPECT_EQ(choice.batch1_threads, 1);
+  } else {
+    EXPECT_EQ(choice.batch1_engine, choice.engine) << choice.reason;
+  }
+  EXPECT_EQ(to_json(choice)["batch1_engine"], choice_name(choice.batch1_engine));
+  EXPECT_LT((chosen->forward(pixels) - expected).abs().max().item<double>(), 1e-4);
+  for (std::int64_t row = 0; row < 5; ++row)
+    EXPECT_LT(
+        (chosen->forward(pixels.narrow(0, row, 1)) - expected.narrow(0, row, 1)).abs().max().item<double>(),
+        1e-4)
+        << "row " << row;
 }
 
 }  // namespace

@@ -15,7 +15,36 @@
 #include <utility>
 #include <vector>
 
+// LibTorch's thread-local switch that makes XNNPACK (and QNNPACK) run on the calling thread instead of its
+// pthreadpool, whose idle workers spin for milliseconds after each call. libtorch_cpu exports it in 1.13 and
+// 2.x; the header comes with LibTorch's own archives but not with Debian's libtorch-dev.
+#if __has_include(<caffe2/utils/threadpool/pthreadpool-cpp.h>)
+#include <caffe2/utils/threadpool/pthreadpool-cpp.h>
+#else
+namespace caffe2 {
+class _NoPThreadPoolGuard {
+ public:
+  static bool is_enabled();
+  static void set_enabled(bool enabled);
+};
+}  // namespace caffe2
+#endif
+
 namespace ipj::compat {
+
+// While alive, XNNPACK operators called from this thread run on it alone (no pthreadpool workers).
+class XnnpackOnCallingThread {
+ public:
+  XnnpackOnCallingThread() : previous_(caffe2::_NoPThreadPoolGuard::is_enabled()) {
+    caffe2::_NoPThreadPoolGuard::set_enabled(true);
+  }
+  ~XnnpackOnCallingThread() { caffe2::_NoPThreadPoolGuard::set_enabled(previous_); }
+  XnnpackOnCallingThread(const XnnpackOnCallingThread&) = delete;
+  XnnpackOnCallingThread& operator=(const XnnpackOnCallingThread&) = delete;
+
+ private:
+  bool previous_ = false;
+};
 
 inline constexpr bool kTorchAtLeast_2_4 =
     (TORCH_VERSION_MAJOR > 2) || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4);

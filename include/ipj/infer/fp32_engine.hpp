@@ -1,7 +1,7 @@
 // How the fp32 variant runs: eager LibTorch (the model as written) or a frozen graph (weights constant, BN
 // folded into convolutions, oneDNN layouts, batch-1 linear layers as matrix-vector products), picked per
-// model by timing both on random inputs and checking that they agree. Measured at load, on the threads then
-// set.
+// model by timing both on random inputs and checking that they agree; batch-1 inputs may run on one thread
+// or on XNNPACK's prepacked operators where that timed faster. Measured at load, on the threads then set.
 #pragma once
 
 #include <torch/types.h>
@@ -26,6 +26,7 @@ enum class Fp32Engine {
   auto_select,  // measure eager and frozen, run the faster of those that agree with eager
   eager,
   frozen,
+  xnnpack,  // optimizeForMobile's graph: XNNPACK convolutions/linear layers, fast at batch 1, slow at 64
 };
 
 // One engine as measured: median milliseconds per forward at batch 1 and at the second batch size, and how
@@ -49,6 +50,10 @@ struct Fp32EngineChoice {
   // (the pool as the run sets it).
   int batch1_threads = 0;
   double batch1_one_thread_ms = 0.0;  // the chosen engine at batch 1 on one thread (0: not measured)
+  // What runs batch-1 inputs: `engine`, or xnnpack when its graph was exact and timed >= 10% faster at
+  // batch 1 than `engine` (on the threads chosen above); batch1_xnnpack_ms 0: XNNPACK not timed.
+  Fp32Engine batch1_engine = Fp32Engine::eager;
+  double batch1_xnnpack_ms = 0.0;
 };
 
 // The largest relative difference from eager that still counts as the same fp32 model (rounding of folded
@@ -57,8 +62,16 @@ inline constexpr double kFp32EngineTolerance = 1e-3;
 
 Json to_json(const Fp32EngineChoice& choice);
 
+using Forward = std::function<torch::Tensor(const torch::Tensor&)>;
+
+// The fastest call of each forward on `input`, in ms, taking them in turn: 9 rounds, or from the third on
+// until about half a second is spent; each turn is two calls, the second timed (the first brings the
+// forward's weights back into cache after the other's). The fastest, not the median: a neighbour taking a
+// core for a few calls must not decide; a setting that has to wait for a busy core is slow in every call.
+std::vector<double> fastest_alternating_ms(const std::vector<Forward>& forwards, const torch::Tensor& input);
+
 // Batch-1 threads of any variant, measured at load: `forward` timed at batch 1 on the whole pool and on one
-// thread, alternately (3-9 calls each, within about half a second), the fastest call of each compared.
+// thread, alternately (3-9 timed calls each, within about half a second), the fastest call of each compared.
 struct Batch1Threads {
   int threads = 0;  // 1 when one thread ran batch 1 >= 10% faster than the pool, else 0 (the pool)
   int pool = 0;     // the pool's threads compared (0: not measured, a one-core machine)
@@ -104,10 +117,11 @@ namespace ipj {
 
 template <>
 struct ChoiceNames<infer::Fp32Engine> {
-  static constexpr std::array<std::pair<infer::Fp32Engine, const char*>, 3> names{
+  static constexpr std::array<std::pair<infer::Fp32Engine, const char*>, 4> names{
       {{infer::Fp32Engine::auto_select, "auto"},
        {infer::Fp32Engine::eager, "eager"},
-       {infer::Fp32Engine::frozen, "frozen"}}};
+       {infer::Fp32Engine::frozen, "frozen"},
+       {infer::Fp32Engine::xnnpack, "xnnpack"}}};
 };
 
 }  // namespace ipj
