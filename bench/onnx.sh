@@ -3,7 +3,8 @@
 # and static int8, and a user's residual net and MobileNetV2 (torchvision, TorchScript, 1x28x28: made by
 # tests/quant/make_graph_models.py) as fp32, each exported with `ipj export --verify`. Per batch: ipj bench's p50 of
 # its default fp32 variant (the engine it picks at load for that batch size, shown) or the int8 file, and ONNX Runtime's p50
-# (onnxruntime-node 1.30 through Node.js, CPU, default options, its process CPU time per run), alternating sides.
+# (onnxruntime-node 1.30 through Node.js, CPU, default options), alternating sides; each side's process CPU time
+# per run too (what the energy estimate counts: a side that keeps two cores busy for one answer costs twice).
 # Usage: bench/onnx.sh [rounds=2] [seconds_per_row=2] [batches=1,64]
 #   (needs build/bin/ipj: bash scripts/build.sh; and bash scripts/install-onnxruntime.sh)
 set -euo pipefail
@@ -35,8 +36,8 @@ for model in resnet18_scripted mobilenet_v2_scripted; do
     | field "d['verify']['status']" | sed "s/^/$model fp32 export verify: /"
 done
 
-printf '%-22s %-5s %6s %5s %-7s %11s %11s %9s %12s\n' model prec batch round engine ipj_p50_ms ort_p50_ms ort/ipj \
-  ort_cpu_ms/run
+printf '%-22s %-5s %6s %5s %-7s %11s %11s %9s %12s %12s\n' model prec batch round engine ipj_p50_ms ort_p50_ms ort/ipj \
+  ipj_cpu_ms/run ort_cpu_ms/run
 for round in $(seq 1 "$rounds"); do
   for model in mlp cnn resnet18_scripted mobilenet_v2_scripted; do
     for precision in fp32 int8; do
@@ -50,13 +51,14 @@ for round in $(seq 1 "$rounds"); do
       for batch in ${batches//,/ }; do
         ours=$("$ipj" bench --model "$source" "${flags[@]}" --variants "$variants" --batch "$batch" \
                --window-s "$seconds" --warmup-s 0.5 --max-windows 4 --no-accuracy --no-energy --json --quiet 2>/dev/null \
-               | fields "d['rows'][0]['p50_ms'], (d['variants'][0]['fp32_engine'] or {}).get('batch1_engine' if $batch == 1 else 'engine', '-')")
+               | fields "d['rows'][0]['p50_ms'], (d['variants'][0]['fp32_engine'] or {}).get('batch1_engine' if $batch == 1 else 'engine', '-'), d['rows'][0]['cpu_ms_per_call']")
         theirs=$(IPJ_SAMPLE_SHAPE='[1,28,28]' node bench/onnxruntime_bench.js "$work/$model-$precision.onnx" "$batch" \
                  "$seconds" | fields "d['rows'][0]['p50_ms'], d['rows'][0]['cpu_ms_per_run']")
-        read -r ours_ms engine <<<"$ours"
+        read -r ours_ms engine ours_cpu <<<"$ours"
         read -r theirs_ms theirs_cpu <<<"$theirs"
-        printf '%-22s %-5s %6s %5s %-7s %11.3f %11.3f %8.2fx %12.3f\n' "$model" "$precision" "$batch" "$round" \
-          "$engine" "$ours_ms" "$theirs_ms" "$("$python" -c "print($theirs_ms/$ours_ms)")" "$theirs_cpu"
+        printf '%-22s %-5s %6s %5s %-7s %11.3f %11.3f %8.2fx %12.3f %12.3f\n' "$model" "$precision" "$batch" \
+          "$round" "$engine" "$ours_ms" "$theirs_ms" "$("$python" -c "print($theirs_ms/$ours_ms)")" "$ours_cpu" \
+          "$theirs_cpu"
       done
     done
   done

@@ -12,6 +12,7 @@
 
 #include "ipj/core/error.hpp"
 #include "ipj/device/cpu_info.hpp"
+#include "ipj/energy/meter.hpp"
 
 namespace ipj::infer {
 namespace {
@@ -21,6 +22,7 @@ using Clock = std::chrono::steady_clock;
 struct Window {
   std::vector<double> latencies_ms;
   double wall_s = 0.0;
+  double cpu_s = 0.0;  // this process's CPU seconds in the window
   double energy_j = 0.0;
   int energy_samples = 0;
   energy::ReportedSource energy_source;
@@ -81,6 +83,7 @@ Json to_json(const BenchRow& row) {
       {"p90_ms", row.p90_ms},
       {"p99_ms", row.p99_ms},
       {"mean_ms", row.mean_ms},
+      {"cpu_ms_per_call", row.cpu_ms_per_call},
       {"throughput_per_s", row.throughput_per_s},
       {"j_per_1000", !row.energy_source ? Json(nullptr) : Json(row.j_per_1000)},
       {"energy_source", energy::reported_source_name(row.energy_source)},
@@ -121,6 +124,7 @@ BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, cons
   while (windows < options.max_windows && !stable) {
     Window window;
     if (monitor) monitor->begin_window("bench");
+    const double cpu_start_s = energy::process_cpu_seconds();
     const auto start = Clock::now();
     const auto end = start + std::chrono::duration<double>(options.window_s);
     auto call_start = start;
@@ -131,6 +135,7 @@ BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, cons
       call_start = call_end;
     } while (call_start < end);
     window.wall_s = std::chrono::duration<double>(call_start - start).count();
+    window.cpu_s = energy::process_cpu_seconds() - cpu_start_s;
     if (monitor) {
       const energy::Measurement measured = monitor->end_window("bench");
       window.energy_j = measured.energy_j;
@@ -156,11 +161,12 @@ BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, cons
   row.stable = stable;
   row.parameter_bytes = model.parameter_bytes;
   std::vector<double> latencies;
-  double wall_s = 0.0, energy_j = 0.0;
+  double wall_s = 0.0, energy_j = 0.0, cpu_s = 0.0;
   energy::ReportedSource source;
   for (const Window& kept : recent) {
     latencies.insert(latencies.end(), kept.latencies_ms.begin(), kept.latencies_ms.end());
     wall_s += kept.wall_s;
+    cpu_s += kept.cpu_s;
     energy_j += kept.energy_j;
     source = kept.energy_source;
     row.energy_samples += kept.energy_samples;
@@ -171,6 +177,7 @@ BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, cons
                                 window_inferences > 0 ? kept.energy_j / window_inferences * 1000.0 : 0.0});
   }
   row.calls = static_cast<std::int64_t>(latencies.size());
+  row.cpu_ms_per_call = row.calls > 0 ? cpu_s * 1000.0 / static_cast<double>(row.calls) : 0.0;
   row.p50_ms = quantile(latencies, 0.50);
   row.p90_ms = quantile(latencies, 0.90);
   row.p99_ms = quantile(latencies, 0.99);

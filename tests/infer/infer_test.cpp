@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "inference_fixture.hpp"
 #include "ipj/core/error.hpp"
@@ -231,6 +232,37 @@ TEST(InferBench, ModelBenchRunsVariantsTimesBatchesAndLeavesThreadSettingsAsFoun
   EXPECT_EQ(category_of([&] { run_model_bench(options); }), ErrorCategory::usage);
 }
 
+// A forward that sleeps costs no CPU; one that spins on the calling thread costs its whole latency.
+class TimedForward : public InferenceModel {
+ public:
+  explicit TimedForward(bool spin) : spin_(spin) { sample_shape = {2}; }
+  torch::Tensor forward(const torch::Tensor& input) const override {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+    if (!spin_) std::this_thread::sleep_until(end);
+    while (std::chrono::steady_clock::now() < end) {
+    }
+    return input;
+  }
+
+ private:
+  bool spin_ = false;
+};
+
+TEST(InferBench, CpuTimePerCallCountsWorkNotWaiting) {
+  BenchOptions options;
+  options.warmup_s = 0.01;
+  options.window_s = 0.05;
+  options.tolerance = 1e9;
+  const BenchRow sleeping = run_latency_bench(TimedForward(false), 1, options, nullptr);
+  const BenchRow spinning = run_latency_bench(TimedForward(true), 1, options, nullptr);
+  EXPECT_GE(sleeping.mean_ms, 2.0);
+  // Other threads of this process count too (OpenBLAS workers that yield for ~0.1 s after an earlier test's
+  // GEMM took ~1.2 CPU-ms per 2 ms call here), so the spin shows as the difference.
+  EXPECT_LT(sleeping.cpu_ms_per_call, 0.9 * sleeping.mean_ms);
+  EXPECT_GT(spinning.cpu_ms_per_call, sleeping.cpu_ms_per_call + 0.5);
+  EXPECT_LT(spinning.cpu_ms_per_call, 2.0 * spinning.mean_ms + 0.5);
+}
+
 TEST(InferBench, WindowsLatenciesThroughputAndEnergyAreConsistent) {
   const InferenceModelPtr model = load_inference_model(testing::trained_checkpoint("mlp"));
   energy::EnergyMonitor monitor(energy::discover_meters());
@@ -248,6 +280,9 @@ TEST(InferBench, WindowsLatenciesThroughputAndEnergyAreConsistent) {
   EXPECT_NEAR(row.throughput_per_s, 8.0 * 1000.0 / row.mean_ms, 0.05 * row.throughput_per_s);
   EXPECT_GT(row.j_per_1000, 0.0);
   EXPECT_TRUE(row.energy_source.has_value());
+
+  EXPECT_GT(row.cpu_ms_per_call, 0.0);
+  EXPECT_EQ(to_json(row)["cpu_ms_per_call"], row.cpu_ms_per_call);
 
   InferenceModel* unknown = nullptr;
   LoadOptions no_shape;

@@ -33,6 +33,9 @@ struct BenchRow {
   int windows = 0;
   bool stable = false;
   std::int64_t calls = 0;  // calls inside the reported windows
+  // This process's CPU time per call over the reported windows, all threads (the energy sampler's too): about
+  // p50 when one thread worked, up to cores x p50 when every core spun or worked throughout.
+  double cpu_ms_per_call = 0.0;
   std::int64_t parameter_bytes = 0;
   std::optional<double> test_acc;
   // Per reported window: throughput, p50/p99 and J/1000 (their spread is the row's noise for `ipj gate`).
