@@ -45,13 +45,14 @@ struct Fp32EngineChoice {
   std::int64_t batch = 0;                   // the second batch size measured (0: not measured)
   std::vector<EngineMeasurement> measured;  // empty unless measured
   std::string reason;                       // why this engine, in words
-  // Threads of the caller's OpenMP pool for batch-1 inputs: 1 when one thread ran the chosen engine >= 10%
-  // faster at batch 1 than every core (small models: waking the pool costs more than it saves), else 0
-  // (the pool as the run sets it).
+  // Threads of the caller's OpenMP pool for batch-1 inputs: 1 unless every core ran the chosen engine >= 10%
+  // faster at batch 1 than one thread (small models: waking the pool costs more than it saves, and within 10%
+  // the extra cores cost more joules than the latency they buy), else 0 (the pool as the run sets it).
   int batch1_threads = 0;
   double batch1_one_thread_ms = 0.0;  // the chosen engine at batch 1 on one thread (0: not measured)
-  // What runs batch-1 inputs: `engine`, or xnnpack when its graph was exact and timed >= 10% faster at
-  // batch 1 than `engine` (on the threads chosen above); batch1_xnnpack_ms 0: XNNPACK not timed.
+  // What runs batch-1 inputs: `engine`, or xnnpack (one core) when its graph was exact and timed faster at
+  // batch 1 than `engine` on the threads chosen above (>= 10% faster than one thread; against the pool,
+  // unless the pool was >= 10% faster); batch1_xnnpack_ms 0: XNNPACK not timed.
   Fp32Engine batch1_engine = Fp32Engine::eager;
   double batch1_xnnpack_ms = 0.0;
 };
@@ -73,7 +74,7 @@ std::vector<double> fastest_alternating_ms(const std::vector<Forward>& forwards,
 // Batch-1 threads of any variant, measured at load: `forward` timed at batch 1 on the whole pool and on one
 // thread, alternately (3-9 timed calls each, within about half a second), the fastest call of each compared.
 struct Batch1Threads {
-  int threads = 0;  // 1 when one thread ran batch 1 >= 10% faster than the pool, else 0 (the pool)
+  int threads = 0;  // 0 (the pool) when the pool ran batch 1 >= 10% faster than one thread, else 1
   int pool = 0;     // the pool's threads compared (0: not measured, a one-core machine)
   double one_thread_ms = 0.0;
   double pool_ms = 0.0;
