@@ -17,13 +17,13 @@
 
 // LibTorch's thread-local switch that makes XNNPACK (and QNNPACK) run on the calling thread instead of its
 // pthreadpool, whose idle workers spin for milliseconds after each call. libtorch_cpu exports it in 1.13 and
-// 2.x; the header comes with LibTorch's own archives but not with Debian's libtorch-dev.
-#if __has_include(<caffe2/utils/threadpool/pthreadpool-cpp.h>)
-#include <caffe2/utils/threadpool/pthreadpool-cpp.h>
+// 2.x (caffe2/utils/threadpool/thread_pool_guard.h); LibTorch's own archives ship that header, Debian's
+// libtorch-dev does not, so it is declared here as that header declares it.
+#if __has_include(<caffe2/utils/threadpool/thread_pool_guard.h>)
+#include <caffe2/utils/threadpool/thread_pool_guard.h>
 #else
 namespace caffe2 {
-class _NoPThreadPoolGuard {
- public:
+struct _NoPThreadPoolGuard {
   static bool is_enabled();
   static void set_enabled(bool enabled);
 };
