@@ -203,6 +203,16 @@ std::vector<double> fastest_alternating_ms(const std::vector<Forward>& forwards,
   return fastest;
 }
 
+double fp32_wide_difference(const std::function<torch::Tensor(const torch::Tensor&)>& reference,
+                            const std::function<torch::Tensor(const torch::Tensor&)>& candidate,
+                            const std::vector<std::int64_t>& sample_shape) {
+  torch::NoGradGuard no_grad;
+  std::vector<std::int64_t> shape{1};
+  shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+  const torch::Tensor input = torch::randn(shape) * 2.0;  // [1, ...sample]
+  return relative_difference(candidate(input.clone()), reference(input.clone()));
+}
+
 std::string Batch1Threads::describe() const {
   if (threads != 1) return "";
   return "batch 1 on one thread: " + format_number("%.3f", one_thread_ms) + " ms vs " +

@@ -20,26 +20,41 @@
 namespace ipj::infer {
 namespace {
 
-// Runs batch-1 inputs on `batch1` (the same model, or its XNNPACK graph), with the caller's OpenMP pool
-// at one thread when measured faster at load; other inputs on `inner`. Describes itself as `inner`.
-class Batch1Route : public InferenceModel {
+// Where each input runs: [1, ...sample_shape] on `batch1` (with the caller's OpenMP pool at one thread when
+// that measured faster at load), other batches of that shape on `batched`, any other shape on `fallback`
+// (the engine that reports a wrong shape itself: XNNPACK's operators do not check input sizes and read past
+// a smaller tensor). An empty sample_shape routes by batch size alone. Describes itself as `described`.
+class EngineRoute : public InferenceModel {
  public:
-  Batch1Route(std::shared_ptr<const InferenceModel> inner, std::shared_ptr<const InferenceModel> batch1,
+  struct Models {
+    std::shared_ptr<const InferenceModel> batch1, batched, fallback;
+  };
+  EngineRoute(const InferenceModel& described, Models models, std::vector<std::int64_t> sample_shape,
               bool one_thread)
-      : inner_(std::move(inner)), batch1_(std::move(batch1)), one_thread_(one_thread) {
-    InferenceModel::operator=(*inner_);
+      : models_(std::move(models)), sample_shape_(std::move(sample_shape)), one_thread_(one_thread) {
+    InferenceModel::operator=(described);
   }
   torch::Tensor forward(const torch::Tensor& input) const override {
-    if (input.dim() == 0 || input.size(0) != 1) return inner_->forward(input);
-    if (!one_thread_) return batch1_->forward(input);
+    if (!sample_shape_.empty() && (input.dim() != static_cast<std::int64_t>(sample_shape_.size()) + 1 ||
+                                   !input.sizes().slice(1).equals(sample_shape_)))
+      return models_.fallback->forward(input);
+    if (input.dim() == 0 || input.size(0) != 1) return models_.batched->forward(input);
+    if (!one_thread_) return models_.batch1->forward(input);
     const device::CallerOpenMpThreads one_thread(1);
-    return batch1_->forward(input);
+    return models_.batch1->forward(input);
   }
 
  private:
-  std::shared_ptr<const InferenceModel> inner_, batch1_;
+  Models models_;
+  std::vector<std::int64_t> sample_shape_;
   bool one_thread_ = false;
 };
+
+// `model` everywhere, batch 1 on one OpenMP thread.
+std::shared_ptr<InferenceModel> one_thread_at_batch1(const std::shared_ptr<InferenceModel>& model) {
+  return std::make_shared<EngineRoute>(*model, EngineRoute::Models{model, model, model},
+                                       std::vector<std::int64_t>{}, true);
+}
 
 // XNNPACK's graph run on the calling thread alone: no pthreadpool (its idle workers spin for milliseconds
 // and would take the cores from the OpenMP pool of the next batch) and one OpenMP thread for the operators
@@ -70,16 +85,32 @@ std::string batch_shape_text(std::int64_t batch, const std::vector<std::int64_t>
   return "[" + shape + "]";
 }
 
+// The largest difference from eager of an XNNPACK graph: the pixel batch `difference` already measured, and
+// batch 1 on normal(0, 2) values (a fused clamp turns an internal NaN into a number; a graph pass may move an
+// in-place clamp of the input). Throws what either forward throws on those values.
+double xnnpack_difference(const InferenceModel& eager, const InferenceModel& xnnpack,
+                          const std::vector<std::int64_t>& sample_shape, double difference) {
+  const auto by_reference = [](const InferenceModel& model) {
+    return [&model](const torch::Tensor& input) { return model.forward(input); };
+  };
+  return std::max(difference, fp32_wide_difference(by_reference(eager), by_reference(xnnpack), sample_shape));
+}
+
 // `frozen` or `xnnpack` as asked (--fp32-engine, the jit variant), checked once against eager on a random
 // batch: LibTorch 1.13's optimize_for_inference miscomputes some graphs (a depthwise convolution + batch
 // norm + hardswish), and a forced engine must not serve wrong numbers. An inexact graph leaves eager running.
+// A frozen graph that cannot be checked (no shape, eager fails on the batch) runs as asked; an XNNPACK graph
+// is refused then (its operators do not check input sizes: a model that does not fit reads past its input).
 Fp32EngineChoice checked_choice(Fp32Engine engine, const InferenceModel& eager, const InferenceModel& graph,
                                 const std::vector<std::int64_t>& sample_shape, const RunOptions& run) {
   Fp32EngineChoice choice;
   choice.requested = engine;
   choice.engine = engine;
   choice.reason = choice_name(engine) + ", as asked";
+  const std::string refused = "--fp32-engine xnnpack: XNNPACK's graph runs only once checked against eager, ";
   if (sample_shape.empty()) {
+    if (engine == Fp32Engine::xnnpack)
+      fail(ErrorCategory::usage, refused + "and this model has no input shape (give --input-shape)");
     choice.reason += " (not checked against eager: no input shape; give --input-shape)";
     return choice;
   }
@@ -90,10 +121,14 @@ Fp32EngineChoice checked_choice(Fp32Engine engine, const InferenceModel& eager, 
   double difference = 0.0;
   try {
     difference = fp32_difference(by_reference(eager), by_reference(graph), sample_shape, choice.batch);
+    if (engine == Fp32Engine::xnnpack)
+      difference = xnnpack_difference(eager, graph, sample_shape, difference);
   } catch (const std::exception& error) {  // the model fails on the random batch: nothing to compare
-    choice.reason += " (not checked against eager: the model fails on a random " +
-                     batch_shape_text(choice.batch, sample_shape) + " batch: " + error_cause(error.what()) +
-                     ")";
+    const std::string cause = "the model fails on a random " + batch_shape_text(choice.batch, sample_shape) +
+                              " batch: " + error_cause(error.what());
+    if (engine == Fp32Engine::xnnpack)
+      fail(ErrorCategory::usage, refused + "and " + cause + " (is --input-shape the model's?)");
+    choice.reason += " (not checked against eager: " + cause + ")";
     return choice;
   }
   choice.measured.push_back({engine, 0.0, 0.0, difference, difference <= kFp32EngineTolerance});
@@ -103,9 +138,9 @@ Fp32EngineChoice checked_choice(Fp32Engine engine, const InferenceModel& eager, 
   }
   choice.engine = Fp32Engine::eager;
   choice.reason = "eager: " + choice_name(engine) + " was asked for, but its graph differs from eager by " +
-                  format_number("%.2g", difference) + " (relative) on a random " +
+                  format_number("%.2g", difference) + " (relative) on random " +
                   batch_shape_text(choice.batch, sample_shape) +
-                  " batch (LibTorch's graph optimisation changed the results), so eager runs instead";
+                  " inputs (LibTorch's graph optimisation changed the results), so eager runs instead";
   spdlog::warn("{}", choice.reason);
   return choice;
 }
@@ -131,21 +166,31 @@ Fp32EngineChoice timed_choice(const std::shared_ptr<InferenceModel>& eager,
   return choice;
 }
 
-// XNNPACK's graph on the calling thread (OnCallingThread) for batch-1 inputs, when it is exact at batch 1
-// and timed faster than `chosen` on the `route_threads` OpenMP threads chosen for batch 1 so far (>= 10% on
-// one thread; on the pool, unless the pool is >= 10% faster); null otherwise. Records the timing in `choice`
-// and says why in its reason.
+// Above this batch-1 time the convolutions' arithmetic, not the per-operator cost XNNPACK saves, is the
+// time: XNNPACK lost every such case measured (MobileNetV2 at 3x224x224 19.8 vs 8.8 ms frozen; it won at
+// 0.2-1.5 ms), so auto does not spend the load time and memory (about twice the weights) to try it.
+constexpr double kXnnpackMaxBatch1Ms = 5.0;
+
+// XNNPACK's graph on the calling thread (OnCallingThread) for batch-1 inputs, when it is exact (pixels and
+// normal(0, 2) values) and timed faster than `chosen` on the `route_threads` OpenMP threads chosen for batch
+// 1 so far, whose fastest call took `route_ms` (>= 10% faster on one thread; on the pool, unless the pool is
+// >= 10% faster); null otherwise. Records the timing in `choice` and says why in its reason.
 std::shared_ptr<InferenceModel> faster_xnnpack_at_batch1(const std::shared_ptr<InferenceModel>& eager,
                                                          const GraphBuilder& build_graph,
                                                          const std::shared_ptr<InferenceModel>& chosen,
-                                                         int route_threads,
+                                                         int route_threads, double route_ms,
                                                          const std::vector<std::int64_t>& sample_shape,
                                                          Fp32EngineChoice& choice) {
+  if (route_ms > kXnnpackMaxBatch1Ms) {
+    choice.reason += "; xnnpack not tried (batch 1 takes " + format_number("%.1f", route_ms) + " ms)";
+    return nullptr;
+  }
   std::shared_ptr<InferenceModel> xnnpack;
   double difference = INFINITY;
   try {
     xnnpack = std::make_shared<OnCallingThread>(build_graph(Freezing::xnnpack));
     difference = fp32_difference(forward_of(eager), forward_of(xnnpack), sample_shape, 1);
+    difference = xnnpack_difference(*eager, *xnnpack, sample_shape, difference);
   } catch (const std::exception& error) {  // no XNNPACK here, nothing it takes, or it fails on this model
     spdlog::debug("xnnpack not timed: {}", error_cause(error.what()));
     return nullptr;
@@ -170,10 +215,42 @@ std::shared_ptr<InferenceModel> faster_xnnpack_at_batch1(const std::shared_ptr<I
   // XNNPACK uses one core: against a route on the pool it wins unless that is >= 10% faster (fewer joules at
   // about the same latency); against a route on one thread it has to be >= 10% faster itself.
   const bool wins = route_threads > 1 ? fastest[0] > 0.9 * fastest[1] : fastest[1] <= 0.9 * fastest[0];
-  if (!wins) return nullptr;
-  choice.reason += "; batch 1 on XNNPACK: " + format_number("%.3f", fastest[1]) + " ms vs " +
-                   format_number("%.3f", fastest[0]) + " ms";
-  return xnnpack;
+  const std::string timing = format_number("%.3f", fastest[1]) + " ms vs " +
+                             format_number("%.3f", fastest[0]) + " ms on " + std::to_string(route_threads) +
+                             " thread(s)";
+  choice.reason += (wins ? "; batch 1 on XNNPACK: " : "; XNNPACK kept out: ") + timing;
+  return wins ? xnnpack : nullptr;
+}
+
+// --fp32-engine xnnpack, checked: batch 1 on the calling thread, larger batches on XNNPACK's pthreadpool,
+// shapes other than the checked one on eager.
+std::shared_ptr<InferenceModel> forced_xnnpack(const std::shared_ptr<InferenceModel>& eager,
+                                               const std::shared_ptr<InferenceModel>& xnnpack,
+                                               const std::vector<std::int64_t>& sample_shape) {
+  return std::make_shared<EngineRoute>(
+      *xnnpack, EngineRoute::Models{std::make_shared<OnCallingThread>(xnnpack), xnnpack, eager}, sample_shape,
+      false);
+}
+
+// Builds the graph --fp32-engine asks for (auto: frozen). A forced engine that cannot be built is an error
+// that says what to run instead; auto keeps eager and says why.
+std::shared_ptr<InferenceModel> built_graph(const GraphBuilder& build_graph, Fp32Engine requested,
+                                            Fp32EngineChoice& choice) {
+  const bool xnnpack = requested == Fp32Engine::xnnpack;
+  try {
+    return build_graph(xnnpack ? Freezing::xnnpack : Freezing::optimized_batch1);
+  } catch (const std::exception& error) {  // ipj's own checks, or LibTorch's freeze/optimize passes
+    const std::string cause = error_cause(error.what());
+    if (requested == Fp32Engine::auto_select) {
+      choice.reason = "eager: the frozen graph cannot be built (" + cause + ")";
+      return nullptr;
+    }
+    fail(ErrorCategory::unsupported, std::string(xnnpack ? "--fp32-engine xnnpack: XNNPACK's"
+                                                         : "--fp32-engine "
+                                                           "frozen: the frozen") +
+                                         " graph of this model cannot be built (" + cause +
+                                         "); --fp32-engine auto or eager run it");
+  }
 }
 
 }  // namespace
@@ -184,23 +261,16 @@ std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel
                                                   const RunOptions& run) {
   Fp32EngineChoice choice;
   choice.requested = run.fp32_engine;
-  const Fp32Engine built = run.fp32_engine == Fp32Engine::xnnpack ? Fp32Engine::xnnpack : Fp32Engine::frozen;
-  std::shared_ptr<InferenceModel> graph;
-  if (run.fp32_engine != Fp32Engine::eager) {
-    try {
-      graph = build_graph(built == Fp32Engine::xnnpack ? Freezing::xnnpack : Freezing::optimized_batch1);
-    } catch (const std::exception& error) {  // ipj's own checks, or LibTorch's freeze/optimize passes
-      if (run.fp32_engine != Fp32Engine::auto_select) throw;
-      choice.reason = "eager: the frozen graph cannot be built (" + error_cause(error.what()) + ")";
-    }
-  }
+  const std::shared_ptr<InferenceModel> graph =
+      run.fp32_engine == Fp32Engine::eager ? nullptr : built_graph(build_graph, run.fp32_engine, choice);
   if (run.fp32_engine == Fp32Engine::eager) choice.reason = "eager, as asked";
   if (run.fp32_engine == Fp32Engine::frozen || run.fp32_engine == Fp32Engine::xnnpack)
-    choice = checked_choice(built, *eager, *graph, sample_shape, run);
+    choice = checked_choice(run.fp32_engine, *eager, *graph, sample_shape, run);
   if (graph && run.fp32_engine == Fp32Engine::auto_select)
     choice = timed_choice(eager, graph, sample_shape, run);
   std::shared_ptr<InferenceModel> chosen = choice.engine == Fp32Engine::eager ? eager : graph;
   choice.batch1_engine = choice.engine;
+  if (choice.engine == Fp32Engine::xnnpack) chosen = forced_xnnpack(eager, graph, sample_shape);
   std::optional<Batch1Threads> batch1;
   if (run.fp32_engine == Fp32Engine::auto_select && !sample_shape.empty()) {
     try {
@@ -212,21 +282,20 @@ std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel
     choice.batch1_threads = batch1->threads;
     choice.batch1_one_thread_ms = batch1->one_thread_ms;
     if (batch1->threads == 1) choice.reason += "; " + batch1->describe();
-  }
-  bool one_thread = batch1 && batch1->threads == 1;
-  std::shared_ptr<InferenceModel> batch1_model = chosen;
-  if (batch1 && batch1->pool > 0) {  // the model runs on a random batch: XNNPACK may take batch 1
+    const bool one_thread = batch1->threads == 1;
     const int route_threads = one_thread ? 1 : batch1->pool;
-    if (auto xnnpack =
-            faster_xnnpack_at_batch1(eager, build_graph, chosen, route_threads, sample_shape, choice)) {
-      batch1_model = xnnpack;  // on the calling thread: no OpenMP scope around it
-      one_thread = false;
+    const double route_ms = one_thread ? batch1->one_thread_ms : batch1->pool_ms;
+    const auto xnnpack =
+        faster_xnnpack_at_batch1(eager, build_graph, chosen, route_threads, route_ms, sample_shape, choice);
+    if (xnnpack) {  // on the calling thread: no OpenMP scope around it; only the checked shape goes there
       choice.batch1_engine = Fp32Engine::xnnpack;
       choice.batch1_threads = 1;
+      chosen = std::make_shared<EngineRoute>(*chosen, EngineRoute::Models{xnnpack, chosen, chosen},
+                                             sample_shape, false);
+    } else if (one_thread) {
+      chosen = one_thread_at_batch1(chosen);
     }
   }
-  if (one_thread || batch1_model != chosen)
-    chosen = std::make_shared<Batch1Route>(chosen, batch1_model, one_thread);
   spdlog::debug("fp32 engine: {} ({})", choice_name(choice.engine), choice.reason);
   chosen->fp32_engine = choice;
   if (batch1 && batch1->pool > 0) chosen->batch1_threads = batch1;
@@ -244,7 +313,9 @@ InferenceModelPtr with_measured_batch1_threads(InferenceModelPtr model, int pool
     return model;
   }
   if (measured.pool == 0) return model;
-  auto result = std::make_shared<Batch1Route>(model, model, /*one_thread=*/measured.threads == 1);
+  auto result =
+      std::make_shared<EngineRoute>(*model, EngineRoute::Models{model, model, model},
+                                    std::vector<std::int64_t>{}, /*one_thread=*/measured.threads == 1);
   result->batch1_threads = measured;
   if (measured.threads == 1)
     spdlog::debug("{} {}: {}", model->model_name, choice_name(model->variant), measured.describe());

@@ -282,7 +282,7 @@ TEST(Fp32Engine, UsersModelsThatTripTheCheckAreComparedFairlyAndNeverRunWrong) {
 
 // A small MobileNet-like block: stem conv + BN + ReLU6, depthwise 3x3 + ReLU6, pointwise 1x1, global average
 // pool, linear. Input [B, 1, 12, 12] -> [B, 4].
-torch::jit::Module depthwise_module() {
+torch::jit::Module depthwise_module(const std::string& first_line = "") {
   torch::jit::Module module("DepthwiseNet");
   torch::manual_seed(5);
   module.register_parameter("stem", torch::randn({8, 1, 3, 3}) * 0.5, false);
@@ -296,6 +296,8 @@ torch::jit::Module depthwise_module() {
   module.register_parameter("fc_b", torch::randn({4}) * 0.1, false);
   module.define(R"(
 def forward(self, x: Tensor) -> Tensor:
+    )" + (first_line.empty() ? std::string("x = x") : first_line) +
+                R"(
     x = torch.conv2d(x, self.stem, None, [2, 2], [1, 1])
     x = torch.batch_norm(x, self.bn_weight, self.bn_bias, self.bn_mean, self.bn_var, False, 0.1, 1e-5, False)
     x = torch.clamp(x, 0.0, 6.0)
@@ -382,11 +384,50 @@ TEST(Fp32Engine, XnnpackIsForcedOrTimedForBatch1AndAnswersAsInABatch) {
   }
   EXPECT_EQ(to_json(choice)["batch1_engine"], choice_name(choice.batch1_engine));
   EXPECT_LT((chosen->forward(pixels) - expected).abs().max().item<double>(), 1e-4);
+  // Another spatial size than the one checked (the pooling takes any) runs on eager, never on XNNPACK's
+  // operators, which do not check sizes: the forced engine and auto's batch-1 route alike.
+  const torch::Tensor larger = torch::rand({1, 1, 16, 16});
+  const torch::Tensor larger_expected = reference.forward({larger}).toTensor();
+  EXPECT_LT((forced->forward(larger) - larger_expected).abs().max().item<double>(), 1e-5);
+  EXPECT_LT((chosen->forward(larger) - larger_expected).abs().max().item<double>(), 1e-4);
   for (std::int64_t row = 0; row < 5; ++row)
     EXPECT_LT(
         (chosen->forward(pixels.narrow(0, row, 1)) - expected.narrow(0, row, 1)).abs().max().item<double>(),
         1e-4)
         << "row " << row;
+}
+
+// What a [0, 1) pixel check cannot see: sqrt of a negative input is NaN in eager, and XNNPACK's fused clamp
+// turns it into a number. The normal(0, 2) probe sees it: auto keeps XNNPACK out, --fp32-engine xnnpack runs
+// eager with a warning. A forced XNNPACK graph that cannot be checked (the model fails on the input shape)
+// is refused: its operators would read past a smaller input.
+TEST(Fp32Engine, XnnpackThatDiffersOnWideInputsOrCannotBeCheckedNeverRuns) {
+  testing::TempDir dir;
+  depthwise_module("x = torch.sqrt(x)").save(dir.file("sqrt.pt"));
+  LoadOptions options;
+  options.inputs.input_shape = {1, 12, 12};
+  options.run.variant = Variant::fp32;
+  options.run.fp32_engine_batch = 4;
+  const InferenceModelPtr chosen = load_inference_model(dir.file("sqrt.pt"), options);
+  ASSERT_TRUE(chosen->fp32_engine);
+  EXPECT_NE(chosen->fp32_engine->batch1_engine, Fp32Engine::xnnpack) << chosen->fp32_engine->reason;
+  EXPECT_NE(chosen->fp32_engine->reason.find("xnnpack differs from eager by inf"), std::string::npos)
+      << chosen->fp32_engine->reason;
+  const torch::Tensor negative = torch::full({1, 1, 12, 12}, -0.5);
+  EXPECT_TRUE(chosen->forward(negative).isnan().any().item<bool>());  // as eager answers
+  options.run.fp32_engine = Fp32Engine::xnnpack;
+  const InferenceModelPtr forced = load_inference_model(dir.file("sqrt.pt"), options);
+  EXPECT_EQ(forced->fp32_engine->engine, Fp32Engine::eager) << forced->fp32_engine->reason;
+  EXPECT_TRUE(forced->forward(negative).isnan().any().item<bool>());
+  options.inputs.input_shape = {2, 12, 12};  // the stem takes one channel
+  try {
+    load_inference_model(dir.file("sqrt.pt"), options);
+    ADD_FAILURE() << "an unchecked XNNPACK graph was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::usage);
+    EXPECT_NE(std::string(error.what()).find("runs only once checked against eager"), std::string::npos)
+        << error.what();
+  }
 }
 
 }  // namespace

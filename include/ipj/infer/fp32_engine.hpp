@@ -107,6 +107,13 @@ double fp32_difference(const std::function<torch::Tensor(const torch::Tensor&)>&
                        const std::function<torch::Tensor(const torch::Tensor&)>& candidate,
                        const std::vector<std::int64_t>& sample_shape, std::int64_t batch);
 
+// The same at batch 1 on normal(0, 2) values: what a [0, 1) pixel batch never shows (normalised inputs:
+// negatives, magnitudes up to ~8), e.g. a NaN from sqrt of a negative that a fused clamp turns into a number,
+// or an in-place clamp of the input that a graph pass moved. Throws what either forward throws.
+double fp32_wide_difference(const std::function<torch::Tensor(const torch::Tensor&)>& reference,
+                            const std::function<torch::Tensor(const torch::Tensor&)>& candidate,
+                            const std::vector<std::int64_t>& sample_shape);
+
 // Rewrites every aten::linear of a frozen module's forward into ipj::linear, which runs a [1, K] input as a
 // matrix-vector product (OpenBLAS's sgemm is 4-5x slower than its sgemv at M = 1) and anything else as
 // aten::linear. Returns how many were rewritten. In-memory only: a saved module would need ipj's operator.
