@@ -106,8 +106,10 @@ double relative_difference(const torch::Tensor& candidate, const torch::Tensor& 
 }
 
 std::string describe(const EngineMeasurement& measured, std::int64_t batch) {
-  return choice_name(measured.engine) + " " + format_number("%.3f", measured.batch1_ms) + " ms at batch 1, " +
-         format_number("%.3f", measured.batch_ms) + " ms at batch " + std::to_string(batch);
+  const std::string batch1 =
+      choice_name(measured.engine) + " " + format_number("%.3f", measured.batch1_ms) + " ms at batch 1";
+  if (batch == 1) return batch1;  // timed at batch 1 only (a server with max_batch_size 1, `--batch 1`)
+  return batch1 + ", " + format_number("%.3f", measured.batch_ms) + " ms at batch " + std::to_string(batch);
 }
 
 }  // namespace
