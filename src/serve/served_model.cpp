@@ -91,6 +91,12 @@ ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger)
   version_ = config_.latest_version();
   infer::LoadOptions options;
   options.inputs.input_shape = config_.sample_shape();
+  // max_batch_size 0 with a variable leading dimension ([-1, 1, 28, 28]): that dimension is each request's
+  // batch, the rest is the sample the fp32 engines are checked and timed on (not [1, 1, 28, 28] as one
+  // sample)
+  if (config_.batching.max_batch_size == 0 && options.inputs.input_shape.size() >= 2 &&
+      options.inputs.input_shape.front() == -1)
+    options.inputs.input_shape.erase(options.inputs.input_shape.begin());
   for (auto& dim : options.inputs.input_shape)
     if (dim == -1) dim = 1;
   options.inputs.mean = config_.mean;

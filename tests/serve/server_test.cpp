@@ -540,6 +540,44 @@ TEST(ServeTorchScript, AModelThatFailsOnBatchesLoadsWithAWarningThatSaysTheFix) 
   EXPECT_EQ(text.find("frame #"), std::string::npos) << "a C++ backtrace in the log:\n" << text;
 }
 
+// A model that does not batch (max_batch_size 0) declared as [-1, 1, 12, 12]: the leading -1 is each
+// request's batch, so the fp32 engines are checked and timed on [B, 1, 12, 12], not on a 5-D
+// [B, 1, 1, 12, 12] that fails and leaves eager running (a hostile pass, 2026-12-05).
+TEST(ServeTorchScript, AModelThatDoesNotBatchHasItsEnginesTimedOnItsOwnShape) {
+  testing::TempDir work;
+  std::filesystem::create_directories(work.file("repo/conv/1"));
+  torch::jit::Module module("SmallConv");
+  module.register_parameter("w", torch::randn({4, 1, 3, 3}), false);
+  module.register_parameter("fc", torch::randn({3, 4}), false);
+  module.define(R"(
+def forward(self, x: Tensor) -> Tensor:
+    x = torch.relu(torch.conv2d(x, self.w, None, [1, 1], [1, 1]))
+    return torch.linear(torch.adaptive_avg_pool2d(x, [1, 1]).flatten(1), self.fc)
+)");
+  module.save(work.file("repo/conv/1/model.pt"));
+  std::ofstream(work.file("repo/conv/config.json"))
+      << R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 1, 12, 12]}],
+            "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 3]}], "max_batch_size": 0})";
+  std::ostringstream log;
+  const std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
+  spdlog::set_default_logger(
+      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
+  ServeOptions options;
+  options.model_repository = work.file("repo");
+  options.port = 0;
+  options.measure_energy = false;
+  try {
+    InferenceServer server(options);
+  } catch (...) {
+    spdlog::set_default_logger(previous);
+    throw;
+  }
+  spdlog::set_default_logger(previous);
+  const std::string text = log.str();
+  EXPECT_NE(text.find("fastest exact engine measured: eager"), std::string::npos) << text;
+  EXPECT_EQ(text.find("fails on a random"), std::string::npos) << text;
+}
+
 }  // namespace
 }  // namespace ipj::serve
 
