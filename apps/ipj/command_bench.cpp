@@ -109,12 +109,12 @@ infer::ModelBenchOptions bench_options(BenchFlags& flags) {
 }
 
 void print_bench_table(const infer::ModelBenchReport& report) {
-  TextTable table({"variant", "batch", "p50 ms", "p90 ms", "p99 ms", "inferences/s", "J/1000", "source",
-                   "test acc", "weights", "stable"});
+  TextTable table({"variant", "batch", "p50 ms", "p90 ms", "p99 ms", "CPU ms/call", "inferences/s", "J/1000",
+                   "source", "test acc", "weights", "stable"});
   for (const auto& row : report.rows) {
     table.add_row({row.variant, std::to_string(row.batch), format_number("%.3f", row.p50_ms),
                    format_number("%.3f", row.p90_ms), format_number("%.3f", row.p99_ms),
-                   format_number("%.0f", row.throughput_per_s),
+                   format_number("%.3f", row.cpu_ms_per_call), format_number("%.0f", row.throughput_per_s),
                    !row.energy_source ? "-" : format_number("%.3f", row.j_per_1000),
                    energy::reported_source_name(row.energy_source),
                    row.test_acc ? format_number("%.4f", *row.test_acc) : "-",
