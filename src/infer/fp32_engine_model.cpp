@@ -78,6 +78,11 @@ Forward forward_of(const std::shared_ptr<const InferenceModel>& model) {
   return [model](const torch::Tensor& input) { return model->forward(input); };
 }
 
+// The same for a model the caller keeps alive.
+Forward forward_of(const InferenceModel& model) {
+  return [&model](const torch::Tensor& input) { return model.forward(input); };
+}
+
 std::string batch_shape_text(std::int64_t batch, const std::vector<std::int64_t>& sample_shape) {
   std::string shape = std::to_string(batch);
   for (const std::int64_t size : sample_shape)
@@ -90,10 +95,7 @@ std::string batch_shape_text(std::int64_t batch, const std::vector<std::int64_t>
 // in-place clamp of the input). Throws what either forward throws on those values.
 double xnnpack_difference(const InferenceModel& eager, const InferenceModel& xnnpack,
                           const std::vector<std::int64_t>& sample_shape, double difference) {
-  const auto by_reference = [](const InferenceModel& model) {
-    return [&model](const torch::Tensor& input) { return model.forward(input); };
-  };
-  return std::max(difference, fp32_wide_difference(by_reference(eager), by_reference(xnnpack), sample_shape));
+  return std::max(difference, fp32_wide_difference(forward_of(eager), forward_of(xnnpack), sample_shape));
 }
 
 // `frozen` or `xnnpack` as asked (--fp32-engine, the jit variant), checked once against eager on a random
@@ -115,12 +117,9 @@ Fp32EngineChoice checked_choice(Fp32Engine engine, const InferenceModel& eager, 
     return choice;
   }
   choice.batch = std::max<std::int64_t>(run.fp32_engine_batch, 1);
-  const auto by_reference = [](const InferenceModel& model) {
-    return [&model](const torch::Tensor& input) { return model.forward(input); };
-  };
   double difference = 0.0;
   try {
-    difference = fp32_difference(by_reference(eager), by_reference(graph), sample_shape, choice.batch);
+    difference = fp32_difference(forward_of(eager), forward_of(graph), sample_shape, choice.batch);
     if (engine == Fp32Engine::xnnpack)
       difference = xnnpack_difference(eager, graph, sample_shape, difference);
   } catch (const std::exception& error) {  // the model fails on the random batch: nothing to compare

@@ -512,19 +512,14 @@ TEST(ServeProcess, SigtermDrainsInFlightRequestsAndExitsZero) {
 // A TorchScript file that reshapes every input to a batch of one: one sample works, batches cannot. The
 // server loads it (single requests are answered) and warns at load that batched requests will fail, with the
 // fix.
-TEST(ServeTorchScript, AModelThatFailsOnBatchesLoadsWithAWarningThatSaysTheFix) {
-  testing::TempDir work;
-  std::filesystem::create_directories(work.file("repo/one/1"));
-  testing::save_batch_one_model(work.file("repo/one/1/model.pt"));
-  std::ofstream(work.file("repo/one/config.json"))
-      << R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 1, 2, 2]}],
-            "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 3]}], "max_batch_size": 8})";
+// What a server starting on `repository` logs (energy off, any free port).
+std::string log_of_server_start(const std::string& repository) {
   std::ostringstream log;
   const std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
   spdlog::set_default_logger(
       std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
   ServeOptions options;
-  options.model_repository = work.file("repo");
+  options.model_repository = repository;
   options.port = 0;
   options.measure_energy = false;
   try {
@@ -534,7 +529,17 @@ TEST(ServeTorchScript, AModelThatFailsOnBatchesLoadsWithAWarningThatSaysTheFix) 
     throw;
   }
   spdlog::set_default_logger(previous);
-  const std::string text = log.str();
+  return log.str();
+}
+
+TEST(ServeTorchScript, AModelThatFailsOnBatchesLoadsWithAWarningThatSaysTheFix) {
+  testing::TempDir work;
+  std::filesystem::create_directories(work.file("repo/one/1"));
+  testing::save_batch_one_model(work.file("repo/one/1/model.pt"));
+  std::ofstream(work.file("repo/one/config.json"))
+      << R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 1, 2, 2]}],
+            "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 3]}], "max_batch_size": 8})";
+  const std::string text = log_of_server_start(work.file("repo"));
   EXPECT_NE(text.find("fails on a batch of 8"), std::string::npos) << text;
   EXPECT_NE(text.find("max_batch_size to 1"), std::string::npos) << text;
   EXPECT_EQ(text.find("frame #"), std::string::npos) << "a C++ backtrace in the log:\n" << text;
@@ -558,22 +563,7 @@ def forward(self, x: Tensor) -> Tensor:
   std::ofstream(work.file("repo/conv/config.json"))
       << R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 1, 12, 12]}],
             "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 3]}], "max_batch_size": 0})";
-  std::ostringstream log;
-  const std::shared_ptr<spdlog::logger> previous = spdlog::default_logger();
-  spdlog::set_default_logger(
-      std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(log)));
-  ServeOptions options;
-  options.model_repository = work.file("repo");
-  options.port = 0;
-  options.measure_energy = false;
-  try {
-    InferenceServer server(options);
-  } catch (...) {
-    spdlog::set_default_logger(previous);
-    throw;
-  }
-  spdlog::set_default_logger(previous);
-  const std::string text = log.str();
+  const std::string text = log_of_server_start(work.file("repo"));
   EXPECT_NE(text.find("fastest exact engine measured: eager"), std::string::npos) << text;
   EXPECT_EQ(text.find("fails on a random"), std::string::npos) << text;
 }
