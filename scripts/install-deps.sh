@@ -32,6 +32,8 @@ packages=(
   libcpp-httplib-dev libboost-dev libxxhash-dev
   # image folders (PNG, JPEG)
   libpng-dev libjpeg62-turbo-dev
+  # XNNPACK's subgraph runtime (fp32 batch 1; the same libXNNPACK Debian's LibTorch links) and its thread pool
+  libxnnpack-dev libpthreadpool-dev
   # ONNX export (libonnx protobuf types, checker, shape inference) and c10d's Gloo backend (headers only)
   libonnx-dev libprotobuf-dev protobuf-compiler python3-onnx libgloo-dev
 )

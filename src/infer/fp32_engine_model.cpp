@@ -16,6 +16,7 @@
 #include "ipj/core/torch_compat.hpp"
 #include "ipj/device/threading.hpp"
 #include "ipj/infer/fp32_engine.hpp"
+#include "ipj/infer/xnnpack_runtime.hpp"
 
 namespace ipj::infer {
 namespace {
@@ -170,34 +171,106 @@ Fp32EngineChoice timed_choice(const std::shared_ptr<InferenceModel>& eager,
 // 0.2-1.5 ms), so auto does not spend the load time and memory (about twice the weights) to try it.
 constexpr double kXnnpackMaxBatch1Ms = 5.0;
 
-// XNNPACK's graph on the calling thread (OnCallingThread) for batch-1 inputs, when it is exact (pixels and
-// normal(0, 2) values) and timed faster than `chosen` on the `route_threads` OpenMP threads chosen for batch
-// 1 so far, whose fastest call took `route_ms` (>= 10% faster on one thread; on the pool, unless the pool is
-// >= 10% faster); null otherwise. Records the timing in `choice` and says why in its reason.
-std::shared_ptr<InferenceModel> faster_xnnpack_at_batch1(const std::shared_ptr<InferenceModel>& eager,
-                                                         const GraphBuilder& build_graph,
-                                                         const std::shared_ptr<InferenceModel>& chosen,
-                                                         int route_threads, double route_ms,
-                                                         const std::vector<std::int64_t>& sample_shape,
-                                                         Fp32EngineChoice& choice) {
+// A batch-1 XNNPACK candidate: the runtime of the graph IR (one plan, on the calling thread; while another
+// call holds it, batch 1 runs on `busy`), else LibTorch's optimizeForMobile graph on the calling thread.
+// `refused`: why the runtime was not built ("" when it was, or when there is no graph IR).
+struct XnnpackCandidate {
+  std::shared_ptr<InferenceModel> model;
+  XnnpackForm form = XnnpackForm::none;
+  std::optional<quant::Graph> graph;  // the runtime's graph IR
+  std::string refused;
+};
+
+XnnpackCandidate xnnpack_candidate(const GraphIrSource& graph_ir, const GraphBuilder& build_graph,
+                                   const std::shared_ptr<InferenceModel>& busy) {
+  XnnpackCandidate candidate;
+  if (graph_ir) {
+    try {
+      candidate.graph = graph_ir();
+      candidate.model = xnnpack_runtime_model(*candidate.graph, 1, 1, busy);
+      candidate.form = XnnpackForm::runtime;
+      return candidate;
+    } catch (const std::exception& error) {  // no XNNPACK in this build, or a node it cannot take
+      candidate.refused = error_cause(error.what());
+      spdlog::debug("xnnpack runtime not built: {}", candidate.refused);
+    }
+  }
+  candidate.model = std::make_shared<OnCallingThread>(build_graph(Freezing::xnnpack));
+  candidate.form = XnnpackForm::operators;
+  return candidate;
+}
+
+// A way to run batch 1 as timed at load: its model (null: the route chosen before XNNPACK), its threads and
+// its fastest call.
+struct TimedBatch1 {
+  std::shared_ptr<InferenceModel> model;
+  int threads = 1;
+  double ms = 0.0;
+};
+
+// The tie rule: with fewer threads the challenger wins unless the incumbent is >= 10% faster (the extra
+// cores, working or spinning, cost joules for little latency); with as many or more it must be >= 10% faster.
+bool challenger_wins(const TimedBatch1& incumbent, const TimedBatch1& challenger) {
+  return challenger.threads < incumbent.threads ? incumbent.ms > 0.9 * challenger.ms
+                                                : challenger.ms <= 0.9 * incumbent.ms;
+}
+
+// The runtime on a pthreadpool of `pool` threads when it is exact and beats the one-thread runtime by the tie
+// rule (timed alternately with it on `single`); null otherwise. XNNPACK splits each operator's output tiles
+// across the threads, so this is what a larger model (ResNet-18) gains from the second core.
+std::optional<TimedBatch1> pooled_runtime(const XnnpackCandidate& xnnpack, const TimedBatch1& one_thread,
+                                          const std::shared_ptr<InferenceModel>& eager,
+                                          const std::shared_ptr<InferenceModel>& busy, int pool,
+                                          const std::vector<std::int64_t>& sample_shape,
+                                          const torch::Tensor& single) {
+  if (xnnpack.form != XnnpackForm::runtime || pool < 2) return std::nullopt;
+  TimedBatch1 pooled{nullptr, pool, 0.0};
+  try {
+    pooled.model = xnnpack_runtime_model(*xnnpack.graph, 1, pool, busy);
+    if (!(fp32_difference(forward_of(eager), forward_of(pooled.model), sample_shape, 1) <=
+          kFp32EngineTolerance))
+      return std::nullopt;
+  } catch (const std::exception& error) {  // no pthreadpool of that size: the one-thread runtime stays
+    spdlog::debug("pooled xnnpack runtime not built: {}", error_cause(error.what()));
+    return std::nullopt;
+  }
+  const std::vector<double> fastest =
+      fastest_alternating_ms({forward_of(one_thread.model), forward_of(pooled.model)}, single);
+  pooled.ms = fastest[1];
+  const TimedBatch1 retimed{one_thread.model, 1, fastest[0]};
+  if (!challenger_wins(retimed, pooled)) return std::nullopt;
+  return pooled;
+}
+
+// XNNPACK for batch-1 inputs (xnnpack_candidate; the runtime also on a pthreadpool of `pool` threads), when
+// it is exact (pixels and normal(0, 2) values) and beats by the tie rule the batch-1 route chosen so far
+// (`chosen` on `route_threads` OpenMP threads, whose fastest call took `route_ms`); null otherwise. Records
+// the timing in `choice` and says why in its reason.
+std::shared_ptr<InferenceModel> faster_xnnpack_at_batch1(
+    const std::shared_ptr<InferenceModel>& eager, const GraphBuilder& build_graph,
+    const GraphIrSource& graph_ir, const std::shared_ptr<InferenceModel>& chosen, int route_threads,
+    double route_ms, int pool, const std::vector<std::int64_t>& sample_shape, Fp32EngineChoice& choice) {
   if (route_ms > kXnnpackMaxBatch1Ms) {
     choice.reason += "; xnnpack not tried (batch 1 takes " + format_number("%.1f", route_ms) + " ms)";
     return nullptr;
   }
-  std::shared_ptr<InferenceModel> xnnpack;
+  XnnpackCandidate xnnpack;
   double difference = INFINITY;
   try {
-    xnnpack = std::make_shared<OnCallingThread>(build_graph(Freezing::xnnpack));
-    difference = fp32_difference(forward_of(eager), forward_of(xnnpack), sample_shape, 1);
-    difference = xnnpack_difference(*eager, *xnnpack, sample_shape, difference);
+    xnnpack = xnnpack_candidate(graph_ir, build_graph, chosen);
+    difference = fp32_difference(forward_of(eager), forward_of(xnnpack.model), sample_shape, 1);
+    difference = xnnpack_difference(*eager, *xnnpack.model, sample_shape, difference);
   } catch (const std::exception& error) {  // no XNNPACK here, nothing it takes, or it fails on this model
     spdlog::debug("xnnpack not timed: {}", error_cause(error.what()));
     return nullptr;
   }
+  const std::string name = xnnpack.form == XnnpackForm::runtime ? "XNNPACK runtime" : "XNNPACK operators";
+  if (!xnnpack.refused.empty()) choice.reason += "; no XNNPACK runtime (" + xnnpack.refused + ")";
   const bool exact = difference <= kFp32EngineTolerance;
   if (!exact) {
     choice.measured.push_back({Fp32Engine::xnnpack, 0.0, 0.0, difference, exact});
-    choice.reason += "; xnnpack differs from eager by " + format_number("%.2g", difference) + " (relative)";
+    choice.reason +=
+        "; " + name + " not used: differs from eager by " + format_number("%.2g", difference) + " (relative)";
     return nullptr;
   }
   torch::NoGradGuard no_grad;
@@ -208,27 +281,50 @@ std::shared_ptr<InferenceModel> faster_xnnpack_at_batch1(const std::shared_ptr<I
     const device::CallerOpenMpThreads scope(route_threads);
     return chosen->forward(input);
   };
-  const std::vector<double> fastest = fastest_alternating_ms({route, forward_of(xnnpack)}, single);
-  choice.batch1_xnnpack_ms = fastest[1];
-  choice.measured.push_back({Fp32Engine::xnnpack, fastest[1], 0.0, difference, exact});
-  // XNNPACK uses one core: against a route on the pool it wins unless that is >= 10% faster (fewer joules at
-  // about the same latency); against a route on one thread it has to be >= 10% faster itself.
-  const bool wins = route_threads > 1 ? fastest[0] > 0.9 * fastest[1] : fastest[1] <= 0.9 * fastest[0];
-  const std::string timing = format_number("%.3f", fastest[1]) + " ms vs " +
-                             format_number("%.3f", fastest[0]) + " ms on " + std::to_string(route_threads) +
-                             " thread(s)";
-  choice.reason += (wins ? "; batch 1 on XNNPACK: " : "; XNNPACK kept out: ") + timing;
-  return wins ? xnnpack : nullptr;
+  const std::vector<double> fastest = fastest_alternating_ms({route, forward_of(xnnpack.model)}, single);
+  TimedBatch1 best{xnnpack.model, 1, fastest[1]};
+  if (const auto pooled = pooled_runtime(xnnpack, best, eager, chosen, pool, sample_shape, single))
+    best = *pooled;
+  choice.batch1_xnnpack_ms = best.ms;
+  choice.batch1_xnnpack_form = xnnpack.form;
+  choice.batch1_xnnpack_threads = best.threads;
+  choice.measured.push_back({Fp32Engine::xnnpack, best.ms, 0.0, difference, exact});
+  const bool wins = challenger_wins({nullptr, route_threads, fastest[0]}, best);
+  const std::string timing = format_number("%.3f", best.ms) + " ms on " + std::to_string(best.threads) +
+                             " thread(s) vs " + format_number("%.3f", fastest[0]) + " ms on " +
+                             std::to_string(route_threads);
+  choice.reason += (wins ? "; batch 1 on " + name + ": " : "; " + name + " kept out: ") + timing;
+  return wins ? best.model : nullptr;
 }
 
-// --fp32-engine xnnpack, checked: batch 1 on the calling thread, larger batches on XNNPACK's pthreadpool,
-// shapes other than the checked one on eager.
+// --fp32-engine xnnpack, checked: batch 1 on XNNPACK's runtime of the graph IR where it builds and agrees
+// with eager (pixels and normal(0, 2) values), else on the XNNPACK operators' graph on the calling thread;
+// larger batches on that graph (XNNPACK's pthreadpool), shapes other than the checked one on eager.
 std::shared_ptr<InferenceModel> forced_xnnpack(const std::shared_ptr<InferenceModel>& eager,
                                                const std::shared_ptr<InferenceModel>& xnnpack,
-                                               const std::vector<std::int64_t>& sample_shape) {
-  return std::make_shared<EngineRoute>(
-      *xnnpack, EngineRoute::Models{std::make_shared<OnCallingThread>(xnnpack), xnnpack, eager}, sample_shape,
-      false);
+                                               const GraphIrSource& graph_ir,
+                                               const std::vector<std::int64_t>& sample_shape,
+                                               Fp32EngineChoice& choice) {
+  std::shared_ptr<InferenceModel> batch1 = std::make_shared<OnCallingThread>(xnnpack);
+  choice.batch1_xnnpack_form = XnnpackForm::operators;
+  choice.batch1_xnnpack_threads = 1;
+  if (graph_ir) {
+    try {
+      auto runtime = xnnpack_runtime_model(graph_ir(), 1, 1, batch1);
+      const double difference =
+          xnnpack_difference(*eager, *runtime, sample_shape,
+                             fp32_difference(forward_of(eager), forward_of(runtime), sample_shape, 1));
+      if (!(difference <= kFp32EngineTolerance))
+        fail(ErrorCategory::unsupported, "it differs from eager by " + format_number("%.2g", difference));
+      batch1 = runtime;
+      choice.batch1_xnnpack_form = XnnpackForm::runtime;
+      choice.reason += "; batch 1 on XNNPACK runtime (within " + format_number("%.2g", difference) + ")";
+    } catch (const std::exception& error) {  // the operators' graph, checked already, runs batch 1
+      choice.reason += "; batch 1 on XNNPACK operators (no runtime: " + error_cause(error.what()) + ")";
+    }
+  }
+  return std::make_shared<EngineRoute>(*xnnpack, EngineRoute::Models{batch1, xnnpack, eager}, sample_shape,
+                                       false);
 }
 
 // Builds the graph --fp32-engine asks for (auto: frozen). A forced engine that cannot be built is an error
@@ -257,7 +353,7 @@ std::shared_ptr<InferenceModel> built_graph(const GraphBuilder& build_graph, Fp3
 std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel> eager,
                                                   const GraphBuilder& build_graph,
                                                   const std::vector<std::int64_t>& sample_shape,
-                                                  const RunOptions& run) {
+                                                  const RunOptions& run, const GraphIrSource& graph_ir) {
   Fp32EngineChoice choice;
   choice.requested = run.fp32_engine;
   const std::shared_ptr<InferenceModel> graph =
@@ -269,7 +365,8 @@ std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel
     choice = timed_choice(eager, graph, sample_shape, run);
   std::shared_ptr<InferenceModel> chosen = choice.engine == Fp32Engine::eager ? eager : graph;
   choice.batch1_engine = choice.engine;
-  if (choice.engine == Fp32Engine::xnnpack) chosen = forced_xnnpack(eager, graph, sample_shape);
+  if (choice.engine == Fp32Engine::xnnpack)
+    chosen = forced_xnnpack(eager, graph, graph_ir, sample_shape, choice);
   std::optional<Batch1Threads> batch1;
   if (run.fp32_engine == Fp32Engine::auto_select && !sample_shape.empty()) {
     try {
@@ -284,11 +381,11 @@ std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel
     const bool one_thread = batch1->threads == 1;
     const int route_threads = one_thread ? 1 : batch1->pool;
     const double route_ms = one_thread ? batch1->one_thread_ms : batch1->pool_ms;
-    const auto xnnpack =
-        faster_xnnpack_at_batch1(eager, build_graph, chosen, route_threads, route_ms, sample_shape, choice);
+    const auto xnnpack = faster_xnnpack_at_batch1(eager, build_graph, graph_ir, chosen, route_threads,
+                                                  route_ms, batch1->pool, sample_shape, choice);
     if (xnnpack) {  // on the calling thread: no OpenMP scope around it; only the checked shape goes there
       choice.batch1_engine = Fp32Engine::xnnpack;
-      choice.batch1_threads = 1;
+      choice.batch1_threads = 1;  // OpenMP's: XNNPACK's runtime brings its own pool where it has one
       chosen = std::make_shared<EngineRoute>(*chosen, EngineRoute::Models{xnnpack, chosen, chosen},
                                              sample_shape, false);
     } else if (one_thread) {

@@ -69,7 +69,8 @@ std::shared_ptr<InferenceModel> graph_variant(quant::Graph graph, Variant varian
     const std::vector<std::int64_t> sample_shape = graph.input_shape;
     std::shared_ptr<InferenceModel> result = std::make_shared<FloatGraphModel>(
         graph, choice_name(variant == Variant::bf16 ? variant : Variant::fp32));  // the graph interpreted
-    if (variant == Variant::fp32) result = fp32_engine_model(result, build_graph, sample_shape, options.run);
+    if (variant == Variant::fp32)
+      result = fp32_engine_model(result, build_graph, sample_shape, options.run, [&graph] { return graph; });
     if (variant == Variant::jit) result = jit_model(result, build_graph, sample_shape, options.run);
     result->parameter_bytes = bytes;
     return result;

@@ -35,16 +35,20 @@ class ScriptModel : public InferenceModel {
 // The model as TorchScript frozen the given way (Freezing::optimized_batch1: the frozen engine;
 // Freezing::xnnpack: XNNPACK's graph). Throws when that graph cannot be built.
 using GraphBuilder = std::function<std::shared_ptr<InferenceModel>(Freezing)>;
+// The model as ipj's graph IR on raw inputs (for XNNPACK's runtime); throws where it cannot be expressed.
+// Empty: the source has none.
+using GraphIrSource = std::function<quant::Graph()>;
 
 // The fp32 variant as run.fp32_engine says: `eager`, the graph `build_graph` makes (frozen or xnnpack,
 // checked once against eager), or (auto) the faster exact one of eager and frozen timed on
-// [B, ...sample_shape] inputs, then batch-1 inputs on one OpenMP thread and/or on the XNNPACK graph where
-// those timed >= 10% faster; the result's fp32_engine says which and why. A graph that cannot be built falls
-// back to eager (auto) or throws (asked for). Callers set parameter_bytes and the description afterwards.
+// [B, ...sample_shape] inputs, then batch-1 inputs on one OpenMP thread and/or on XNNPACK (the runtime of
+// `graph_ir`, else LibTorch's XNNPACK graph) where those timed >= 10% faster; the result's fp32_engine says
+// which and why. A graph that cannot be built falls back to eager (auto) or throws (asked for). Callers set
+// parameter_bytes and the description afterwards.
 std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel> eager,
                                                   const GraphBuilder& build_graph,
                                                   const std::vector<std::int64_t>& sample_shape,
-                                                  const RunOptions& run);
+                                                  const RunOptions& run, const GraphIrSource& graph_ir = {});
 
 // The jit variant: the frozen graph `build_graph` makes, checked once against `eager` on a random batch of
 // `sample_shape` (eager runs instead, with a warning, if they differ); fp32_engine says which runs and why.

@@ -99,7 +99,8 @@ std::shared_ptr<InferenceModel> program_variant(quant::LayerProgram program, Var
     };
     if (variant == Variant::jit)
       return jit_model(scripted(Freezing::frozen), scripted, program.input_shape, options.run);
-    return fp32_engine_model(scripted(Freezing::frozen), scripted, program.input_shape, options.run);
+    return fp32_engine_model(scripted(Freezing::frozen), scripted, program.input_shape, options.run,
+                             [&program] { return quant::graph_from_program(program); });
   }
   std::vector<quant::QuantParams> params;
   quant::QuantMode mode = quant::QuantMode::dynamic;
@@ -141,7 +142,12 @@ InferenceModelPtr from_checkpoint(const std::string& path, const LoadOptions& op
                        ? script_program_model(quant::extract_program(*trained.model, info), freezing)
                        : script_graph_model(quant::extract_graph(*trained.model, info), freezing);
           },
-          info.at("input_shape").get<std::vector<std::int64_t>>(), options.run);
+          info.at("input_shape").get<std::vector<std::int64_t>>(), options.run,
+          [&] {
+            return models::has_layer_program(name)
+                       ? quant::graph_from_program(quant::extract_program(*trained.model, info))
+                       : quant::extract_graph(*trained.model, info);
+          });
     std::int64_t bytes = 0;
     for (const auto& parameter : trained.model->parameters())
       bytes += parameter.numel() * 4;
@@ -259,6 +265,31 @@ std::shared_ptr<InferenceModel> torchscript_static(const torch::jit::Module& mod
   return result;
 }
 
+quant::ImportOptions import_options(const ModelInputs& inputs) {
+  quant::ImportOptions import;
+  import.input_shape = inputs.input_shape;
+  import.mean = inputs.mean;
+  import.std = inputs.std;
+  return import;
+}
+
+// A TorchScript file as graph IR on raw pixels (its --mean/--std applied), checked against the module on 8
+// random inputs; ipj::Error(unsupported) where the importer refuses an operator or the check fails (`use`
+// names what is then unavailable).
+quant::Graph imported_graph(const torch::jit::Module& module, const std::string& path,
+                            const ModelInputs& inputs, const std::string& use) {
+  const quant::ImportOptions import = import_options(inputs);
+  quant::Graph graph = quant::import_torchscript(module, path, import);
+  std::vector<std::int64_t> shape{8};
+  shape.insert(shape.end(), inputs.input_shape.begin(), inputs.input_shape.end());
+  const double difference = quant::import_difference(module, graph, import, torch::rand(shape));
+  if (!(difference <= 1e-3))
+    fail(ErrorCategory::unsupported, "'" + path + "': ipj's imported graph differs from the module by " +
+                                         std::to_string(difference) + " (relative); " + use +
+                                         " is not available for it");
+  return graph;
+}
+
 // int8 variants of a TorchScript file: imported into the graph IR (with its --mean/--std), checked against
 // the module on random inputs, then converted.
 std::shared_ptr<InferenceModel> torchscript_int8(const torch::jit::Module& module, const std::string& path,
@@ -266,20 +297,10 @@ std::shared_ptr<InferenceModel> torchscript_int8(const torch::jit::Module& modul
                                                  const data::DataRecord& trained_data) {
   if (options.inputs.input_shape.empty())
     fail(ErrorCategory::usage, "int8 variants of TorchScript files need --input-shape (e.g. 1,28,28)");
-  quant::ImportOptions import;
-  import.input_shape = options.inputs.input_shape;
-  import.mean = options.inputs.mean;
-  import.std = options.inputs.std;
+  const quant::ImportOptions import = import_options(options.inputs);
   quant::Graph graph;
   try {
-    graph = quant::import_torchscript(module, path, import);
-    std::vector<std::int64_t> shape{8};
-    shape.insert(shape.end(), options.inputs.input_shape.begin(), options.inputs.input_shape.end());
-    const double difference = quant::import_difference(module, graph, import, torch::rand(shape));
-    if (!(difference <= 1e-3))
-      fail(ErrorCategory::unsupported, "'" + path + "': ipj's imported graph differs from the module by " +
-                                           std::to_string(difference) +
-                                           " (relative); int8 is not available for it");
+    graph = imported_graph(module, path, options.inputs, "int8");
   } catch (const Error& error) {
     if (error.category() != ErrorCategory::unsupported || variant != Variant::int8_static) throw;
     spdlog::warn("{}; int8-static runs on the TorchScript module as it is (int8 regions, float elsewhere)",
@@ -358,7 +379,9 @@ InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& g
     };
     result = variant == Variant::jit
                  ? jit_model(std::move(eager), build_graph, options.inputs.input_shape, options.run)
-                 : fp32_engine_model(std::move(eager), build_graph, options.inputs.input_shape, options.run);
+                 : fp32_engine_model(
+                       std::move(eager), build_graph, options.inputs.input_shape, options.run,
+                       [&] { return imported_graph(module, path, options.inputs, "XNNPACK's runtime"); });
   } else
     result = std::make_shared<ScriptModel>(module, options.inputs.mean, options.inputs.std,
                                            variant == Variant::bf16 ? "bf16" : "fp32", reshape);

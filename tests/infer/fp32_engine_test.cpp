@@ -15,6 +15,7 @@
 #include "ipj/infer/fp32_engine.hpp"
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/infer/script_program.hpp"
+#include "ipj/infer/xnnpack_runtime.hpp"
 #include "support/test_support.hpp"
 #include "support/user_models.hpp"
 
@@ -366,6 +367,13 @@ TEST(Fp32Engine, XnnpackIsForcedOrTimedForBatch1AndAnswersAsInABatch) {
   EXPECT_EQ(forced->fp32_engine->engine, Fp32Engine::xnnpack) << forced->fp32_engine->reason;
   EXPECT_NE(forced->fp32_engine->reason.find("xnnpack, as asked, checked"), std::string::npos)
       << forced->fp32_engine->reason;
+  // The graph importer takes this model: batch 1 runs on XNNPACK's runtime of it (ipj's graph IR as one
+  // XNNPACK plan), checked like the operators' graph.
+  if (xnnpack_runtime_available()) {
+    EXPECT_EQ(forced->fp32_engine->batch1_xnnpack_form, XnnpackForm::runtime) << forced->fp32_engine->reason;
+    EXPECT_NE(forced->fp32_engine->reason.find("; batch 1 on XNNPACK runtime (within "), std::string::npos)
+        << forced->fp32_engine->reason;
+  }
   EXPECT_LT((forced->forward(pixels) - expected).abs().max().item<double>(), 1e-4);
   options.run.fp32_engine = Fp32Engine::auto_select;
   const InferenceModelPtr chosen = load_inference_model(dir.file("depthwise.pt"), options);
@@ -377,7 +385,7 @@ TEST(Fp32Engine, XnnpackIsForcedOrTimedForBatch1AndAnswersAsInABatch) {
   EXPECT_GT(choice.batch1_xnnpack_ms, 0.0);
   EXPECT_EQ(choice.batch1_xnnpack_ms, choice.measured[2].batch1_ms);
   if (choice.batch1_engine == Fp32Engine::xnnpack) {
-    EXPECT_NE(choice.reason.find("batch 1 on XNNPACK: "), std::string::npos) << choice.reason;
+    EXPECT_NE(choice.reason.find("batch 1 on XNNPACK runtime: "), std::string::npos) << choice.reason;
     EXPECT_EQ(choice.batch1_threads, 1);
   } else {
     EXPECT_EQ(choice.batch1_engine, choice.engine) << choice.reason;
@@ -411,7 +419,8 @@ TEST(Fp32Engine, XnnpackThatDiffersOnWideInputsOrCannotBeCheckedNeverRuns) {
   const InferenceModelPtr chosen = load_inference_model(dir.file("sqrt.pt"), options);
   ASSERT_TRUE(chosen->fp32_engine);
   EXPECT_NE(chosen->fp32_engine->batch1_engine, Fp32Engine::xnnpack) << chosen->fp32_engine->reason;
-  EXPECT_NE(chosen->fp32_engine->reason.find("xnnpack differs from eager by inf"), std::string::npos)
+  EXPECT_NE(chosen->fp32_engine->reason.find("XNNPACK operators not used: differs from eager by inf"),
+            std::string::npos)
       << chosen->fp32_engine->reason;
   const torch::Tensor negative = torch::full({1, 1, 12, 12}, -0.5);
   EXPECT_TRUE(chosen->forward(negative).isnan().any().item<bool>());  // as eager answers

@@ -29,6 +29,12 @@ enum class Fp32Engine {
   xnnpack,  // optimizeForMobile's graph: XNNPACK convolutions/linear layers, fast at batch 1, slow at 64
 };
 
+// How XNNPACK runs batch 1 where it does: `runtime`, ipj's graph IR as one XNNPACK subgraph (one plan made at
+// load, no interpreter between operators), or `operators`, LibTorch's optimizeForMobile graph (XNNPACK's
+// prepacked convolutions and linear layers called from the TorchScript interpreter: models the graph IR does
+// not take). `none`: XNNPACK does not run batch 1.
+enum class XnnpackForm { none, runtime, operators };
+
 // One engine as measured: median milliseconds per forward at batch 1 and at the second batch size, and how
 // far its outputs are from eager's (max |difference| / max(1, max |eager|)).
 struct EngineMeasurement {
@@ -55,6 +61,8 @@ struct Fp32EngineChoice {
   // unless the pool was >= 10% faster); batch1_xnnpack_ms 0: XNNPACK not timed.
   Fp32Engine batch1_engine = Fp32Engine::eager;
   double batch1_xnnpack_ms = 0.0;
+  XnnpackForm batch1_xnnpack_form = XnnpackForm::none;  // which XNNPACK was timed (none: not timed)
+  int batch1_xnnpack_threads = 0;                       // the runtime's threads (1: the calling thread)
 };
 
 // The largest relative difference from eager that still counts as the same fp32 model (rounding of folded
@@ -122,6 +130,14 @@ int use_batch1_linear(torch::jit::Module& module);
 }  // namespace ipj::infer
 
 namespace ipj {
+
+template <>
+struct ChoiceNames<infer::XnnpackForm> {
+  static constexpr std::array<std::pair<infer::XnnpackForm, const char*>, 3> names{
+      {{infer::XnnpackForm::none, "none"},
+       {infer::XnnpackForm::runtime, "runtime"},
+       {infer::XnnpackForm::operators, "operators"}}};
+};
 
 template <>
 struct ChoiceNames<infer::Fp32Engine> {

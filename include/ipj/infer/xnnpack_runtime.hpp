@@ -1,0 +1,29 @@
+// ipj's graph IR run as one XNNPACK subgraph runtime (one plan made at load, weights packed once, its own
+// buffers, no TorchScript interpreter between operators): the fp32 variant's batch-1 engine. Limits: one
+// batch size per runtime; what the IR has in NHWC (conv2d, linear, add, clamp, pools, flatten before linear
+// layers); built only where Debian's libxnnpack-dev was found (IPJ_WITH_XNNPACK).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ipj/infer/inference_model.hpp"
+#include "ipj/quant/graph.hpp"
+
+namespace ipj::infer {
+
+// Whether this build has XNNPACK's subgraph API (compiled with its headers) and it initialised on this CPU.
+bool xnnpack_runtime_available();
+
+// `graph` as an XNNPACK runtime for [batch, ...graph.input_shape] inputs (the graph's normalisation and input
+// padding applied in ATen first). threads 1: the calling thread runs it; >= 2: a pthreadpool of that many
+// whose workers sleep after each call. Throws ipj::Error(unsupported) naming the first node the subgraph
+// cannot take (an operator XNNPACK lacks, a flatten read by something else than linear layers) or why
+// XNNPACK is missing. forward() refuses other shapes (ipj::Error(invalid_input)); concurrent calls run one at
+// a time on the runtime, or on `busy` (when given) while another call holds it.
+std::shared_ptr<InferenceModel> xnnpack_runtime_model(const quant::Graph& graph, std::int64_t batch,
+                                                      int threads,
+                                                      std::shared_ptr<const InferenceModel> busy = nullptr);
+
+}  // namespace ipj::infer

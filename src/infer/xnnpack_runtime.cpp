@@ -1,0 +1,441 @@
+// ipj's graph IR as one XNNPACK subgraph runtime: values in NHWC (XNNPACK's layout), weights permuted to it
+// and packed once by xnn_create_runtime_v2, input and output in buffers the runtime was set up on. Limits:
+// one batch size; average pools exclude padding (XNNPACK's rule) so a padded count_include_pad pool is
+// refused; every other refusal names the node. The caller checks the result against eager before use.
+#include "ipj/infer/xnnpack_runtime.hpp"
+
+#include <torch/types.h>
+
+#include <cmath>
+#include <limits>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "ipj/core/error.hpp"
+
+#ifdef IPJ_WITH_XNNPACK
+#include <pthreadpool.h>
+#include <xnnpack.h>
+#endif
+
+namespace ipj::infer {
+
+#ifndef IPJ_WITH_XNNPACK
+
+bool xnnpack_runtime_available() {
+  return false;
+}
+
+std::shared_ptr<InferenceModel> xnnpack_runtime_model(const quant::Graph&, std::int64_t, int,
+                                                      std::shared_ptr<const InferenceModel>) {
+  fail(ErrorCategory::unsupported,
+       "this ipj was built without XNNPACK's subgraph API (install libxnnpack-dev and libpthreadpool-dev, "
+       "then rebuild)");
+}
+
+#else
+
+namespace {
+
+using Shape = std::vector<std::int64_t>;
+
+// One IR node's output as a subgraph value: its XNNPACK id, its ATen shape ([N, C, H, W] or [N, F]) and, for
+// a flattened 4-D value, the [C, H, W] it came from (its elements are then in H, W, C order).
+struct XnnValue {
+  std::uint32_t id = XNN_INVALID_VALUE_ID;
+  Shape aten_shape;
+  Shape flattened_chw;
+};
+
+struct Subgraph {
+  xnn_subgraph_t handle = nullptr;
+  std::vector<torch::Tensor> weights;  // what static values point to, alive as long as the runtime
+  std::vector<XnnValue> values;        // per IR node
+};
+
+bool xnn_initialised() {
+  static const bool ok = xnn_initialize(nullptr) == xnn_status_success;
+  return ok;
+}
+
+[[noreturn]] void refuse_node(const quant::GraphNode& node, const std::string& why) {
+  fail(ErrorCategory::unsupported,
+       "XNNPACK runtime: node '" + node.name + "' (" + quant::node_kind_name(node.kind) + ") " + why);
+}
+
+void check_xnn(xnn_status status, const quant::GraphNode& node, const char* what) {
+  if (status != xnn_status_success)
+    refuse_node(node, std::string("refused by XNNPACK's ") + what + " (status " +
+                          std::to_string(static_cast<int>(status)) + ")");
+}
+
+// XNNPACK's dims of an ATen shape: [N, C, H, W] -> [N, H, W, C]; [N, F] as is.
+std::vector<std::size_t> xnn_dims(const Shape& aten_shape) {
+  std::vector<std::size_t> dims(aten_shape.begin(), aten_shape.end());
+  if (aten_shape.size() == 4) dims = {dims[0], dims[2], dims[3], dims[1]};
+  return dims;
+}
+
+std::pair<float, float> output_range(const quant::Activation& activation) {
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  switch (activation.kind) {
+    case quant::ActivationKind::none:
+      return {-inf, inf};
+    case quant::ActivationKind::relu:
+      return {0.0f, inf};
+    case quant::ActivationKind::clamp:
+      return {static_cast<float>(activation.min), static_cast<float>(activation.max)};
+  }
+  return {-inf, inf};
+}
+
+// A new value of `aten_shape` for node `index`: external output 1 when it is the graph's last node.
+std::uint32_t define_value(Subgraph& subgraph, const Shape& aten_shape, bool is_output,
+                           const quant::GraphNode& node) {
+  const std::vector<std::size_t> dims = xnn_dims(aten_shape);
+  std::uint32_t id = XNN_INVALID_VALUE_ID;
+  check_xnn(xnn_define_tensor_value(subgraph.handle, xnn_datatype_fp32, dims.size(), dims.data(), nullptr,
+                                    is_output ? 1 : XNN_INVALID_VALUE_ID,
+                                    is_output ? XNN_VALUE_FLAG_EXTERNAL_OUTPUT : 0, &id),
+            node, "tensor value");
+  return id;
+}
+
+// A static value holding `tensor` (kept alive in subgraph.weights).
+std::uint32_t define_static(Subgraph& subgraph, torch::Tensor tensor, const quant::GraphNode& node) {
+  tensor = tensor.to(torch::kFloat).contiguous();
+  subgraph.weights.push_back(tensor);
+  const std::vector<std::size_t> dims(tensor.sizes().begin(), tensor.sizes().end());
+  std::uint32_t id = XNN_INVALID_VALUE_ID;
+  check_xnn(xnn_define_tensor_value(subgraph.handle, xnn_datatype_fp32, dims.size(), dims.data(),
+                                    tensor.data_ptr<float>(), XNN_INVALID_VALUE_ID, 0, &id),
+            node, "static tensor");
+  return id;
+}
+
+const XnnValue& four_d_input(const Subgraph& subgraph, const quant::GraphNode& node) {
+  const XnnValue& input = subgraph.values[node.inputs.at(0)];
+  if (input.aten_shape.size() != 4 || !input.flattened_chw.empty())
+    refuse_node(node, "reads a value that is not [N, C, H, W]");
+  return input;
+}
+
+std::uint32_t define_conv2d(Subgraph& subgraph, const quant::GraphNode& node, std::uint32_t output) {
+  const XnnValue& input = four_d_input(subgraph, node);
+  const torch::Tensor weight = node.weight.permute({0, 2, 3, 1});  // [O, I/g, kh, kw] -> [O, kh, kw, I/g]
+  const auto [low, high] = output_range(node.activation);
+  const auto u32 = [](std::int64_t value) { return static_cast<std::uint32_t>(value); };
+  check_xnn(xnn_define_convolution_2d(
+                subgraph.handle, u32(node.padding[0]), u32(node.padding[1]), u32(node.padding[0]),
+                u32(node.padding[1]), u32(node.weight.size(2)), u32(node.weight.size(3)), u32(node.stride[0]),
+                u32(node.stride[1]), u32(node.dilation[0]), u32(node.dilation[1]), u32(node.groups),
+                static_cast<std::size_t>(node.weight.size(1)),
+                static_cast<std::size_t>(node.weight.size(0) / node.groups), low, high, input.id,
+                define_static(subgraph, weight, node), define_static(subgraph, node.bias, node), output, 0),
+            node, "convolution");
+  return output;
+}
+
+// A linear layer on [N, F]; after a flatten of [N, C, H, W] (elements in H, W, C order) its weight's columns
+// are permuted to that order.
+std::uint32_t define_linear(Subgraph& subgraph, const quant::GraphNode& node, std::uint32_t output) {
+  const XnnValue& input = subgraph.values[node.inputs.at(0)];
+  if (input.aten_shape.size() != 2) refuse_node(node, "reads a value that is not [N, features]");
+  torch::Tensor weight = node.weight;  // [out, in]
+  if (!input.flattened_chw.empty()) {
+    const Shape& chw = input.flattened_chw;
+    weight = weight.view({weight.size(0), chw[0], chw[1], chw[2]})
+                 .permute({0, 2, 3, 1})
+                 .reshape({weight.size(0), -1});
+  }
+  const auto [low, high] = output_range(node.activation);
+  check_xnn(
+      xnn_define_fully_connected(subgraph.handle, low, high, input.id, define_static(subgraph, weight, node),
+                                 define_static(subgraph, node.bias, node), output, 0),
+      node, "fully connected layer");
+  return output;
+}
+
+// Extra bottom/right padding that makes XNNPACK's floor rule give ATen's ceil_mode size `out`.
+std::uint32_t ceil_padding(std::int64_t in, std::int64_t out, std::int64_t kernel, std::int64_t stride,
+                           std::int64_t padding, std::int64_t dilation) {
+  const std::int64_t needed = (out - 1) * stride + dilation * (kernel - 1) + 1 - (in + 2 * padding);
+  return static_cast<std::uint32_t>(std::max<std::int64_t>(needed, 0));
+}
+
+std::uint32_t define_pool(Subgraph& subgraph, const quant::GraphNode& node, const Shape& out,
+                          std::uint32_t output) {
+  const XnnValue& input = four_d_input(subgraph, node);
+  const Shape& in = input.aten_shape;
+  const auto u32 = [](std::int64_t value) { return static_cast<std::uint32_t>(value); };
+  const std::uint32_t extra_h = ceil_padding(in[2], out[2], node.kernel[0], node.stride[0], node.padding[0],
+                                             node.kind == quant::NodeKind::max_pool2d ? node.dilation[0] : 1);
+  const std::uint32_t extra_w = ceil_padding(in[3], out[3], node.kernel[1], node.stride[1], node.padding[1],
+                                             node.kind == quant::NodeKind::max_pool2d ? node.dilation[1] : 1);
+  const auto [low, high] = output_range(node.activation);
+  if (node.kind == quant::NodeKind::max_pool2d) {
+    check_xnn(xnn_define_max_pooling_2d(subgraph.handle, u32(node.padding[0]), u32(node.padding[1]) + extra_w,
+                                        u32(node.padding[0]) + extra_h, u32(node.padding[1]),
+                                        u32(node.kernel[0]), u32(node.kernel[1]), u32(node.stride[0]),
+                                        u32(node.stride[1]), u32(node.dilation[0]), u32(node.dilation[1]),
+                                        low, high, input.id, output, 0),
+              node, "max pooling");
+    return output;
+  }
+  const bool padded = node.padding[0] > 0 || node.padding[1] > 0 || extra_h > 0 || extra_w > 0;
+  if (padded && node.count_include_pad)
+    refuse_node(node, "counts padding in its averages (XNNPACK's average pooling leaves it out)");
+  check_xnn(
+      xnn_define_average_pooling_2d(subgraph.handle, u32(node.padding[0]), u32(node.padding[1]) + extra_w,
+                                    u32(node.padding[0]) + extra_h, u32(node.padding[1]), u32(node.kernel[0]),
+                                    u32(node.kernel[1]), u32(node.stride[0]), u32(node.stride[1]), low, high,
+                                    input.id, output, 0),
+      node, "average pooling");
+  return output;
+}
+
+// Adaptive average pooling: global to [N, C, 1, 1], or windows of size input/output when that divides.
+std::uint32_t define_adaptive_pool(Subgraph& subgraph, const quant::GraphNode& node, std::uint32_t output) {
+  const XnnValue& input = four_d_input(subgraph, node);
+  const Shape& in = input.aten_shape;
+  const auto [low, high] = output_range(node.activation);
+  if (node.output_size[0] == 1 && node.output_size[1] == 1) {
+    check_xnn(xnn_define_global_average_pooling_2d(subgraph.handle, low, high, input.id, output, 0), node,
+              "global average pooling");
+    return output;
+  }
+  if (in[2] % node.output_size[0] != 0 || in[3] % node.output_size[1] != 0)
+    refuse_node(node, "has windows of unequal sizes");
+  const auto kh = static_cast<std::uint32_t>(in[2] / node.output_size[0]);
+  const auto kw = static_cast<std::uint32_t>(in[3] / node.output_size[1]);
+  check_xnn(xnn_define_average_pooling_2d(subgraph.handle, 0, 0, 0, 0, kh, kw, kh, kw, low, high, input.id,
+                                          output, 0),
+            node, "average pooling");
+  return output;
+}
+
+// flatten: [N, C, H, W] -> [N, C*H*W] as a reshape of the NHWC value (so in H, W, C order: only linear layers
+// may read it, with permuted weights), or of a [N, F] value as is.
+std::uint32_t define_flatten(Subgraph& subgraph, const quant::GraphNode& node, XnnValue& value) {
+  const XnnValue& input = subgraph.values[node.inputs.at(0)];
+  if (node.activation.kind != quant::ActivationKind::none) refuse_node(node, "has an activation");
+  if (input.aten_shape.size() == 4 && input.aten_shape[2] * input.aten_shape[3] > 1)
+    value.flattened_chw = {input.aten_shape[1], input.aten_shape[2], input.aten_shape[3]};
+  if (input.aten_shape.size() == 2) value.flattened_chw = input.flattened_chw;
+  const std::vector<std::size_t> dims = xnn_dims(value.aten_shape);
+  check_xnn(xnn_define_static_reshape(subgraph.handle, dims.size(), dims.data(), input.id, value.id, 0), node,
+            "reshape");
+  return value.id;
+}
+
+void define_node(Subgraph& subgraph, const quant::Graph& graph, std::size_t index, const Shape& shape) {
+  const quant::GraphNode& node = graph.nodes[index];
+  if (shape.size() != 4 && shape.size() != 2) refuse_node(node, "has an output that is neither 2-D nor 4-D");
+  XnnValue& value = subgraph.values[index];
+  value.aten_shape = shape;
+  value.id = define_value(subgraph, shape, index + 1 == graph.nodes.size(), node);
+  const auto [low, high] = output_range(node.activation);
+  switch (node.kind) {
+    case quant::NodeKind::conv2d:
+      define_conv2d(subgraph, node, value.id);
+      break;
+    case quant::NodeKind::linear:
+      define_linear(subgraph, node, value.id);
+      break;
+    case quant::NodeKind::add: {
+      const XnnValue& a = subgraph.values[node.inputs.at(0)];
+      const XnnValue& b = subgraph.values[node.inputs.at(1)];
+      if (a.aten_shape != shape || b.aten_shape != shape || a.flattened_chw != b.flattened_chw)
+        refuse_node(node, "adds values of different shapes or layouts");
+      value.flattened_chw = a.flattened_chw;
+      check_xnn(xnn_define_add2(subgraph.handle, low, high, a.id, b.id, value.id, 0), node, "addition");
+      break;
+    }
+    case quant::NodeKind::clamp: {
+      const XnnValue& input = subgraph.values[node.inputs.at(0)];
+      value.flattened_chw = input.flattened_chw;
+      check_xnn(xnn_define_clamp(subgraph.handle, low, high, input.id, value.id, 0), node, "clamp");
+      break;
+    }
+    case quant::NodeKind::max_pool2d:
+    case quant::NodeKind::avg_pool2d:
+      define_pool(subgraph, node, shape, value.id);
+      break;
+    case quant::NodeKind::adaptive_avg_pool2d:
+      define_adaptive_pool(subgraph, node, value.id);
+      break;
+    case quant::NodeKind::flatten:
+      define_flatten(subgraph, node, value);
+      break;
+    case quant::NodeKind::input:
+      refuse_node(node, "is an input after node 0");
+  }
+}
+
+// Every node's ATen output shape on a [batch, ...input_shape] input (node 0: the prepared input).
+std::vector<Shape> node_shapes(const quant::Graph& graph, std::int64_t batch) {
+  torch::NoGradGuard no_grad;
+  Shape input_shape{batch};
+  input_shape.insert(input_shape.end(), graph.input_shape.begin(), graph.input_shape.end());
+  const torch::Tensor input = torch::zeros(input_shape);
+  std::vector<Shape> shapes(graph.nodes.size());
+  quant::GraphHooks hooks;
+  hooks.output = [&shapes](std::size_t index, torch::Tensor value) {
+    shapes.at(index) = value.sizes().vec();
+    return value;
+  };
+  quant::run_graph(graph, input, hooks);
+  shapes[0] = quant::prepare_graph_input(graph, input).sizes().vec();
+  return shapes;
+}
+
+// The nodes the output depends on: XNNPACK allocates no memory for a value nobody reads, and its checks
+// (assertions in Debian's build) stop the process at such a node, so dead nodes are left out.
+std::vector<bool> live_nodes(const quant::Graph& graph) {
+  std::vector<bool> live(graph.nodes.size(), false);
+  live.back() = true;
+  for (std::size_t index = graph.nodes.size(); index-- > 0;)
+    if (live[index])
+      for (const std::size_t input : graph.nodes[index].inputs)
+        live[input] = true;
+  return live;
+}
+
+// The subgraph of `graph` at `batch`: external value 0 the prepared input, 1 the last node's output.
+Subgraph build_subgraph(const quant::Graph& graph, std::int64_t batch) {
+  if (graph.nodes.size() < 2) fail(ErrorCategory::unsupported, "XNNPACK runtime: the graph has no layers");
+  const std::vector<Shape> shapes = node_shapes(graph, batch);
+  Subgraph subgraph;
+  if (xnn_create_subgraph(2, 0, &subgraph.handle) != xnn_status_success)
+    fail(ErrorCategory::unsupported, "XNNPACK runtime: no subgraph could be created");
+  subgraph.values.resize(graph.nodes.size());
+  try {
+    const quant::GraphNode& input = graph.nodes[0];
+    if (shapes[0].size() != 4 && shapes[0].size() != 2)
+      refuse_node(input, "is neither [N, C, H, W] nor [N, F]");
+    subgraph.values[0].aten_shape = shapes[0];
+    const std::vector<std::size_t> dims = xnn_dims(shapes[0]);
+    check_xnn(xnn_define_tensor_value(subgraph.handle, xnn_datatype_fp32, dims.size(), dims.data(), nullptr,
+                                      0, XNN_VALUE_FLAG_EXTERNAL_INPUT, &subgraph.values[0].id),
+              input, "input value");
+    const std::vector<bool> live = live_nodes(graph);
+    for (std::size_t index = 1; index < graph.nodes.size(); ++index)
+      if (live[index]) define_node(subgraph, graph, index, shapes[index]);
+    if (!subgraph.values.back().flattened_chw.empty())
+      refuse_node(graph.nodes.back(), "is the output but holds a flattened [C, H, W] in XNNPACK's order");
+  } catch (...) {
+    xnn_delete_subgraph(subgraph.handle);
+    throw;
+  }
+  return subgraph;
+}
+
+// The runtime with its buffers: inputs are copied into an NHWC buffer with XNN_EXTRA_BYTES to spare (XNNPACK
+// may read that far past a tensor), outputs copied out of its own buffer.
+class XnnpackRuntimeModel : public InferenceModel {
+ public:
+  XnnpackRuntimeModel(const quant::Graph& graph, std::int64_t batch, int threads,
+                      std::shared_ptr<const InferenceModel> busy)
+      : graph_(graph), busy_(std::move(busy)) {
+    graph_.nodes.clear();  // what prepare_graph_input reads stays: shape, normalisation, padding
+    Subgraph subgraph = build_subgraph(graph, batch);
+    weights_ = std::move(subgraph.weights);
+    input_shape_ = subgraph.values.front().aten_shape;
+    output_shape_ = subgraph.values.back().aten_shape;
+    sample_shape = graph.input_shape;
+    if (threads >= 2) pool_ = pthreadpool_create(static_cast<std::size_t>(threads));
+    const xnn_status created =
+        xnn_create_runtime_v2(subgraph.handle, pool_, pool_ ? XNN_FLAG_YIELD_WORKERS : 0, &runtime_);
+    xnn_delete_subgraph(subgraph.handle);
+    if (created != xnn_status_success) {
+      release();
+      fail(ErrorCategory::unsupported, "XNNPACK runtime: the plan could not be made (status " +
+                                           std::to_string(static_cast<int>(created)) + ")");
+    }
+    input_buffer_ = torch::empty({buffer_elements(input_shape_)});
+    output_buffer_ = torch::empty({buffer_elements(output_shape_)});
+    const xnn_external_value external[2] = {{0, input_buffer_.data_ptr<float>()},
+                                            {1, output_buffer_.data_ptr<float>()}};
+    if (xnn_setup_runtime(runtime_, 2, external) != xnn_status_success) {
+      release();
+      fail(ErrorCategory::unsupported, "XNNPACK runtime: its buffers could not be set up");
+    }
+  }
+  ~XnnpackRuntimeModel() override { release(); }
+  XnnpackRuntimeModel(const XnnpackRuntimeModel&) = delete;
+  XnnpackRuntimeModel& operator=(const XnnpackRuntimeModel&) = delete;
+
+  torch::Tensor forward(const torch::Tensor& input) const override {
+    if (input.dim() != static_cast<std::int64_t>(sample_shape.size()) + 1 ||
+        input.size(0) != input_shape_[0] || !input.sizes().slice(1).equals(sample_shape))
+      fail(ErrorCategory::invalid_input,
+           "XNNPACK runtime: input of shape " + shape_text(input.sizes().vec()) +
+               " where it was built for batch " + std::to_string(input_shape_[0]) + " of " +
+               shape_text(sample_shape));
+    std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      if (busy_) return busy_->forward(input);
+      lock.lock();
+    }
+    torch::NoGradGuard no_grad;
+    nhwc_view(input_buffer_, input_shape_).copy_(quant::prepare_graph_input(graph_, input));
+    if (xnn_invoke_runtime(runtime_) != xnn_status_success)
+      fail(ErrorCategory::runtime, "XNNPACK runtime: the call failed");
+    return nhwc_view(output_buffer_, output_shape_)
+        .clone(torch::MemoryFormat::Contiguous);  // [N, C, H, W] / [N, F]
+  }
+
+ private:
+  static std::int64_t buffer_elements(const Shape& shape) {
+    std::int64_t count = 1;
+    for (const std::int64_t size : shape)
+      count *= size;
+    return count + static_cast<std::int64_t>(XNN_EXTRA_BYTES / sizeof(float));
+  }
+  // The buffer as an ATen tensor of `shape` whose memory is NHWC (channels-last strides) for 4-D shapes.
+  static torch::Tensor nhwc_view(const torch::Tensor& buffer, const Shape& shape) {
+    if (shape.size() != 4) return buffer.narrow(0, 0, shape[0] * shape[1]).view(shape);
+    const Shape strides{shape[1] * shape[2] * shape[3], 1, shape[3] * shape[1], shape[1]};
+    return buffer.as_strided(shape, strides);
+  }
+  static std::string shape_text(const Shape& shape) {
+    std::string text;
+    for (const std::int64_t size : shape)
+      text += (text.empty() ? "" : ", ") + std::to_string(size);
+    return "[" + text + "]";
+  }
+  void release() {
+    if (runtime_) xnn_delete_runtime(runtime_);
+    if (pool_) pthreadpool_destroy(pool_);
+    runtime_ = nullptr;
+    pool_ = nullptr;
+  }
+
+  quant::Graph graph_;  // its input normalisation and padding (no nodes)
+  std::shared_ptr<const InferenceModel> busy_;
+  std::vector<torch::Tensor> weights_;
+  Shape input_shape_, output_shape_;
+  pthreadpool_t pool_ = nullptr;
+  xnn_runtime_t runtime_ = nullptr;
+  torch::Tensor input_buffer_, output_buffer_;
+  mutable std::mutex mutex_;
+};
+
+}  // namespace
+
+bool xnnpack_runtime_available() {
+  return xnn_initialised();
+}
+
+std::shared_ptr<InferenceModel> xnnpack_runtime_model(const quant::Graph& graph, std::int64_t batch,
+                                                      int threads,
+                                                      std::shared_ptr<const InferenceModel> busy) {
+  if (!xnn_initialised())
+    fail(ErrorCategory::unsupported, "XNNPACK runtime: XNNPACK does not initialise on this CPU");
+  return std::make_shared<XnnpackRuntimeModel>(graph, batch, threads, std::move(busy));
+}
+
+#endif
+
+}  // namespace ipj::infer

@@ -1,0 +1,226 @@
+// XNNPACK's subgraph runtime of the graph IR: PyTorch's own outputs for torchvision's ResNet-18 and
+// MobileNetV2 (make_graph_models.py), every node kind against the graph interpreter (ATen), refusals that
+// name the node, the input shape guard, and concurrent callers.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <thread>
+
+#include "ipj/core/error.hpp"
+#include "ipj/infer/xnnpack_runtime.hpp"
+#include "ipj/quant/graph.hpp"
+#include "quant/graph_models_fixture.hpp"
+
+namespace ipj::infer {
+namespace {
+
+using quant::ActivationKind;
+using quant::Graph;
+using quant::GraphNode;
+using quant::NodeKind;
+
+GraphNode layer(NodeKind kind, const std::string& name, std::vector<std::size_t> inputs) {
+  GraphNode node;
+  node.kind = kind;
+  node.name = name;
+  node.inputs = std::move(inputs);
+  return node;
+}
+
+GraphNode conv(const std::string& name, std::size_t input, std::int64_t in, std::int64_t out,
+               std::int64_t kernel, std::int64_t groups = 1) {
+  GraphNode node = layer(NodeKind::conv2d, name, {input});
+  node.weight = torch::randn({out, in / groups, kernel, kernel}) * 0.4;
+  node.bias = torch::randn({out}) * 0.1;
+  node.padding = {kernel / 2, kernel / 2};
+  node.groups = groups;
+  return node;
+}
+
+GraphNode linear(const std::string& name, std::size_t input, std::int64_t in, std::int64_t out) {
+  GraphNode node = layer(NodeKind::linear, name, {input});
+  node.weight = torch::randn({out, in}) * 0.2;
+  node.bias = torch::randn({out}) * 0.1;
+  return node;
+}
+
+GraphNode pool(NodeKind kind, const std::string& name, std::size_t input, std::int64_t kernel,
+               std::int64_t stride, std::int64_t padding) {
+  GraphNode node = layer(kind, name, {input});
+  node.kernel = {kernel, kernel};
+  node.stride = {stride, stride};
+  node.padding = {padding, padding};
+  return node;
+}
+
+// [3, 11, 11] normalised input -> strided conv + relu, depthwise (dilated) + relu6, pointwise, residual add
+// + relu, ceil-mode padded max pool, clamp, average pools (unpadded counting padding; padded leaving it
+// out), a convolution, adaptive pool to 3x3 from the residual, their sum, flatten of [8, 3, 3] (XNNPACK's
+// H, W, C order), two linear layers -> [5]. Every node feeds the output.
+Graph every_kind_graph() {
+  torch::manual_seed(11);
+  Graph graph;
+  graph.model_name = "every_kind";
+  graph.input_shape = {3, 11, 11};
+  graph.input_mean = {0.5f, 0.4f, 0.3f};
+  graph.input_std = {0.2f, 0.25f, 0.3f};
+  graph.nodes.push_back(layer(NodeKind::input, "input", {}));
+  GraphNode stem = conv("stem", 0, 3, 8, 3);  // -> [8, 6, 6]
+  stem.stride = {2, 2};
+  stem.activation.kind = ActivationKind::relu;
+  graph.nodes.push_back(stem);
+  GraphNode depthwise = conv("depthwise", 1, 8, 8, 3, 8);
+  depthwise.dilation = {2, 2};
+  depthwise.padding = {2, 2};
+  depthwise.activation = {ActivationKind::clamp, 0.0, 6.0};
+  graph.nodes.push_back(depthwise);                      // 2
+  graph.nodes.push_back(conv("pointwise", 2, 8, 8, 1));  // 3
+  GraphNode add = layer(NodeKind::add, "add", {3, 1});
+  add.activation.kind = ActivationKind::relu;
+  graph.nodes.push_back(add);  // 4
+  GraphNode max_pool = pool(NodeKind::max_pool2d, "max_pool", 4, 3, 2, 1);
+  max_pool.ceil_mode = true;        // [8, 6, 6] -> [8, 4, 4] (3 without ceil mode)
+  graph.nodes.push_back(max_pool);  // 5
+  GraphNode clamp = layer(NodeKind::clamp, "clamp", {5});
+  clamp.activation = {ActivationKind::clamp, 0.1, 2.5};
+  graph.nodes.push_back(clamp);                                               // 6
+  graph.nodes.push_back(pool(NodeKind::avg_pool2d, "avg_pool", 6, 2, 1, 0));  // 7: [8, 3, 3]
+  GraphNode padded_avg = pool(NodeKind::avg_pool2d, "padded_avg_pool", 7, 3, 1, 1);
+  padded_avg.count_include_pad = false;
+  graph.nodes.push_back(padded_avg);  // 8: [8, 3, 3]
+  GraphNode stem2 = conv("widen", 8, 8, 8, 3);
+  graph.nodes.push_back(stem2);  // 9: [8, 3, 3]
+  GraphNode adaptive = layer(NodeKind::adaptive_avg_pool2d, "adaptive", {4});
+  adaptive.output_size = {3, 3};                                      // [8, 6, 6] -> [8, 3, 3]
+  graph.nodes.push_back(adaptive);                                    // 10
+  graph.nodes.push_back(layer(NodeKind::add, "add_pools", {9, 10}));  // 11
+  graph.nodes.push_back(layer(NodeKind::flatten, "flatten", {11}));   // 12: [72]
+  GraphNode fc1 = linear("fc1", 12, 72, 16);
+  fc1.activation.kind = ActivationKind::relu;
+  graph.nodes.push_back(fc1);                       // 13
+  graph.nodes.push_back(linear("fc2", 13, 16, 5));  // 14
+  return graph;
+}
+
+double relative_difference(const torch::Tensor& got, const torch::Tensor& expected) {
+  EXPECT_EQ(got.sizes(), expected.sizes());
+  if (got.sizes() != expected.sizes()) return INFINITY;
+  return (got - expected).abs().max().item<double>() / std::max(1.0, expected.abs().max().item<double>());
+}
+
+TEST(XnnpackRuntime, RunsEveryNodeKindAsTheGraphInterpreterDoes) {
+  if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK (libxnnpack-dev)";
+  const Graph graph = every_kind_graph();
+  quant::validate_graph(graph, "test");
+  torch::NoGradGuard no_grad;
+  for (const std::int64_t batch : {1, 3}) {
+    for (const int threads : {1, 2}) {
+      const auto runtime = xnnpack_runtime_model(graph, batch, threads);
+      for (int call = 0; call < 2; ++call) {  // the buffers are reused: a second call gets its own answer
+        const torch::Tensor pixels = torch::rand({batch, 3, 11, 11});
+        EXPECT_LT(relative_difference(runtime->forward(pixels), quant::run_graph(graph, pixels)), 1e-5)
+            << "batch " << batch << ", threads " << threads << ", call " << call;
+      }
+    }
+  }
+  // The output of the graph's last node need not be [N, F]: a 4-D output comes back as [N, C, H, W].
+  Graph convolutional = graph;
+  convolutional.nodes.resize(10);
+  const torch::Tensor pixels = torch::rand({2, 3, 11, 11});
+  const torch::Tensor output = xnnpack_runtime_model(convolutional, 2, 1)->forward(pixels);
+  EXPECT_EQ(output.sizes(), (std::vector<std::int64_t>{2, 8, 3, 3}));
+  EXPECT_LT(relative_difference(output, quant::run_graph(convolutional, pixels)), 1e-5);
+  // A node nobody reads is left out (XNNPACK gives its value no memory and asserts when it runs).
+  Graph dead_branch = convolutional;
+  dead_branch.nodes.insert(dead_branch.nodes.begin() + 9, conv("unused", 8, 8, 4, 1));
+  const torch::Tensor with_dead = xnnpack_runtime_model(dead_branch, 2, 1)->forward(pixels);
+  EXPECT_LT(relative_difference(with_dead, quant::run_graph(dead_branch, pixels)), 1e-5);
+}
+
+// PyTorch's own outputs (golden, from torch 1.13 in Python) for the imported torchvision models, batch 64.
+TEST(XnnpackRuntime, AnswersAsPyTorchOnTorchvisionModels) {
+  if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK (libxnnpack-dev)";
+  const testing::GraphModels& models = testing::graph_models();
+  const torch::Tensor pixels = models.tensor("input");  // [64, 1, 28, 28]
+  for (const std::string model : {"resnet18", "mobilenet_v2", "residual"}) {
+    const Graph graph = quant::import_torchscript_file(models.file(model + "_scripted.pt"),
+                                                       testing::graph_model_import_options(model));
+    const auto runtime = xnnpack_runtime_model(graph, pixels.size(0), 2);
+    torch::NoGradGuard no_grad;
+    EXPECT_LT(relative_difference(runtime->forward(pixels), models.tensor(model)), 1e-4) << model;
+  }
+}
+
+void expect_refused(const Graph& graph, ErrorCategory category, const std::string& words) {
+  try {
+    xnnpack_runtime_model(graph, 1, 1);
+    ADD_FAILURE() << "built: " << words;
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), category);
+    EXPECT_NE(std::string(error.what()).find(words), std::string::npos) << error.what();
+  }
+}
+
+TEST(XnnpackRuntime, RefusesWhatItCannotRunAndNamesTheNode) {
+  if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK (libxnnpack-dev)";
+  Graph padded = every_kind_graph();
+  padded.nodes[8].count_include_pad = true;  // XNNPACK's average pools leave padding out
+  expect_refused(padded, ErrorCategory::unsupported, "node 'padded_avg_pool' (avg_pool2d) counts padding");
+  Graph flat_output = every_kind_graph();
+  flat_output.nodes.resize(13);  // ends in the flatten of [8, 3, 3]: XNNPACK's order is not ATen's
+  expect_refused(flat_output, ErrorCategory::unsupported, "node 'flatten' (flatten) is the output");
+  Graph no_layers;
+  no_layers.input_shape = {4};
+  no_layers.nodes.push_back(layer(NodeKind::input, "input", {}));
+  expect_refused(no_layers, ErrorCategory::unsupported, "no layers");
+  const auto runtime = xnnpack_runtime_model(every_kind_graph(), 1, 1);
+  for (const auto& shape :
+       std::vector<std::vector<std::int64_t>>{{2, 3, 11, 11}, {1, 3, 12, 11}, {3, 11, 11}}) {
+    try {
+      runtime->forward(torch::rand(shape));
+      ADD_FAILURE() << "ran an input it was not built for";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), ErrorCategory::invalid_input);
+      EXPECT_NE(std::string(error.what()).find("built for batch 1 of [3, 11, 11]"), std::string::npos)
+          << error.what();
+    }
+  }
+}
+
+// One runtime, four threads: each caller gets its own input's answer, whether it waited for the runtime or
+// ran on the busy fallback.
+TEST(XnnpackRuntime, ConcurrentCallersEachGetTheirOwnAnswer) {
+  if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK (libxnnpack-dev)";
+  const Graph graph = every_kind_graph();
+  class Interpreter : public InferenceModel {
+   public:
+    explicit Interpreter(Graph graph) : graph_(std::move(graph)) {}
+    torch::Tensor forward(const torch::Tensor& input) const override {
+      return quant::run_graph(graph_, input);
+    }
+
+   private:
+    Graph graph_;
+  };
+  const auto interpreter = std::make_shared<Interpreter>(graph);
+  for (const bool with_fallback : {false, true}) {
+    const auto runtime = xnnpack_runtime_model(graph, 1, 1, with_fallback ? interpreter : nullptr);
+    std::atomic<int> wrong{0};
+    std::vector<std::thread> callers;
+    for (int thread = 0; thread < 4; ++thread)
+      callers.emplace_back([&, thread] {
+        torch::NoGradGuard no_grad;
+        for (int call = 0; call < 40; ++call) {
+          const torch::Tensor pixels = torch::full({1, 3, 11, 11}, 0.01 * (thread * 40 + call));
+          if (relative_difference(runtime->forward(pixels), quant::run_graph(graph, pixels)) > 1e-5) ++wrong;
+        }
+      });
+    for (std::thread& caller : callers)
+      caller.join();
+    EXPECT_EQ(wrong.load(), 0) << "with fallback " << with_fallback;
+  }
+}
+
+}  // namespace
+}  // namespace ipj::infer
