@@ -121,14 +121,51 @@ const XnnValue& four_d_input(const Subgraph& subgraph, const quant::GraphNode& n
   return input;
 }
 
-std::uint32_t define_conv2d(Subgraph& subgraph, const quant::GraphNode& node, std::uint32_t output) {
+// One spatial axis of a convolution: the kernel taps that ever touch the input (not only its zero padding)
+// and the padding that keeps the output size once the others are cut. At the tail of a CNN run on small
+// images (ResNet-18's last stage at 1x1 on 28x28 inputs) a 3x3 kernel reads one real pixel: its other taps
+// multiply zeros, yet their weights are read from memory on every call.
+struct AxisTaps {
+  std::int64_t first = 0, count = 0;  // the taps kept: [first, first + count)
+  std::int64_t pad_before = 0, pad_after = 0;
+};
+
+AxisTaps axis_taps(std::int64_t in, std::int64_t out, std::int64_t kernel, std::int64_t stride,
+                   std::int64_t padding, std::int64_t dilation) {
+  std::int64_t first = kernel, last = -1;
+  for (std::int64_t tap = 0; tap < kernel; ++tap)
+    for (std::int64_t position = 0; position < out; ++position) {
+      const std::int64_t row = position * stride - padding + tap * dilation;
+      if (row >= 0 && row < in) {
+        first = std::min(first, tap);
+        last = std::max(last, tap);
+      }
+    }
+  AxisTaps taps{0, kernel, padding, padding};
+  if (last < 0 || (first == 0 && last == kernel - 1)) return taps;  // all taps used (or none: leave it)
+  const std::int64_t count = last - first + 1, before = padding - first * dilation;
+  const std::int64_t after = (out - 1) * stride + dilation * (count - 1) + 1 - in - before;
+  if (before < 0 || after < 0 || (in + before + after - dilation * (count - 1) - 1) / stride + 1 != out)
+    return taps;  // not expressible with XNNPACK's non-negative padding: keep the whole kernel
+  return {first, count, before, after};
+}
+
+std::uint32_t define_conv2d(Subgraph& subgraph, const quant::GraphNode& node, const Shape& out,
+                            std::uint32_t output) {
   const XnnValue& input = four_d_input(subgraph, node);
-  const torch::Tensor weight = node.weight.permute({0, 2, 3, 1});  // [O, I/g, kh, kw] -> [O, kh, kw, I/g]
+  const Shape& in = input.aten_shape;
+  const AxisTaps rows =
+      axis_taps(in[2], out[2], node.weight.size(2), node.stride[0], node.padding[0], node.dilation[0]);
+  const AxisTaps columns =
+      axis_taps(in[3], out[3], node.weight.size(3), node.stride[1], node.padding[1], node.dilation[1]);
+  const torch::Tensor weight = node.weight.narrow(2, rows.first, rows.count)
+                                   .narrow(3, columns.first, columns.count)
+                                   .permute({0, 2, 3, 1});  // [O, I/g, kh, kw] -> [O, kh, kw, I/g]
   const auto [low, high] = output_range(node.activation);
   const auto u32 = [](std::int64_t value) { return static_cast<std::uint32_t>(value); };
   check_xnn(xnn_define_convolution_2d(
-                subgraph.handle, u32(node.padding[0]), u32(node.padding[1]), u32(node.padding[0]),
-                u32(node.padding[1]), u32(node.weight.size(2)), u32(node.weight.size(3)), u32(node.stride[0]),
+                subgraph.handle, u32(rows.pad_before), u32(columns.pad_after), u32(rows.pad_after),
+                u32(columns.pad_before), u32(rows.count), u32(columns.count), u32(node.stride[0]),
                 u32(node.stride[1]), u32(node.dilation[0]), u32(node.dilation[1]), u32(node.groups),
                 static_cast<std::size_t>(node.weight.size(1)),
                 static_cast<std::size_t>(node.weight.size(0) / node.groups), low, high, input.id,
@@ -238,7 +275,7 @@ void define_node(Subgraph& subgraph, const quant::Graph& graph, std::size_t inde
   const auto [low, high] = output_range(node.activation);
   switch (node.kind) {
     case quant::NodeKind::conv2d:
-      define_conv2d(subgraph, node, value.id);
+      define_conv2d(subgraph, node, shape, value.id);
       break;
     case quant::NodeKind::linear:
       define_linear(subgraph, node, value.id);

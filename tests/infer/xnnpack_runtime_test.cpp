@@ -138,6 +138,43 @@ TEST(XnnpackRuntime, RunsEveryNodeKindAsTheGraphInterpreterDoes) {
   EXPECT_LT(relative_difference(with_dead, quant::run_graph(dead_branch, pixels)), 1e-5);
 }
 
+// Convolutions on inputs so small that some kernel taps only ever see zero padding (ResNet-18's last stage
+// on 28x28 images) run with those taps cut: the same answers as ATen at every such geometry.
+TEST(XnnpackRuntime, CutsKernelTapsThatOnlySeePaddingAndAnswersTheSame) {
+  if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK (libxnnpack-dev)";
+  torch::manual_seed(12);
+  struct Geometry {
+    std::int64_t height, width, kernel, stride, padding, dilation;
+  };
+  for (const Geometry& geometry : std::vector<Geometry>{{1, 1, 3, 1, 1, 1},
+                                                        {2, 2, 3, 2, 1, 1},
+                                                        {1, 5, 3, 1, 1, 1},
+                                                        {3, 3, 3, 1, 2, 2},
+                                                        {2, 3, 5, 1, 2, 1},
+                                                        {1, 1, 5, 1, 2, 1},
+                                                        {4, 4, 3, 3, 1, 1}}) {
+    Graph graph;
+    graph.input_shape = {4, geometry.height, geometry.width};
+    graph.nodes.push_back(layer(NodeKind::input, "input", {}));
+    GraphNode small = conv("small", 0, 4, 6, geometry.kernel);
+    small.stride = {geometry.stride, geometry.stride};
+    small.padding = {geometry.padding, geometry.padding};
+    small.dilation = {geometry.dilation, geometry.dilation};
+    graph.nodes.push_back(small);
+    graph.nodes.push_back(layer(NodeKind::flatten, "flatten", {1}));
+    const std::int64_t features =
+        quant::run_graph(graph, torch::zeros({1, 4, geometry.height, geometry.width})).size(1);
+    graph.nodes.push_back(linear("fc", 2, features, 3));
+    torch::NoGradGuard no_grad;
+    const torch::Tensor pixels = torch::rand({2, 4, geometry.height, geometry.width});
+    EXPECT_LT(relative_difference(xnnpack_runtime_model(graph, 2, 1)->forward(pixels),
+                                  quant::run_graph(graph, pixels)),
+              1e-5)
+        << geometry.height << "x" << geometry.width << " k" << geometry.kernel << " s" << geometry.stride
+        << " p" << geometry.padding << " d" << geometry.dilation;
+  }
+}
+
 // PyTorch's own outputs (golden, from torch 1.13 in Python) for the imported torchvision models, batch 64.
 TEST(XnnpackRuntime, AnswersAsPyTorchOnTorchvisionModels) {
   if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK (libxnnpack-dev)";
