@@ -4,6 +4,7 @@
 #include <torch/types.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -25,14 +26,22 @@ namespace {
 // that measured faster at load), other batches of that shape on `batched`, any other shape on `fallback`
 // (the engine that reports a wrong shape itself: XNNPACK's operators do not check input sizes and read past
 // a smaller tensor). An empty sample_shape routes by batch size alone. Describes itself as `described`.
+// `tame_batch1`: batch 1 is XNNPACK, whose fused clamps turn a NaN into a number (ReLU(NaN) = 0), so an input
+// that holds a non-finite value or one large enough to overflow float inside (|x| > kXnnpackLargestInput)
+// goes to `fallback`, which answers as eager does.
+constexpr float kXnnpackLargestInput = 1e15f;
+
 class EngineRoute : public InferenceModel {
  public:
   struct Models {
     std::shared_ptr<const InferenceModel> batch1, batched, fallback;
   };
   EngineRoute(const InferenceModel& described, Models models, std::vector<std::int64_t> sample_shape,
-              bool one_thread)
-      : models_(std::move(models)), sample_shape_(std::move(sample_shape)), one_thread_(one_thread) {
+              bool one_thread, bool tame_batch1 = false)
+      : models_(std::move(models)),
+        sample_shape_(std::move(sample_shape)),
+        one_thread_(one_thread),
+        tame_batch1_(tame_batch1) {
     InferenceModel::operator=(described);
   }
   torch::Tensor forward(const torch::Tensor& input) const override {
@@ -40,6 +49,8 @@ class EngineRoute : public InferenceModel {
                                    !input.sizes().slice(1).equals(sample_shape_)))
       return models_.fallback->forward(input);
     if (input.dim() == 0 || input.size(0) != 1) return models_.batched->forward(input);
+    if (tame_batch1_ && !(input.abs().max().item<float>() <= kXnnpackLargestInput))  // NaN fails too
+      return models_.fallback->forward(input);
     if (!one_thread_) return models_.batch1->forward(input);
     const device::CallerOpenMpThreads one_thread(1);
     return models_.batch1->forward(input);
@@ -49,6 +60,7 @@ class EngineRoute : public InferenceModel {
   Models models_;
   std::vector<std::int64_t> sample_shape_;
   bool one_thread_ = false;
+  bool tame_batch1_ = false;
 };
 
 // `model` everywhere, batch 1 on one OpenMP thread.
@@ -215,9 +227,38 @@ bool challenger_wins(const TimedBatch1& incumbent, const TimedBatch1& challenger
                                                 : challenger.ms <= 0.9 * incumbent.ms;
 }
 
-// The runtime on a pthreadpool of `pool` threads when it is exact and beats the one-thread runtime by the tie
-// rule (timed alternately with it on `single`); null otherwise. XNNPACK splits each operator's output tiles
-// across the threads, so this is what a larger model (ResNet-18) gains from the second core.
+// How much faster than one thread the runtime's pthreadpool must be at load. Its workers sleep after each
+// call, and every call then waits for them to wake, which on a VM swings its latency
+// (bench/xnnpack_threads.sh, EPYC-BF16: MobileNetV2 0.17-0.35 ms on the pool vs a steady 0.24 ms on one
+// thread; ResNet-18 0.39-0.44 vs 0.73-0.77): 1.5x keeps the pool where its gain outlasts that swing and the
+// second core pays for itself.
+constexpr double kXnnpackPoolMinSpeedup = 1.5;
+
+// Back-to-back calls of each forward in blocks of 15, the sides' blocks taking turns twice: per side the
+// lower of its two block medians, in ms. Unlike single alternating calls, a block shows what a pool costs in
+// a steady stream (its workers woken for every call), not after the other side's call.
+std::vector<double> steady_block_ms(const std::vector<Forward>& forwards, const torch::Tensor& input) {
+  constexpr int kCallsPerBlock = 15;
+  std::vector<double> best(forwards.size(), INFINITY);
+  for (int block = 0; block < 2; ++block)
+    for (std::size_t index = 0; index < forwards.size(); ++index) {
+      forwards[index](input);  // warm: its weights back in cache, its workers awake
+      std::vector<double> times;
+      for (int call = 0; call < kCallsPerBlock; ++call) {
+        const auto begin = std::chrono::steady_clock::now();
+        forwards[index](input);
+        times.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count());
+      }
+      std::nth_element(times.begin(), times.begin() + kCallsPerBlock / 2, times.end());
+      best[index] = std::min(best[index], times[kCallsPerBlock / 2]);
+    }
+  return best;
+}
+
+// The runtime on a pthreadpool of `pool` threads when it is exact and kXnnpackPoolMinSpeedup times faster
+// than the one-thread runtime (steady_block_ms, on `single`); null otherwise. XNNPACK splits each
+// operator's output tiles across the threads, so this is what a larger model (ResNet-18) gains from them.
 std::optional<TimedBatch1> pooled_runtime(const XnnpackCandidate& xnnpack, const TimedBatch1& one_thread,
                                           const std::shared_ptr<InferenceModel>& eager,
                                           const std::shared_ptr<InferenceModel>& busy, int pool,
@@ -235,10 +276,9 @@ std::optional<TimedBatch1> pooled_runtime(const XnnpackCandidate& xnnpack, const
     return std::nullopt;
   }
   const std::vector<double> fastest =
-      fastest_alternating_ms({forward_of(one_thread.model), forward_of(pooled.model)}, single);
+      steady_block_ms({forward_of(one_thread.model), forward_of(pooled.model)}, single);
   pooled.ms = fastest[1];
-  const TimedBatch1 retimed{one_thread.model, 1, fastest[0]};
-  if (!challenger_wins(retimed, pooled)) return std::nullopt;
+  if (!(pooled.ms * kXnnpackPoolMinSpeedup <= fastest[0])) return std::nullopt;
   return pooled;
 }
 
@@ -297,6 +337,36 @@ std::shared_ptr<InferenceModel> faster_xnnpack_at_batch1(
   return wins ? best.model : nullptr;
 }
 
+// Batch 1 after the engine choice: on one OpenMP thread where `batch1` measured that faster (pool 0: one
+// usable CPU, nothing to choose), then on XNNPACK where it beats that route (faster_xnnpack_at_batch1; its
+// runtime on a pthreadpool only where run.xnnpack_pool allows and there is more than one CPU).
+std::shared_ptr<InferenceModel> with_batch1_route(
+    const std::shared_ptr<InferenceModel>& eager, const GraphBuilder& build_graph,
+    const GraphIrSource& graph_ir, std::shared_ptr<InferenceModel> chosen, const Batch1Threads& batch1,
+    const std::vector<std::int64_t>& sample_shape, const RunOptions& run, Fp32EngineChoice& choice) {
+  const bool one_thread = batch1.pool == 0 || batch1.threads == 1;
+  const int route_threads = one_thread ? 1 : batch1.pool;
+  double route_ms = one_thread ? batch1.one_thread_ms : batch1.pool_ms;
+  if (batch1.pool > 0) {
+    choice.batch1_threads = batch1.threads;
+    choice.batch1_one_thread_ms = batch1.one_thread_ms;
+    if (batch1.threads == 1) choice.reason += "; " + batch1.describe();
+  } else {  // one CPU: the engine choice's own batch-1 time
+    for (const EngineMeasurement& measured : choice.measured)
+      if (measured.engine == choice.engine) route_ms = measured.batch1_ms;
+  }
+  const int pool = run.xnnpack_pool && batch1.pool > 1 ? batch1.pool : 1;
+  const auto xnnpack = faster_xnnpack_at_batch1(eager, build_graph, graph_ir, chosen, route_threads, route_ms,
+                                                pool, sample_shape, choice);
+  if (xnnpack) {  // no OpenMP scope around it; only the checked shape goes there
+    choice.batch1_engine = Fp32Engine::xnnpack;
+    choice.batch1_threads = 1;  // OpenMP's: XNNPACK's runtime brings its own pool where it has one
+    return std::make_shared<EngineRoute>(*chosen, EngineRoute::Models{xnnpack, chosen, chosen}, sample_shape,
+                                         false, true);
+  }
+  return one_thread && batch1.pool > 0 ? one_thread_at_batch1(chosen) : chosen;
+}
+
 // --fp32-engine xnnpack, checked: batch 1 on XNNPACK's runtime of the graph IR where it builds and agrees
 // with eager (pixels and normal(0, 2) values), else on the XNNPACK operators' graph on the calling thread;
 // larger batches on that graph (XNNPACK's pthreadpool), shapes other than the checked one on eager.
@@ -324,7 +394,7 @@ std::shared_ptr<InferenceModel> forced_xnnpack(const std::shared_ptr<InferenceMo
     }
   }
   return std::make_shared<EngineRoute>(*xnnpack, EngineRoute::Models{batch1, xnnpack, eager}, sample_shape,
-                                       false);
+                                       false, true);
 }
 
 // Builds the graph --fp32-engine asks for (auto: frozen). A forced engine that cannot be built is an error
@@ -374,24 +444,8 @@ std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel
     } catch (const std::exception&) {  // as above: the engine choice already says why nothing was timed
     }
   }
-  if (batch1 && batch1->pool > 0) {
-    choice.batch1_threads = batch1->threads;
-    choice.batch1_one_thread_ms = batch1->one_thread_ms;
-    if (batch1->threads == 1) choice.reason += "; " + batch1->describe();
-    const bool one_thread = batch1->threads == 1;
-    const int route_threads = one_thread ? 1 : batch1->pool;
-    const double route_ms = one_thread ? batch1->one_thread_ms : batch1->pool_ms;
-    const auto xnnpack = faster_xnnpack_at_batch1(eager, build_graph, graph_ir, chosen, route_threads,
-                                                  route_ms, batch1->pool, sample_shape, choice);
-    if (xnnpack) {  // on the calling thread: no OpenMP scope around it; only the checked shape goes there
-      choice.batch1_engine = Fp32Engine::xnnpack;
-      choice.batch1_threads = 1;  // OpenMP's: XNNPACK's runtime brings its own pool where it has one
-      chosen = std::make_shared<EngineRoute>(*chosen, EngineRoute::Models{xnnpack, chosen, chosen},
-                                             sample_shape, false);
-    } else if (one_thread) {
-      chosen = one_thread_at_batch1(chosen);
-    }
-  }
+  if (batch1)
+    chosen = with_batch1_route(eager, build_graph, graph_ir, chosen, *batch1, sample_shape, run, choice);
   spdlog::debug("fp32 engine: {} ({})", choice_name(choice.engine), choice.reason);
   chosen->fp32_engine = choice;
   if (batch1 && batch1->pool > 0) chosen->batch1_threads = batch1;

@@ -17,7 +17,8 @@
 
 namespace ipj::infer {
 
-// A TorchScript module as an InferenceModel: input [B, ...] -> (x - mean) / std (when given, 4-D inputs)
+// A TorchScript module as an InferenceModel: input [B, ...] -> (x - mean) / std (when given: one value for
+// every element, or one per index of dim 1, as the graph IR normalises)
 // -> reshape to [B, ...reshape] (when given) -> forward under `precision` autocast -> float output.
 class ScriptModel : public InferenceModel {
  public:

@@ -28,7 +28,7 @@ bool xnnpack_runtime_available() {
 }
 
 std::shared_ptr<InferenceModel> xnnpack_runtime_model(const quant::Graph&, std::int64_t, int,
-                                                      std::shared_ptr<const InferenceModel>) {
+                                                      std::shared_ptr<const InferenceModel>, XnnpackIdle) {
   fail(ErrorCategory::unsupported,
        "this ipj was built without XNNPACK's subgraph API (install libxnnpack-dev and libpthreadpool-dev, "
        "then rebuild)");
@@ -88,6 +88,15 @@ std::pair<float, float> output_range(const quant::Activation& activation) {
       return {static_cast<float>(activation.min), static_cast<float>(activation.max)};
   }
   return {-inf, inf};
+}
+
+// The output range of `node`'s activation; XNNPACK takes only ranges with min < max.
+std::pair<float, float> node_range(const quant::GraphNode& node) {
+  const auto range = output_range(node.activation);
+  if (!(range.first < range.second))
+    refuse_node(node, "clamps to the empty range [" + std::to_string(range.first) + ", " +
+                          std::to_string(range.second) + "] (XNNPACK's clamps need min < max)");
+  return range;
 }
 
 // A new value of `aten_shape` for node `index`: external output 1 when it is the graph's last node.
@@ -161,7 +170,7 @@ std::uint32_t define_conv2d(Subgraph& subgraph, const quant::GraphNode& node, co
   const torch::Tensor weight = node.weight.narrow(2, rows.first, rows.count)
                                    .narrow(3, columns.first, columns.count)
                                    .permute({0, 2, 3, 1});  // [O, I/g, kh, kw] -> [O, kh, kw, I/g]
-  const auto [low, high] = output_range(node.activation);
+  const auto [low, high] = node_range(node);
   const auto u32 = [](std::int64_t value) { return static_cast<std::uint32_t>(value); };
   check_xnn(xnn_define_convolution_2d(
                 subgraph.handle, u32(rows.pad_before), u32(columns.pad_after), u32(rows.pad_after),
@@ -186,7 +195,7 @@ std::uint32_t define_linear(Subgraph& subgraph, const quant::GraphNode& node, st
                  .permute({0, 2, 3, 1})
                  .reshape({weight.size(0), -1});
   }
-  const auto [low, high] = output_range(node.activation);
+  const auto [low, high] = node_range(node);
   check_xnn(
       xnn_define_fully_connected(subgraph.handle, low, high, input.id, define_static(subgraph, weight, node),
                                  define_static(subgraph, node.bias, node), output, 0),
@@ -210,7 +219,7 @@ std::uint32_t define_pool(Subgraph& subgraph, const quant::GraphNode& node, cons
                                              node.kind == quant::NodeKind::max_pool2d ? node.dilation[0] : 1);
   const std::uint32_t extra_w = ceil_padding(in[3], out[3], node.kernel[1], node.stride[1], node.padding[1],
                                              node.kind == quant::NodeKind::max_pool2d ? node.dilation[1] : 1);
-  const auto [low, high] = output_range(node.activation);
+  const auto [low, high] = node_range(node);
   if (node.kind == quant::NodeKind::max_pool2d) {
     check_xnn(xnn_define_max_pooling_2d(subgraph.handle, u32(node.padding[0]), u32(node.padding[1]) + extra_w,
                                         u32(node.padding[0]) + extra_h, u32(node.padding[1]),
@@ -236,7 +245,7 @@ std::uint32_t define_pool(Subgraph& subgraph, const quant::GraphNode& node, cons
 std::uint32_t define_adaptive_pool(Subgraph& subgraph, const quant::GraphNode& node, std::uint32_t output) {
   const XnnValue& input = four_d_input(subgraph, node);
   const Shape& in = input.aten_shape;
-  const auto [low, high] = output_range(node.activation);
+  const auto [low, high] = node_range(node);
   if (node.output_size[0] == 1 && node.output_size[1] == 1) {
     check_xnn(xnn_define_global_average_pooling_2d(subgraph.handle, low, high, input.id, output, 0), node,
               "global average pooling");
@@ -272,7 +281,7 @@ void define_node(Subgraph& subgraph, const quant::Graph& graph, std::size_t inde
   XnnValue& value = subgraph.values[index];
   value.aten_shape = shape;
   value.id = define_value(subgraph, shape, index + 1 == graph.nodes.size(), node);
-  const auto [low, high] = output_range(node.activation);
+  const auto [low, high] = node_range(node);
   switch (node.kind) {
     case quant::NodeKind::conv2d:
       define_conv2d(subgraph, node, shape, value.id);
@@ -373,8 +382,8 @@ Subgraph build_subgraph(const quant::Graph& graph, std::int64_t batch) {
 class XnnpackRuntimeModel : public InferenceModel {
  public:
   XnnpackRuntimeModel(const quant::Graph& graph, std::int64_t batch, int threads,
-                      std::shared_ptr<const InferenceModel> busy)
-      : graph_(graph), busy_(std::move(busy)) {
+                      std::shared_ptr<const InferenceModel> busy, XnnpackIdle idle)
+      : graph_(graph), busy_(std::move(busy)), idle_(idle) {
     graph_.nodes.clear();  // what prepare_graph_input reads stays: shape, normalisation, padding
     Subgraph subgraph = build_subgraph(graph, batch);
     weights_ = std::move(subgraph.weights);
@@ -382,8 +391,7 @@ class XnnpackRuntimeModel : public InferenceModel {
     output_shape_ = subgraph.values.back().aten_shape;
     sample_shape = graph.input_shape;
     if (threads >= 2) pool_ = pthreadpool_create(static_cast<std::size_t>(threads));
-    const xnn_status created =
-        xnn_create_runtime_v2(subgraph.handle, pool_, pool_ ? XNN_FLAG_YIELD_WORKERS : 0, &runtime_);
+    const xnn_status created = xnn_create_runtime_v2(subgraph.handle, pool_, 0, &runtime_);
     xnn_delete_subgraph(subgraph.handle);
     if (created != xnn_status_success) {
       release();
@@ -417,8 +425,9 @@ class XnnpackRuntimeModel : public InferenceModel {
     }
     torch::NoGradGuard no_grad;
     nhwc_view(input_buffer_, input_shape_).copy_(quant::prepare_graph_input(graph_, input));
-    if (xnn_invoke_runtime(runtime_) != xnn_status_success)
-      fail(ErrorCategory::runtime, "XNNPACK runtime: the call failed");
+    const xnn_status status = xnn_invoke_runtime(runtime_);
+    if (pool_ && idle_ == XnnpackIdle::sleep) put_workers_to_sleep();
+    if (status != xnn_status_success) fail(ErrorCategory::runtime, "XNNPACK runtime: the call failed");
     return nhwc_view(output_buffer_, output_shape_)
         .clone(torch::MemoryFormat::Contiguous);  // [N, C, H, W] / [N, F]
   }
@@ -442,6 +451,14 @@ class XnnpackRuntimeModel : public InferenceModel {
       text += (text.empty() ? "" : ", ") + std::to_string(size);
     return "[" + text + "]";
   }
+  // XNN_FLAG_YIELD_WORKERS does not reach this XNNPACK's last operator (measured: the worker still spun 5 ms
+  // after every call, bench/xnnpack_threads.sh), so an empty task with pthreadpool's yield flag follows each
+  // call: the workers take it and then sleep instead of spinning through a million pauses.
+  void put_workers_to_sleep() const {
+    pthreadpool_parallelize_1d(
+        pool_, [](void*, std::size_t) {}, nullptr, pthreadpool_get_threads_count(pool_),
+        PTHREADPOOL_FLAG_YIELD_WORKERS);
+  }
   void release() {
     if (runtime_) xnn_delete_runtime(runtime_);
     if (pool_) pthreadpool_destroy(pool_);
@@ -451,6 +468,7 @@ class XnnpackRuntimeModel : public InferenceModel {
 
   quant::Graph graph_;  // its input normalisation and padding (no nodes)
   std::shared_ptr<const InferenceModel> busy_;
+  XnnpackIdle idle_ = XnnpackIdle::sleep;
   std::vector<torch::Tensor> weights_;
   Shape input_shape_, output_shape_;
   pthreadpool_t pool_ = nullptr;
@@ -466,11 +484,11 @@ bool xnnpack_runtime_available() {
 }
 
 std::shared_ptr<InferenceModel> xnnpack_runtime_model(const quant::Graph& graph, std::int64_t batch,
-                                                      int threads,
-                                                      std::shared_ptr<const InferenceModel> busy) {
+                                                      int threads, std::shared_ptr<const InferenceModel> busy,
+                                                      XnnpackIdle idle) {
   if (!xnn_initialised())
     fail(ErrorCategory::unsupported, "XNNPACK runtime: XNNPACK does not initialise on this CPU");
-  return std::make_shared<XnnpackRuntimeModel>(graph, batch, threads, std::move(busy));
+  return std::make_shared<XnnpackRuntimeModel>(graph, batch, threads, std::move(busy), idle);
 }
 
 #endif

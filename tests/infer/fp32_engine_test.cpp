@@ -439,5 +439,74 @@ TEST(Fp32Engine, XnnpackThatDiffersOnWideInputsOrCannotBeCheckedNeverRuns) {
   }
 }
 
+// XNNPACK's fused clamps turn a NaN into a number (ReLU(NaN) = 0): a batch-1 input holding a non-finite or
+// huge value runs on the engine that answers as eager, forced or timed; on one usable CPU XNNPACK is still
+// timed against the chosen engine.
+TEST(Fp32Engine, Batch1InputsXnnpackWouldHideNaNsOfRunAsEagerAndOneCpuStillTimesIt) {
+  testing::TempDir dir;
+  depthwise_module().save(dir.file("depthwise.pt"));
+  LoadOptions options;
+  options.inputs.input_shape = {1, 12, 12};
+  options.run.variant = Variant::fp32;
+  options.run.fp32_engine_batch = 4;
+  options.run.fp32_engine = Fp32Engine::xnnpack;
+  const InferenceModelPtr forced = load_inference_model(dir.file("depthwise.pt"), options);
+  torch::NoGradGuard no_grad;
+  torch::Tensor with_nan = torch::rand({1, 1, 12, 12});
+  with_nan[0][0][5][5] = NAN;
+  EXPECT_TRUE(
+      forced->forward(with_nan).isnan().any().item<bool>());  // eager: the NaN spreads through the clamp
+  const torch::Tensor huge = torch::full({1, 1, 12, 12}, 3e38);
+  torch::jit::Module reference = torch::jit::load(dir.file("depthwise.pt"));
+  reference.eval();
+  const torch::Tensor expected = reference.forward({huge}).toTensor();
+  const torch::Tensor got = forced->forward(huge);
+  EXPECT_TRUE(got.isnan().equal(expected.isnan())) << got << expected;
+  options.run.fp32_engine = Fp32Engine::auto_select;
+  options.run.pool_threads = 1;  // --threads 1: one CPU's worth, no pool to time against
+  const InferenceModelPtr chosen = load_inference_model(dir.file("depthwise.pt"), options);
+  ASSERT_TRUE(chosen->fp32_engine);
+  EXPECT_GT(chosen->fp32_engine->batch1_xnnpack_ms, 0.0) << chosen->fp32_engine->reason;
+  EXPECT_NE(chosen->fp32_engine->batch1_xnnpack_form, XnnpackForm::none) << chosen->fp32_engine->reason;
+  EXPECT_EQ(chosen->fp32_engine->batch1_xnnpack_threads, 1);
+  EXPECT_TRUE(chosen->forward(with_nan).isnan().any().item<bool>());
+}
+
+// --mean/--std on a flat input normalise it (one value for every feature, or one per feature), in eager as in
+// the graph IR; a count that fits neither is refused with what to give.
+TEST(Fp32Engine, MeanAndStdNormaliseFlatInputsAsTheGraphDoes) {
+  testing::TempDir dir;
+  two_linear_module().save(dir.file("flat.pt"));
+  torch::jit::Module reference = torch::jit::load(dir.file("flat.pt"));
+  reference.eval();
+  LoadOptions options;
+  options.inputs.input_shape = {12};
+  options.inputs.mean = {0.3f};
+  options.inputs.std = {0.2f};
+  options.run.variant = Variant::fp32;
+  torch::NoGradGuard no_grad;
+  const torch::Tensor x = torch::rand({3, 12});
+  for (const Fp32Engine engine : {Fp32Engine::eager, Fp32Engine::auto_select}) {
+    options.run.fp32_engine = engine;
+    const InferenceModelPtr model = load_inference_model(dir.file("flat.pt"), options);
+    const torch::Tensor expected = reference.forward({(x - 0.3) / 0.2}).toTensor();
+    EXPECT_LT((model->forward(x) - expected).abs().max().item<double>(), 1e-4) << choice_name(engine);
+    EXPECT_LT((model->forward(x.narrow(0, 1, 1)) - expected.narrow(0, 1, 1)).abs().max().item<double>(), 1e-4)
+        << choice_name(engine) << " at batch 1: " << model->fp32_engine->reason;
+  }
+  options.run.fp32_engine = Fp32Engine::eager;
+  options.inputs.mean = {0.1f, 0.2f, 0.3f};
+  options.inputs.std = {0.2f, 0.2f, 0.2f};
+  const InferenceModelPtr wrong = load_inference_model(dir.file("flat.pt"), options);
+  try {
+    wrong->forward(x);
+    ADD_FAILURE() << "3 mean values were applied to 12 features";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::invalid_input);
+    EXPECT_NE(std::string(error.what()).find("give one value, or one per channel"), std::string::npos)
+        << error.what();
+  }
+}
+
 }  // namespace
 }  // namespace ipj::infer

@@ -207,6 +207,9 @@ TEST(XnnpackRuntime, RefusesWhatItCannotRunAndNamesTheNode) {
   Graph flat_output = every_kind_graph();
   flat_output.nodes.resize(13);  // ends in the flatten of [8, 3, 3]: XNNPACK's order is not ATen's
   expect_refused(flat_output, ErrorCategory::unsupported, "node 'flatten' (flatten) is the output");
+  Graph empty_clamp = every_kind_graph();
+  empty_clamp.nodes[6].activation = {ActivationKind::clamp, 0.5, 0.5};
+  expect_refused(empty_clamp, ErrorCategory::unsupported, "node 'clamp' (clamp) clamps to the empty range");
   Graph no_layers;
   no_layers.input_shape = {4};
   no_layers.nodes.push_back(layer(NodeKind::input, "input", {}));

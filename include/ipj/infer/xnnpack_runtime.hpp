@@ -16,14 +16,20 @@ namespace ipj::infer {
 // Whether this build has XNNPACK's subgraph API (compiled with its headers) and it initialised on this CPU.
 bool xnnpack_runtime_available();
 
+// What a pool's workers do after a call: `sleep` at once (no CPU while idle; the next call wakes them), or
+// `spin` first (pthreadpool's loop of a million pauses: milliseconds of a core after every call, for no
+// wake-up on the next). bench/xnnpack_threads.sh measures both.
+enum class XnnpackIdle { sleep, spin };
+
 // `graph` as an XNNPACK runtime for [batch, ...graph.input_shape] inputs (the graph's normalisation and input
 // padding applied in ATen first). threads 1: the calling thread runs it; >= 2: a pthreadpool of that many
-// whose workers sleep after each call. Throws ipj::Error(unsupported) naming the first node the subgraph
+// whose workers do `idle` between calls. Throws ipj::Error(unsupported) naming the first node the subgraph
 // cannot take (an operator XNNPACK lacks, a flatten read by something else than linear layers) or why
 // XNNPACK is missing. forward() refuses other shapes (ipj::Error(invalid_input)); concurrent calls run one at
 // a time on the runtime, or on `busy` (when given) while another call holds it.
 std::shared_ptr<InferenceModel> xnnpack_runtime_model(const quant::Graph& graph, std::int64_t batch,
                                                       int threads,
-                                                      std::shared_ptr<const InferenceModel> busy = nullptr);
+                                                      std::shared_ptr<const InferenceModel> busy = nullptr,
+                                                      XnnpackIdle idle = XnnpackIdle::sleep);
 
 }  // namespace ipj::infer

@@ -1,0 +1,105 @@
+// XNNPACK's runtime at batch 1 on one thread vs on a two-thread pthreadpool whose worker sleeps or spins
+// after each call: latency and process CPU per call back to back, and CPU per call when calls come 5 ms apart
+// (what a lightly loaded server pays for a spinning worker). Fresh runtimes each round, sides alternating.
+// Usage: ipj_bench_xnnpack_threads MODEL.pt C,H,W [MEAN STD] [rounds=3]   (TorchScript the graph IR takes)
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ipj/infer/xnnpack_runtime.hpp"
+#include "ipj/quant/torchscript_import.hpp"
+
+namespace {
+
+double process_cpu_ms() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) * 1e3 + static_cast<double>(now.tv_nsec) / 1e6;
+}
+
+double wall_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct Side {
+  const char* name;
+  int threads;
+  ipj::infer::XnnpackIdle idle;
+};
+
+struct Measured {
+  double p50_ms, cpu_per_call_ms, spaced_cpu_per_call_ms;
+};
+
+Measured measure(const ipj::infer::InferenceModel& model, const torch::Tensor& input) {
+  for (int call = 0; call < 50; ++call)
+    model.forward(input);
+  std::vector<double> times;
+  const double cpu_start = process_cpu_ms();
+  for (int call = 0; call < 1000; ++call) {
+    const double start = wall_ms();
+    model.forward(input);
+    times.push_back(wall_ms() - start);
+  }
+  const double cpu_back_to_back = (process_cpu_ms() - cpu_start) / 1000.0;
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  const double spaced_start = process_cpu_ms();
+  for (int call = 0; call < 100; ++call) {
+    model.forward(input);
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return {times[times.size() / 2], cpu_back_to_back, (process_cpu_ms() - spaced_start) / 100.0};
+}
+
+std::vector<std::int64_t> parse_shape(const std::string& text) {
+  std::vector<std::int64_t> shape;
+  std::stringstream stream(text);
+  for (std::string item; std::getline(stream, item, ',');)
+    shape.push_back(std::stoll(item));
+  return shape;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s MODEL.pt C,H,W [MEAN STD] [rounds=3]\n", argv[0]);
+    return 2;
+  }
+  ipj::quant::ImportOptions options;
+  options.input_shape = parse_shape(argv[2]);
+  if (argc > 4) {
+    options.mean = {std::stof(argv[3])};
+    options.std = {std::stof(argv[4])};
+  }
+  const int rounds = argc > 5 ? std::stoi(argv[5]) : 3;
+  const ipj::quant::Graph graph = ipj::quant::import_torchscript_file(argv[1], options);
+  std::vector<std::int64_t> shape{1};
+  shape.insert(shape.end(), options.input_shape.begin(), options.input_shape.end());
+  torch::NoGradGuard no_grad;
+  const torch::Tensor input = torch::rand(shape);  // [1, C, H, W] pixels in [0, 1)
+  const std::vector<Side> sides{{"one thread", 1, ipj::infer::XnnpackIdle::sleep},
+                                {"pool of 2, worker sleeps", 2, ipj::infer::XnnpackIdle::sleep},
+                                {"pool of 2, worker spins", 2, ipj::infer::XnnpackIdle::spin}};
+  std::printf("%-5s %-26s %9s %13s %22s %10s\n", "round", "side", "p50_ms", "cpu_ms/call",
+              "cpu_ms/call_5ms_apart", "p50_ratio");
+  for (int round = 1; round <= rounds; ++round) {
+    double reference_p50 = 0.0;
+    for (const Side& side : sides) {
+      const auto model = ipj::infer::xnnpack_runtime_model(graph, 1, side.threads, nullptr, side.idle);
+      const Measured measured = measure(*model, input);
+      if (side.threads == 1) reference_p50 = measured.p50_ms;
+      std::printf("%-5d %-26s %9.3f %13.3f %22.3f %9.2fx\n", round, side.name, measured.p50_ms,
+                  measured.cpu_per_call_ms, measured.spaced_cpu_per_call_ms, reference_p50 / measured.p50_ms);
+    }
+  }
+  return 0;
+}
