@@ -131,8 +131,7 @@ Json to_json(const Fp32EngineChoice& choice) {
           {"batch1_one_thread_ms", choice.batch1_one_thread_ms},
           {"batch1_engine", choice_name(choice.batch1_engine)},
           {"batch1_xnnpack_ms", choice.batch1_xnnpack_ms},
-          {"batch1_xnnpack_form", choice_name(choice.batch1_xnnpack_form)},
-          {"batch1_xnnpack_threads", choice.batch1_xnnpack_threads}};
+          {"batch1_xnnpack_form", choice_name(choice.batch1_xnnpack_form)}};
 }
 
 Fp32EngineChoice choose_fp32_engine(const std::vector<Fp32Candidate>& candidates,

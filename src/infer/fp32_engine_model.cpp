@@ -227,69 +227,14 @@ bool challenger_wins(const TimedBatch1& incumbent, const TimedBatch1& challenger
                                                 : challenger.ms <= 0.9 * incumbent.ms;
 }
 
-// How much faster than one thread the runtime's pthreadpool must be at load. Its workers sleep after each
-// call, and every call then waits for them to wake, which on a VM swings its latency
-// (bench/xnnpack_threads.sh, EPYC-BF16: MobileNetV2 0.17-0.35 ms on the pool vs a steady 0.24 ms on one
-// thread; ResNet-18 0.39-0.44 vs 0.73-0.77): 1.5x keeps the pool where its gain outlasts that swing and the
-// second core pays for itself.
-constexpr double kXnnpackPoolMinSpeedup = 1.5;
-
-// Back-to-back calls of each forward in blocks of 15, the sides' blocks taking turns twice: per side the
-// lower of its two block medians, in ms. Unlike single alternating calls, a block shows what a pool costs in
-// a steady stream (its workers woken for every call), not after the other side's call.
-std::vector<double> steady_block_ms(const std::vector<Forward>& forwards, const torch::Tensor& input) {
-  constexpr int kCallsPerBlock = 15;
-  std::vector<double> best(forwards.size(), INFINITY);
-  for (int block = 0; block < 2; ++block)
-    for (std::size_t index = 0; index < forwards.size(); ++index) {
-      forwards[index](input);  // warm: its weights back in cache, its workers awake
-      std::vector<double> times;
-      for (int call = 0; call < kCallsPerBlock; ++call) {
-        const auto begin = std::chrono::steady_clock::now();
-        forwards[index](input);
-        times.push_back(
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count());
-      }
-      std::nth_element(times.begin(), times.begin() + kCallsPerBlock / 2, times.end());
-      best[index] = std::min(best[index], times[kCallsPerBlock / 2]);
-    }
-  return best;
-}
-
-// The runtime on a pthreadpool of `pool` threads when it is exact and kXnnpackPoolMinSpeedup times faster
-// than the one-thread runtime (steady_block_ms, on `single`); null otherwise. XNNPACK splits each
-// operator's output tiles across the threads, so this is what a larger model (ResNet-18) gains from them.
-std::optional<TimedBatch1> pooled_runtime(const XnnpackCandidate& xnnpack, const TimedBatch1& one_thread,
-                                          const std::shared_ptr<InferenceModel>& eager,
-                                          const std::shared_ptr<InferenceModel>& busy, int pool,
-                                          const std::vector<std::int64_t>& sample_shape,
-                                          const torch::Tensor& single) {
-  if (xnnpack.form != XnnpackForm::runtime || pool < 2) return std::nullopt;
-  TimedBatch1 pooled{nullptr, pool, 0.0};
-  try {
-    pooled.model = xnnpack_runtime_model(*xnnpack.graph, 1, pool, busy);
-    if (!(fp32_difference(forward_of(eager), forward_of(pooled.model), sample_shape, 1) <=
-          kFp32EngineTolerance))
-      return std::nullopt;
-  } catch (const std::exception& error) {  // no pthreadpool of that size: the one-thread runtime stays
-    spdlog::debug("pooled xnnpack runtime not built: {}", error_cause(error.what()));
-    return std::nullopt;
-  }
-  const std::vector<double> fastest =
-      steady_block_ms({forward_of(one_thread.model), forward_of(pooled.model)}, single);
-  pooled.ms = fastest[1];
-  if (!(pooled.ms * kXnnpackPoolMinSpeedup <= fastest[0])) return std::nullopt;
-  return pooled;
-}
-
-// XNNPACK for batch-1 inputs (xnnpack_candidate; the runtime also on a pthreadpool of `pool` threads), when
-// it is exact (pixels and normal(0, 2) values) and beats by the tie rule the batch-1 route chosen so far
+// XNNPACK for batch-1 inputs (xnnpack_candidate, on the calling thread), when it is exact (pixels and
+// normal(0, 2) values) and beats by the tie rule the batch-1 route chosen so far
 // (`chosen` on `route_threads` OpenMP threads, whose fastest call took `route_ms`); null otherwise. Records
 // the timing in `choice` and says why in its reason.
 std::shared_ptr<InferenceModel> faster_xnnpack_at_batch1(
     const std::shared_ptr<InferenceModel>& eager, const GraphBuilder& build_graph,
     const GraphIrSource& graph_ir, const std::shared_ptr<InferenceModel>& chosen, int route_threads,
-    double route_ms, int pool, const std::vector<std::int64_t>& sample_shape, Fp32EngineChoice& choice) {
+    double route_ms, const std::vector<std::int64_t>& sample_shape, Fp32EngineChoice& choice) {
   if (route_ms > kXnnpackMaxBatch1Ms) {
     choice.reason += "; xnnpack not tried (batch 1 takes " + format_number("%.1f", route_ms) + " ms)";
     return nullptr;
@@ -323,23 +268,19 @@ std::shared_ptr<InferenceModel> faster_xnnpack_at_batch1(
   };
   const std::vector<double> fastest = fastest_alternating_ms({route, forward_of(xnnpack.model)}, single);
   TimedBatch1 best{xnnpack.model, 1, fastest[1]};
-  if (const auto pooled = pooled_runtime(xnnpack, best, eager, chosen, pool, sample_shape, single))
-    best = *pooled;
   choice.batch1_xnnpack_ms = best.ms;
   choice.batch1_xnnpack_form = xnnpack.form;
-  choice.batch1_xnnpack_threads = best.threads;
   choice.measured.push_back({Fp32Engine::xnnpack, best.ms, 0.0, difference, exact});
   const bool wins = challenger_wins({nullptr, route_threads, fastest[0]}, best);
-  const std::string timing = format_number("%.3f", best.ms) + " ms on " + std::to_string(best.threads) +
-                             " thread(s) vs " + format_number("%.3f", fastest[0]) + " ms on " +
-                             std::to_string(route_threads);
+  const std::string timing = format_number("%.3f", best.ms) + " ms on the calling thread vs " +
+                             format_number("%.3f", fastest[0]) + " ms on " + std::to_string(route_threads) +
+                             " thread(s)";
   choice.reason += (wins ? "; batch 1 on " + name + ": " : "; " + name + " kept out: ") + timing;
   return wins ? best.model : nullptr;
 }
 
 // Batch 1 after the engine choice: on one OpenMP thread where `batch1` measured that faster (pool 0: one
-// usable CPU, nothing to choose), then on XNNPACK where it beats that route (faster_xnnpack_at_batch1; its
-// runtime on a pthreadpool only where run.xnnpack_pool allows and there is more than one CPU).
+// usable CPU, nothing to choose), then on XNNPACK where it beats that route (faster_xnnpack_at_batch1).
 std::shared_ptr<InferenceModel> with_batch1_route(
     const std::shared_ptr<InferenceModel>& eager, const GraphBuilder& build_graph,
     const GraphIrSource& graph_ir, std::shared_ptr<InferenceModel> chosen, const Batch1Threads& batch1,
@@ -355,12 +296,11 @@ std::shared_ptr<InferenceModel> with_batch1_route(
     for (const EngineMeasurement& measured : choice.measured)
       if (measured.engine == choice.engine) route_ms = measured.batch1_ms;
   }
-  const int pool = run.xnnpack_pool && batch1.pool > 1 ? batch1.pool : 1;
   const auto xnnpack = faster_xnnpack_at_batch1(eager, build_graph, graph_ir, chosen, route_threads, route_ms,
-                                                pool, sample_shape, choice);
+                                                sample_shape, choice);
   if (xnnpack) {  // no OpenMP scope around it; only the checked shape goes there
     choice.batch1_engine = Fp32Engine::xnnpack;
-    choice.batch1_threads = 1;  // OpenMP's: XNNPACK's runtime brings its own pool where it has one
+    choice.batch1_threads = 1;
     return std::make_shared<EngineRoute>(*chosen, EngineRoute::Models{xnnpack, chosen, chosen}, sample_shape,
                                          false, true);
   }
@@ -377,7 +317,6 @@ std::shared_ptr<InferenceModel> forced_xnnpack(const std::shared_ptr<InferenceMo
                                                Fp32EngineChoice& choice) {
   std::shared_ptr<InferenceModel> batch1 = std::make_shared<OnCallingThread>(xnnpack);
   choice.batch1_xnnpack_form = XnnpackForm::operators;
-  choice.batch1_xnnpack_threads = 1;
   if (graph_ir) {
     try {
       auto runtime = xnnpack_runtime_model(graph_ir(), 1, 1, batch1);

@@ -101,8 +101,6 @@ ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger)
     if (dim == -1) dim = 1;
   options.inputs.mean = config_.mean;
   options.run.fp32_engine_batch = std::clamp<std::int64_t>(config_.batching.max_batch_size, 1, 64);
-  options.run.xnnpack_pool =
-      false;  // requests arrive apart: a pool's wake-up per call costs more than it saves
   options.inputs.std = config_.std;
   const std::string path = config_.model_path(version_);
   try {

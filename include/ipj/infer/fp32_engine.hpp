@@ -62,7 +62,6 @@ struct Fp32EngineChoice {
   Fp32Engine batch1_engine = Fp32Engine::eager;
   double batch1_xnnpack_ms = 0.0;
   XnnpackForm batch1_xnnpack_form = XnnpackForm::none;  // which XNNPACK was timed (none: not timed)
-  int batch1_xnnpack_threads = 0;                       // the runtime's threads (1: the calling thread)
 };
 
 // The largest relative difference from eager that still counts as the same fp32 model (rounding of folded

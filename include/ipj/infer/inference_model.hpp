@@ -59,11 +59,6 @@ struct RunOptions {
   Fp32Engine fp32_engine = Fp32Engine::auto_select;  // how fp32 runs (auto: the faster exact one, measured)
   std::int64_t fp32_engine_batch = 64;               // the batch size the engines are timed at besides 1
   int pool_threads = 0;  // the run's thread count (--threads) batch 1 is timed against; 0: the CPUs available
-  // Whether XNNPACK's batch-1 runtime may run on a pthreadpool of pool_threads when that times >= 10% faster
-  // than one thread. False in `ipj serve`: its batch-1 calls come apart, and each then pays the pool's
-  // wake-up (MobileNetV2 with calls 5 ms apart: 2.4 CPU-ms per call vs 0.5 on one thread,
-  // docs/PERFORMANCE.md).
-  bool xnnpack_pool = true;
 };
 
 struct LoadOptions {
