@@ -50,8 +50,11 @@ struct XnnValue {
 
 struct Subgraph {
   xnn_subgraph_t handle = nullptr;
-  std::vector<torch::Tensor> weights;  // what static values point to, alive as long as the runtime
-  std::vector<XnnValue> values;        // per IR node
+  // What static values point to, alive until xnn_create_runtime_v2 has packed them into the runtime's own
+  // buffers (fp32 convolutions and fully connected layers copy their weights there; nothing else here is
+  // static), then freed: the runtime holds one packed copy of the weights, not two.
+  std::vector<torch::Tensor> weights;
+  std::vector<XnnValue> values;  // per IR node
 };
 
 bool xnn_initialised() {
@@ -111,7 +114,7 @@ std::uint32_t define_value(Subgraph& subgraph, const Shape& aten_shape, bool is_
   return id;
 }
 
-// A static value holding `tensor` (kept alive in subgraph.weights).
+// A static value holding `tensor` (kept alive in subgraph.weights while the runtime is made).
 std::uint32_t define_static(Subgraph& subgraph, torch::Tensor tensor, const quant::GraphNode& node) {
   tensor = tensor.to(torch::kFloat).contiguous();
   subgraph.weights.push_back(tensor);
@@ -386,7 +389,6 @@ class XnnpackRuntimeModel : public InferenceModel {
       : graph_(graph), busy_(std::move(busy)), idle_(idle) {
     graph_.nodes.clear();  // what prepare_graph_input reads stays: shape, normalisation, padding
     Subgraph subgraph = build_subgraph(graph, batch);
-    weights_ = std::move(subgraph.weights);
     input_shape_ = subgraph.values.front().aten_shape;
     output_shape_ = subgraph.values.back().aten_shape;
     sample_shape = graph.input_shape;
@@ -469,7 +471,6 @@ class XnnpackRuntimeModel : public InferenceModel {
   quant::Graph graph_;  // its input normalisation and padding (no nodes)
   std::shared_ptr<const InferenceModel> busy_;
   XnnpackIdle idle_ = XnnpackIdle::sleep;
-  std::vector<torch::Tensor> weights_;
   Shape input_shape_, output_shape_;
   pthreadpool_t pool_ = nullptr;
   xnn_runtime_t runtime_ = nullptr;
