@@ -314,6 +314,16 @@ def forward(self, x: Tensor) -> Tensor:
   return module;
 }
 
+// How the tests below load depthwise_module(): fp32, a 1x12x12 sample, `engine`, timed at `batch` besides 1.
+LoadOptions depthwise_options(Fp32Engine engine, std::int64_t batch) {
+  LoadOptions options;
+  options.inputs.input_shape = {1, 12, 12};
+  options.run.variant = Variant::fp32;
+  options.run.fp32_engine_batch = batch;
+  options.run.fp32_engine = engine;
+  return options;
+}
+
 // XNNPACK's graph (optimizeForMobile) computes what eager does, at batch 1 and in a batch; a model with
 // nothing XNNPACK takes is refused with the reason; the switch that keeps XNNPACK on the calling thread is
 // set for one scope only.
@@ -360,11 +370,7 @@ TEST(Fp32Engine, XnnpackIsForcedOrTimedForBatch1AndAnswersAsInABatch) {
   const torch::Tensor pixels = torch::rand({5, 1, 12, 12});
   torch::NoGradGuard no_grad;
   const torch::Tensor expected = reference.forward({pixels}).toTensor();  // [5, 4]
-  LoadOptions options;
-  options.inputs.input_shape = {1, 12, 12};
-  options.run.variant = Variant::fp32;
-  options.run.fp32_engine_batch = 8;
-  options.run.fp32_engine = Fp32Engine::xnnpack;
+  LoadOptions options = depthwise_options(Fp32Engine::xnnpack, 8);
   const InferenceModelPtr forced = load_inference_model(dir.file("depthwise.pt"), options);
   ASSERT_TRUE(forced->fp32_engine);
   EXPECT_EQ(forced->fp32_engine->engine, Fp32Engine::xnnpack) << forced->fp32_engine->reason;
@@ -416,10 +422,7 @@ TEST(Fp32Engine, XnnpackIsForcedOrTimedForBatch1AndAnswersAsInABatch) {
 TEST(Fp32Engine, XnnpackThatDiffersOnWideInputsOrCannotBeCheckedNeverRuns) {
   testing::TempDir dir;
   depthwise_module("x = torch.sqrt(x)").save(dir.file("sqrt.pt"));
-  LoadOptions options;
-  options.inputs.input_shape = {1, 12, 12};
-  options.run.variant = Variant::fp32;
-  options.run.fp32_engine_batch = 4;
+  LoadOptions options = depthwise_options(Fp32Engine::auto_select, 4);
   const InferenceModelPtr chosen = load_inference_model(dir.file("sqrt.pt"), options);
   ASSERT_TRUE(chosen->fp32_engine);
   EXPECT_NE(chosen->fp32_engine->batch1_engine, Fp32Engine::xnnpack) << chosen->fp32_engine->reason;
@@ -449,11 +452,7 @@ TEST(Fp32Engine, XnnpackThatDiffersOnWideInputsOrCannotBeCheckedNeverRuns) {
 TEST(Fp32Engine, Batch1InputsXnnpackWouldHideNaNsOfRunAsEagerAndOneCpuStillTimesIt) {
   testing::TempDir dir;
   depthwise_module().save(dir.file("depthwise.pt"));
-  LoadOptions options;
-  options.inputs.input_shape = {1, 12, 12};
-  options.run.variant = Variant::fp32;
-  options.run.fp32_engine_batch = 4;
-  options.run.fp32_engine = Fp32Engine::xnnpack;
+  LoadOptions options = depthwise_options(Fp32Engine::xnnpack, 4);
   const InferenceModelPtr forced = load_inference_model(dir.file("depthwise.pt"), options);
   torch::NoGradGuard no_grad;
   torch::Tensor with_nan = torch::rand({1, 1, 12, 12});
