@@ -1,6 +1,6 @@
 // The fp32 variant's engine step that every format shares: eager or the frozen graph (timed, or checked
-// when asked for), then batch 1 on one OpenMP thread and/or XNNPACK when measured faster. Timing is on the
-// load's threads; XNNPACK's own pool follows at::set_num_threads (the run's plan).
+// when asked for), then batch 1 on one OpenMP thread and/or XNNPACK (its runtime of the graph IR, else
+// LibTorch's XNNPACK graph; on the calling thread) when measured faster. Timing is on the load's threads.
 #include <torch/types.h>
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // How the fp32 variant runs: eager LibTorch (the model as written) or a frozen graph (weights constant, BN
 // folded into convolutions, oneDNN layouts, batch-1 linear layers as matrix-vector products), picked per
 // model by timing both on random inputs and checking that they agree; batch-1 inputs may run on one thread
-// or on XNNPACK's prepacked operators where that timed faster. Measured at load, on the threads then set.
+// or on XNNPACK (xnnpack_runtime.hpp, else its prepacked operators) where that timed faster. Measured at load.
 #pragma once
 
 #include <torch/types.h>
@@ -26,7 +26,8 @@ enum class Fp32Engine {
   auto_select,  // measure eager and frozen, run the faster of those that agree with eager
   eager,
   frozen,
-  xnnpack,  // optimizeForMobile's graph: XNNPACK convolutions/linear layers, fast at batch 1, slow at 64
+  xnnpack,  // XNNPACK: batch 1 on its runtime of the graph IR where that builds, else (and larger batches) on
+            // optimizeForMobile's graph (XNNPACK convolutions/linear layers: fast at batch 1, slow at 64)
 };
 
 // How XNNPACK runs batch 1 where it does: `runtime`, ipj's graph IR as one XNNPACK subgraph (one plan made at
