@@ -234,6 +234,13 @@ void parse_model_input_flags(const ModelInputFlags& flags, std::vector<std::int6
     fail(ErrorCategory::usage, "--mean and --std need the same number of values");
   for (const float value : std)
     if (!(value > 0.0f)) fail(ErrorCategory::usage, "--std values must be > 0, got '" + flags.std + "'");
+  const auto count = static_cast<std::int64_t>(mean.size());
+  if (count > 1 && !shape.empty() && count != shape.front())
+    fail(ErrorCategory::usage, "--mean/--std give " + std::to_string(count) + " values for --input-shape " +
+                                   flags.input_shape + ": give one value, or one per channel (" +
+                                   std::to_string(shape.front()) +
+                                   ") of a [C, H, W] shape (per feature of a "
+                                   "flat one)");
 }
 
 }  // namespace ipj::cli

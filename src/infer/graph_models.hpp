@@ -17,9 +17,9 @@
 
 namespace ipj::infer {
 
-// A TorchScript module as an InferenceModel: input [B, ...] -> (x - mean) / std (when given: one value for
-// every element, or one per index of dim 1, as the graph IR normalises)
-// -> reshape to [B, ...reshape] (when given) -> forward under `precision` autocast -> float output.
+// A TorchScript module as an InferenceModel: input [B, ...] -> reshape to [B, ...reshape] (when given) ->
+// (x - mean) / std (when given: quant::normalize_by_dim1's rule) -> forward under `precision` autocast ->
+// float output.
 class ScriptModel : public InferenceModel {
  public:
   ScriptModel(torch::jit::Module module, std::vector<float> mean, std::vector<float> std,
@@ -28,7 +28,7 @@ class ScriptModel : public InferenceModel {
 
  private:
   torch::jit::Module module_;
-  torch::Tensor mean_, std_;
+  std::vector<float> mean_, std_;
   std::string precision_;
   std::vector<std::int64_t> reshape_;
 };

@@ -404,41 +404,21 @@ InferenceModelPtr from_torchscript(const std::string& path, const LoadOptions& g
 
 ScriptModel::ScriptModel(torch::jit::Module module, std::vector<float> mean, std::vector<float> std,
                          std::string precision, std::vector<std::int64_t> reshape)
-    : module_(std::move(module)), precision_(std::move(precision)), reshape_(std::move(reshape)) {
-  if (!mean.empty()) mean_ = torch::tensor(mean);  // [C] or [1]
-  if (!std.empty()) std_ = torch::tensor(std);
-}
-
-namespace {
-
-// mean/std values shaped to broadcast over x the way the graph IR normalises (prepare_graph_input): one value
-// for every element, else one per index of dim 1 ([1, C, 1, 1] for images, [1, F] for flat inputs).
-torch::Tensor normalisation_view(const torch::Tensor& values, const torch::Tensor& x) {
-  if (values.numel() == 1) return values;
-  if (x.dim() < 2 || x.size(1) != values.numel())
-    fail(ErrorCategory::invalid_input,
-         "--mean/--std give " + std::to_string(values.numel()) +
-             " values (one per channel), but the input's dim "
-             "1 has " +
-             (x.dim() < 2 ? std::string("no size") : std::to_string(x.size(1))) +
-             " entries; give one value, or one per channel of a [C, H, W] input");
-  std::vector<std::int64_t> view(static_cast<std::size_t>(x.dim()), 1);
-  view[1] = -1;
-  return values.view(view);
-}
-
-}  // namespace
+    : module_(std::move(module)),
+      mean_(std::move(mean)),
+      std_(std::move(std)),
+      precision_(std::move(precision)),
+      reshape_(std::move(reshape)) {}
 
 torch::Tensor ScriptModel::forward(const torch::Tensor& input) const {
   torch::NoGradGuard no_grad;
   torch::Tensor x = input;
-  if (mean_.defined()) x = x - normalisation_view(mean_, x);
-  if (std_.defined()) x = x / normalisation_view(std_, x);
-  if (!reshape_.empty()) {
+  if (!reshape_.empty()) {  // first: a flat model's per-feature values apply to [B, F], not to [B, 1, H, W]
     std::vector<std::int64_t> shape{x.size(0)};
     shape.insert(shape.end(), reshape_.begin(), reshape_.end());
     x = x.reshape(shape);
   }
+  x = quant::normalize_by_dim1(x, mean_, std_);
   train::AutocastRegion autocast(precision_, false);
   torch::jit::Module& module = const_cast<torch::jit::Module&>(module_);  // forward does not mutate
   const c10::IValue output = module.forward({x});

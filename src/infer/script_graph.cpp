@@ -32,8 +32,14 @@ std::string number(double value) {
   return result;
 }
 
+// [C] -> [1, C, 1, ...] over a [B, ...sample] input (quant::normalize_by_dim1's rule); a flat sample's
+// per-feature values (or one value) broadcast as they are.
 std::string per_channel_view(std::size_t sample_rank) {
-  return sample_rank == 3 ? ".view([1, -1, 1, 1])" : "";
+  if (sample_rank <= 1) return "";
+  std::string view = ".view([1, -1";
+  for (std::size_t dim = 1; dim < sample_rank; ++dim)
+    view += ", 1";
+  return view + "])";
 }
 
 // The expression of a node (its activation not applied); inputs are v<producer>, weights self.<prefix>w/b.

@@ -109,17 +109,27 @@ torch::Tensor apply_activation(const Activation& activation, const torch::Tensor
   return x;
 }
 
+torch::Tensor normalize_by_dim1(const torch::Tensor& x, const std::vector<float>& mean,
+                                const std::vector<float>& std) {
+  if (mean.empty()) return x;
+  const auto count = static_cast<std::int64_t>(mean.size());
+  if (mean.size() != std.size() || (count != 1 && (x.dim() < 2 || x.size(1) != count)))
+    fail(ErrorCategory::usage,
+         "mean/std (--mean/--std, or config.json's \"mean\"/\"std\") give " + std::to_string(mean.size()) +
+             " and " + std::to_string(std.size()) + " values, but the input has " +
+             (x.dim() < 2 ? std::string("no dim 1") : std::to_string(x.size(1)) + " entries along dim 1") +
+             ": give one value, or one per channel of a [C, H, W] input (one per feature of a flat one)");
+  std::vector<std::int64_t> view(static_cast<std::size_t>(std::max<std::int64_t>(x.dim(), 1)), 1);
+  if (count != 1) view[1] = count;
+  return (x - torch::tensor(mean).view(view)) / torch::tensor(std).view(view);
+}
+
 torch::Tensor prepare_graph_input(const Graph& graph, const torch::Tensor& input) {
   torch::Tensor x = input.to(torch::kFloat);
   std::vector<std::int64_t> shape{x.size(0)};
   shape.insert(shape.end(), graph.input_shape.begin(), graph.input_shape.end());
   if (x.sizes() != torch::IntArrayRef(shape)) x = x.reshape(shape);  // e.g. pixels for a flat input
-  if (!graph.input_mean.empty()) {
-    std::vector<std::int64_t> view(static_cast<std::size_t>(x.dim()), 1);
-    view[1] = -1;  // per channel ([B, C, H, W]) or one value for every feature
-    if (graph.input_mean.size() == 1) view[1] = 1;
-    x = (x - torch::tensor(graph.input_mean).view(view)) / torch::tensor(graph.input_std).view(view);
-  }
+  x = normalize_by_dim1(x, graph.input_mean, graph.input_std);
   if (graph.input_padding > 0) {
     const std::int64_t pad = graph.input_padding;
     const torch::Tensor value = torch::tensor(graph.input_pad_value).view({1, -1, 1, 1});  // [1, C, 1, 1]

@@ -32,13 +32,8 @@ std::string first_line(const std::exception& error) {
 torch::Tensor script_input(const ImportOptions& import, const torch::Tensor& pixels) {
   std::vector<std::int64_t> shape{pixels.size(0)};
   shape.insert(shape.end(), import.input_shape.begin(), import.input_shape.end());
-  torch::Tensor x = pixels.to(torch::kFloat);
-  if (!import.mean.empty() && x.dim() == 4) {
-    const std::int64_t channels = import.mean.size() == 1 ? 1 : -1;
-    x = (x - torch::tensor(import.mean).view({1, channels, 1, 1})) /
-        torch::tensor(import.std).view({1, channels, 1, 1});
-  }
-  return x.reshape(shape);
+  // [B, ...input_shape] first (pixels of a flat model), then normalised by the one rule for every path
+  return normalize_by_dim1(pixels.to(torch::kFloat).reshape(shape), import.mean, import.std);
 }
 
 namespace {

@@ -109,7 +109,14 @@ Graph import_torchscript(const jit::Module& module, const std::string& where, co
     const std::size_t channels = options.input_shape.size() == 1 ? 1 : options.input_shape[0];
     if (options.mean.size() != channels && options.mean.size() != 1)
       fail(ErrorCategory::usage,
-           "--mean/--std need one value per input channel (" + std::to_string(channels) + ") or one value");
+           options.input_shape.size() == 1
+               ? "--mean/--std: ipj's graph IR (int8, pruning, ONNX export, XNNPACK's runtime) takes one "
+                 "value "
+                 "for a flat input, not " +
+                     std::to_string(options.mean.size()) +
+                     " (per-feature values run in bench and serve on the module as it is)"
+               : "--mean/--std need one value per input channel (" + std::to_string(channels) +
+                     ") or one value");
     if (options.mean.size() == 1 && channels > 1) {
       result.input_mean.assign(channels, options.mean[0]);
       result.input_std.assign(channels, options.std[0]);

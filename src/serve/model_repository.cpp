@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <climits>
+#include <cmath>
 #include <filesystem>
 
 #include "ipj/core/atomic_file.hpp"
@@ -167,6 +168,11 @@ ModelConfig parse_model_config(const Json& config, const std::string& name, cons
   model.std = number_list(config, "std", path);
   model.energy_in_response = bool_value(config, "energy_in_response", true, path);
   if (model.mean.size() != model.std.size()) bad(path, "\"mean\" and \"std\" need the same length");
+  for (const float value :
+       model.std)  // the CLI's --std rule: a division by 0 or a sign flip is no model's input
+    if (!(value > 0.0f) || !std::isfinite(value)) bad(path, "\"std\" values must be finite and > 0");
+  for (const float value : model.mean)
+    if (!std::isfinite(value)) bad(path, "\"mean\" values must be finite");
   return model;
 }
 

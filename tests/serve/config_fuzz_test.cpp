@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -162,6 +163,8 @@ TEST(ModelConfigFuzz, MutatedConfigsAreRefusedNamingTheFileOrKeepTheInvariants) 
       EXPECT_FALSE(model.input.shape.empty());
       EXPECT_FALSE(model.output.shape.empty());
       EXPECT_EQ(model.mean.size(), model.std.size());
+      for (const float value : model.std)  // the CLI's --std rule: no division by 0, no sign flip
+        EXPECT_TRUE(value > 0.0f && std::isfinite(value)) << text.substr(0, 200);
       EXPECT_EQ(model.versions, std::vector<std::string>{"1"});
     } catch (const Error& error) {
       ++refused;
@@ -180,6 +183,29 @@ TEST(ModelConfigFuzz, MutatedConfigsAreRefusedNamingTheFileOrKeepTheInvariants) 
   EXPECT_GT(accepted, (accepted + refused) / 20);
   EXPECT_GT(refused, (accepted + refused) / 4);
   std::printf("config fuzz: %d accepted, %d refused (seed %u)\n", accepted, refused, seed);
+}
+
+// A std of 0, below 0 or not finite divides every request by nothing useful: refused at start naming the
+// file.
+TEST(ModelConfigFuzz, AStdThatIsNotPositiveIsRefusedNamingTheFile) {
+  testing::TempDir repository;
+  std::filesystem::create_directories(repository.file("m/1"));
+  std::ofstream(repository.file("m/1/model.pt")) << "never loaded";
+  for (const std::string std_value : {"0", "-1", "1e39"}) {
+    std::ofstream(repository.file("m/config.json"), std::ios::trunc)
+        << R"({"name": "m", "input": [{"name": "x", "dims": [5]}], "output": [{"name": "y", "dims": [3]}], )"
+        << R"("mean": [0.5], "std": [)" << std_value << "]}";
+    try {
+      read_model_repository(repository.path());
+      ADD_FAILURE() << "std " << std_value << " accepted";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), ErrorCategory::invalid_input);
+      EXPECT_NE(std::string(error.what()).find("\"std\" values must be finite and > 0"), std::string::npos)
+          << error.what();
+      EXPECT_NE(std::string(error.what()).find(repository.file("m/config.json")), std::string::npos)
+          << error.what();
+    }
+  }
 }
 
 }  // namespace ipj::serve

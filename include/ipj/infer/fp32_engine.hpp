@@ -1,7 +1,8 @@
 // How the fp32 variant runs: eager LibTorch (the model as written) or a frozen graph (weights constant, BN
 // folded into convolutions, oneDNN layouts, batch-1 linear layers as matrix-vector products), picked per
 // model by timing both on random inputs and checking that they agree; batch-1 inputs may run on one thread
-// or on XNNPACK (xnnpack_runtime.hpp, else its prepacked operators) where that timed faster. Measured at load.
+// or on XNNPACK (xnnpack_runtime.hpp, else its prepacked operators) where that timed faster. Measured at
+// load.
 #pragma once
 
 #include <torch/types.h>

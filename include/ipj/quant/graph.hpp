@@ -87,6 +87,11 @@ struct GraphHooks {
 // input: [B, ...input_shape] (or [B, C, H, W] pixels for a flat input shape) -> [B, ...]. Applies the
 // normalisation and input padding, then every node. Autograd flows when the weights need it.
 torch::Tensor run_graph(const Graph& graph, const torch::Tensor& input, const GraphHooks& hooks = {});
+// x: [B, ...] -> (x - mean) / std, with one value for every element or one per index of dim 1 (per channel
+// of [B, C, ...], per feature of [B, F]): every ipj path that normalises a model's input uses this rule.
+// Throws ipj::Error(usage) naming both counts when the values fit neither.
+torch::Tensor normalize_by_dim1(const torch::Tensor& x, const std::vector<float>& mean,
+                                const std::vector<float>& std);
 // The node-0 value run_graph starts from: reshaped to [B, ...input_shape], normalised, padded.
 torch::Tensor prepare_graph_input(const Graph& graph, const torch::Tensor& input);
 torch::Tensor apply_activation(const Activation& activation, const torch::Tensor& x);
