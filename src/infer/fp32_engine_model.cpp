@@ -4,7 +4,6 @@
 #include <torch/types.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -189,7 +188,6 @@ constexpr double kXnnpackMaxBatch1Ms = 5.0;
 struct XnnpackCandidate {
   std::shared_ptr<InferenceModel> model;
   XnnpackForm form = XnnpackForm::none;
-  std::optional<quant::Graph> graph;  // the runtime's graph IR
   std::string refused;
 };
 
@@ -198,8 +196,7 @@ XnnpackCandidate xnnpack_candidate(const GraphIrSource& graph_ir, const GraphBui
   XnnpackCandidate candidate;
   if (graph_ir) {
     try {
-      candidate.graph = graph_ir();
-      candidate.model = xnnpack_runtime_model(*candidate.graph, 1, 1, busy);
+      candidate.model = xnnpack_runtime_model(graph_ir(), 1, 1, busy);
       candidate.form = XnnpackForm::runtime;
       return candidate;
     } catch (const std::exception& error) {  // no XNNPACK in this build, or a node it cannot take
@@ -212,23 +209,8 @@ XnnpackCandidate xnnpack_candidate(const GraphIrSource& graph_ir, const GraphBui
   return candidate;
 }
 
-// A way to run batch 1 as timed at load: its model (null: the route chosen before XNNPACK), its threads and
-// its fastest call.
-struct TimedBatch1 {
-  std::shared_ptr<InferenceModel> model;
-  int threads = 1;
-  double ms = 0.0;
-};
-
-// The tie rule: with fewer threads the challenger wins unless the incumbent is >= 10% faster (the extra
-// cores, working or spinning, cost joules for little latency); with as many or more it must be >= 10% faster.
-bool challenger_wins(const TimedBatch1& incumbent, const TimedBatch1& challenger) {
-  return challenger.threads < incumbent.threads ? incumbent.ms > 0.9 * challenger.ms
-                                                : challenger.ms <= 0.9 * incumbent.ms;
-}
-
 // XNNPACK for batch-1 inputs (xnnpack_candidate, on the calling thread), when it is exact (pixels and
-// normal(0, 2) values) and beats by the tie rule the batch-1 route chosen so far
+// normal(0, 2) values) and beats the batch-1 route chosen so far by the tie rule below
 // (`chosen` on `route_threads` OpenMP threads, whose fastest call took `route_ms`); null otherwise. Records
 // the timing in `choice` and says why in its reason.
 std::shared_ptr<InferenceModel> faster_xnnpack_at_batch1(
@@ -267,16 +249,17 @@ std::shared_ptr<InferenceModel> faster_xnnpack_at_batch1(
     return chosen->forward(input);
   };
   const std::vector<double> fastest = fastest_alternating_ms({route, forward_of(xnnpack.model)}, single);
-  TimedBatch1 best{xnnpack.model, 1, fastest[1]};
-  choice.batch1_xnnpack_ms = best.ms;
+  choice.batch1_xnnpack_ms = fastest[1];
   choice.batch1_xnnpack_form = xnnpack.form;
-  choice.measured.push_back({Fp32Engine::xnnpack, best.ms, 0.0, difference, exact});
-  const bool wins = challenger_wins({nullptr, route_threads, fastest[0]}, best);
-  const std::string timing = format_number("%.3f", best.ms) + " ms on the calling thread vs " +
+  choice.measured.push_back({Fp32Engine::xnnpack, fastest[1], 0.0, difference, exact});
+  // XNNPACK uses one core: against a route on the pool it wins unless that is >= 10% faster (fewer joules at
+  // about the same latency); against a route on one thread it has to be >= 10% faster itself.
+  const bool wins = route_threads > 1 ? fastest[0] > 0.9 * fastest[1] : fastest[1] <= 0.9 * fastest[0];
+  const std::string timing = format_number("%.3f", fastest[1]) + " ms on the calling thread vs " +
                              format_number("%.3f", fastest[0]) + " ms on " + std::to_string(route_threads) +
                              " thread(s)";
   choice.reason += (wins ? "; batch 1 on " + name + ": " : "; " + name + " kept out: ") + timing;
-  return wins ? best.model : nullptr;
+  return wins ? xnnpack.model : nullptr;
 }
 
 // Batch 1 after the engine choice: on one OpenMP thread where `batch1` measured that faster (pool 0: one

@@ -80,22 +80,13 @@ std::vector<std::size_t> xnn_dims(const Shape& aten_shape) {
   return dims;
 }
 
-std::pair<float, float> output_range(const quant::Activation& activation) {
-  constexpr float inf = std::numeric_limits<float>::infinity();
-  switch (activation.kind) {
-    case quant::ActivationKind::none:
-      return {-inf, inf};
-    case quant::ActivationKind::relu:
-      return {0.0f, inf};
-    case quant::ActivationKind::clamp:
-      return {static_cast<float>(activation.min), static_cast<float>(activation.max)};
-  }
-  return {-inf, inf};
-}
-
 // The output range of `node`'s activation; XNNPACK takes only ranges with min < max.
 std::pair<float, float> node_range(const quant::GraphNode& node) {
-  const auto range = output_range(node.activation);
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  std::pair<float, float> range{-inf, inf};  // ActivationKind::none
+  if (node.activation.kind == quant::ActivationKind::relu) range.first = 0.0f;
+  if (node.activation.kind == quant::ActivationKind::clamp)
+    range = {static_cast<float>(node.activation.min), static_cast<float>(node.activation.max)};
   if (!(range.first < range.second))
     refuse_node(node, "clamps to the empty range [" + std::to_string(range.first) + ", " +
                           std::to_string(range.second) + "] (XNNPACK's clamps need min < max)");
