@@ -125,7 +125,7 @@ void print_bench_table(const infer::ModelBenchReport& report) {
     if (variant.fp32_engine)
       std::cout << variant.variant << " engine: " << choice_name(variant.fp32_engine->engine) << " ("
                 << variant.fp32_engine->reason << ")\n";
-    else if (variant.batch1_threads && variant.batch1_threads->threads == 1)
+    else if (variant.batch1_threads && !variant.batch1_threads->describe().empty())
       std::cout << variant.variant << ": " << variant.batch1_threads->describe() << "\n";
   }
   for (const infer::SkippedRow& skipped : report.skipped)

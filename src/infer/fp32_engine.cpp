@@ -217,6 +217,10 @@ double fp32_wide_difference(const std::function<torch::Tensor(const torch::Tenso
 }
 
 std::string Batch1Threads::describe() const {
+  if (xnnpack)
+    return "batch 1 on XNNPACK's int8 runtime: " + format_number("%.3f", xnnpack_ms) + " ms vs " +
+           format_number("%.3f", threads == 1 ? one_thread_ms : pool_ms) +
+           " ms on LibTorch's int8 kernels (" + std::to_string(threads == 1 ? 1 : pool) + " thread(s))";
   if (threads != 1) return "";
   return "batch 1 on one thread: " + format_number("%.3f", one_thread_ms) + " ms vs " +
          format_number("%.3f", pool_ms) + " ms on " + std::to_string(pool);
@@ -226,7 +230,9 @@ Json to_json(const Batch1Threads& measured) {
   return {{"threads", measured.threads},
           {"pool", measured.pool},
           {"one_thread_ms", measured.one_thread_ms},
-          {"pool_ms", measured.pool_ms}};
+          {"pool_ms", measured.pool_ms},
+          {"xnnpack_ms", measured.xnnpack_ms},
+          {"engine", measured.xnnpack ? "xnnpack" : "libtorch"}};
 }
 
 Batch1Threads measure_batch1_threads(const std::function<torch::Tensor(const torch::Tensor&)>& forward,

@@ -374,7 +374,54 @@ std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel
   return chosen;
 }
 
-InferenceModelPtr with_measured_batch1_threads(InferenceModelPtr model, int pool_threads) {
+namespace {
+
+// `candidate` when it builds, answers within its tolerance of `model` (on the threads measured for it) on
+// batch-1 inputs ([0, 1) pixels and normal(0, 2) values) and is faster than that setting; ties within 10% of
+// the pool go to the candidate (one thread). Records what was timed in `measured`; else `model`.
+InferenceModelPtr timed_batch1_candidate(const InferenceModelPtr& model, const Batch1Candidate& candidate,
+                                         Batch1Threads& measured) {
+  std::shared_ptr<InferenceModel> built;
+  try {
+    built = candidate.build(model);
+  } catch (const std::exception& error) {
+    spdlog::debug("{}: XNNPACK not used at batch 1 ({})", model->model_name, error_cause(error.what()));
+    return model;
+  }
+  torch::NoGradGuard no_grad;
+  const bool on_pool = measured.pool > 0 && measured.threads == 0;
+  const Forward reference = [&model, threads = on_pool ? measured.pool : 1](const torch::Tensor& input) {
+    const device::CallerOpenMpThreads scope(threads);
+    return model->forward(input);
+  };
+  std::vector<std::int64_t> shape{1};
+  shape.insert(shape.end(), model->sample_shape.begin(), model->sample_shape.end());
+  double worst = 0.0;
+  for (int round = 0; round < 16; ++round) {
+    const torch::Tensor input = round % 2 == 0 ? torch::rand(shape) : torch::randn(shape) * 2.0;
+    worst = std::max(worst, (built->forward(input) - reference(input)).abs().max().item<double>());
+  }
+  if (!(worst <= candidate.tolerance)) {
+    spdlog::debug("{}: XNNPACK not used at batch 1 (differs by {} > {})", model->model_name, worst,
+                  candidate.tolerance);
+    return model;
+  }
+  const std::vector<double> fastest = fastest_alternating_ms(
+      {reference, [&built](const torch::Tensor& input) { return built->forward(input); }},
+      torch::rand(shape));
+  if (measured.pool == 0) {  // one usable CPU: the reference ran on it
+    measured.threads = 1;
+    measured.one_thread_ms = fastest[0];
+  }
+  measured.xnnpack_ms = fastest[1];
+  measured.xnnpack = fastest[1] < (on_pool ? 1.1 : 1.0) * fastest[0];
+  return measured.xnnpack ? built : model;
+}
+
+}  // namespace
+
+InferenceModelPtr with_measured_batch1_threads(InferenceModelPtr model, int pool_threads,
+                                               const Batch1Candidate& candidate) {
   if (model->sample_shape.empty()) return model;
   Batch1Threads measured;
   try {
@@ -384,12 +431,17 @@ InferenceModelPtr with_measured_batch1_threads(InferenceModelPtr model, int pool
     spdlog::debug("batch-1 threads not measured: {}", error_cause(error.what()));
     return model;
   }
-  if (measured.pool == 0) return model;
-  auto result =
-      std::make_shared<EngineRoute>(*model, EngineRoute::Models{model, model, model},
-                                    std::vector<std::int64_t>{}, /*one_thread=*/measured.threads == 1);
+  const InferenceModelPtr batch1 =
+      candidate.build ? timed_batch1_candidate(model, candidate, measured) : model;
+  if (measured.pool == 0 && measured.xnnpack_ms == 0.0) return model;
+  // XNNPACK at batch 1 (its fused clamps turn NaN into numbers: such inputs go to `model`), else `model` on
+  // the threads measured
+  auto result = std::make_shared<EngineRoute>(
+      *model, EngineRoute::Models{batch1, model, model},
+      measured.xnnpack ? model->sample_shape : std::vector<std::int64_t>{},
+      /*one_thread=*/!measured.xnnpack && measured.threads == 1, /*tame_batch1=*/measured.xnnpack);
   result->batch1_threads = measured;
-  if (measured.threads == 1)
+  if (measured.threads == 1 || measured.xnnpack)
     spdlog::debug("{} {}: {}", model->model_name, choice_name(model->variant), measured.describe());
   return result;
 }

@@ -65,7 +65,16 @@ std::shared_ptr<InferenceModel> script_graph_model(const quant::Graph& graph, Fr
 // (measure_batch1_threads) when its sample shape is known; the result records it in batch1_threads and runs
 // batch-1 inputs on one thread when that won. The model as given when nothing could be measured (no shape,
 // one usable CPU, a model that fails on a random batch).
-InferenceModelPtr with_measured_batch1_threads(InferenceModelPtr model, int pool_threads);
+// With a `candidate` (XNNPACK's int8 runtime of a static int8 program) that is also timed at batch 1 against
+// the setting measured, and runs batch 1 when it agrees and is faster (Batch1Threads::xnnpack).
+struct Batch1Candidate {
+  // Builds the candidate for [1, ...sample_shape] inputs, answering on `busy` while another call holds it;
+  // throws ipj::Error(unsupported) when it cannot. Empty: no candidate.
+  std::function<std::shared_ptr<InferenceModel>(InferenceModelPtr busy)> build;
+  double tolerance = 0.0;  // the largest |difference| from the model allowed on batch-1 inputs
+};
+InferenceModelPtr with_measured_batch1_threads(InferenceModelPtr model, int pool_threads,
+                                               const Batch1Candidate& candidate = {});
 
 // fp32 | bf16 | int8-dynamic | int8-static (calibrated on options.calibration_samples images of
 // options.calibration_data, else `data_dir`, else the default data set). Throws ipj::Error(unsupported) for

@@ -8,16 +8,12 @@
 
 #include <cmath>
 #include <limits>
-#include <mutex>
 #include <utility>
 #include <vector>
 
 #include "ipj/core/error.hpp"
 
-#ifdef IPJ_WITH_XNNPACK
-#include <pthreadpool.h>
-#include <xnnpack.h>
-#endif
+#include "xnnpack_planned_runtime.hpp"
 
 namespace ipj::infer {
 
@@ -38,7 +34,8 @@ std::shared_ptr<InferenceModel> xnnpack_runtime_model(const quant::Graph&, std::
 
 namespace {
 
-using Shape = std::vector<std::int64_t>;
+using xnnpack::Shape;
+using xnnpack::xnn_dims;
 
 // One IR node's output as a subgraph value: its XNNPACK id, its ATen shape ([N, C, H, W] or [N, F]) and, for
 // a flattened 4-D value, the [C, H, W] it came from (its elements are then in H, W, C order).
@@ -57,11 +54,6 @@ struct Subgraph {
   std::vector<XnnValue> values;  // per IR node
 };
 
-bool xnn_initialised() {
-  static const bool ok = xnn_initialize(nullptr) == xnn_status_success;
-  return ok;
-}
-
 [[noreturn]] void refuse_node(const quant::GraphNode& node, const std::string& why) {
   fail(ErrorCategory::unsupported,
        "XNNPACK runtime: node '" + node.name + "' (" + quant::node_kind_name(node.kind) + ") " + why);
@@ -71,13 +63,6 @@ void check_xnn(xnn_status status, const quant::GraphNode& node, const char* what
   if (status != xnn_status_success)
     refuse_node(node, std::string("refused by XNNPACK's ") + what + " (status " +
                           std::to_string(static_cast<int>(status)) + ")");
-}
-
-// XNNPACK's dims of an ATen shape: [N, C, H, W] -> [N, H, W, C]; [N, F] as is.
-std::vector<std::size_t> xnn_dims(const Shape& aten_shape) {
-  std::vector<std::size_t> dims(aten_shape.begin(), aten_shape.end());
-  if (aten_shape.size() == 4) dims = {dims[0], dims[2], dims[3], dims[1]};
-  return dims;
 }
 
 // The output range of `node`'s activation; XNNPACK takes only ranges with min < max.
@@ -371,116 +356,27 @@ Subgraph build_subgraph(const quant::Graph& graph, std::int64_t batch) {
   return subgraph;
 }
 
-// The runtime with its buffers: inputs are copied into an NHWC buffer with XNN_EXTRA_BYTES to spare (XNNPACK
-// may read that far past a tensor), outputs copied out of its own buffer.
-class XnnpackRuntimeModel : public InferenceModel {
- public:
-  XnnpackRuntimeModel(const quant::Graph& graph, std::int64_t batch, int threads,
-                      std::shared_ptr<const InferenceModel> busy, XnnpackIdle idle)
-      : graph_(graph), busy_(std::move(busy)), idle_(idle) {
-    graph_.nodes.clear();  // what prepare_graph_input reads stays: shape, normalisation, padding
-    Subgraph subgraph = build_subgraph(graph, batch);
-    input_shape_ = subgraph.values.front().aten_shape;
-    output_shape_ = subgraph.values.back().aten_shape;
-    sample_shape = graph.input_shape;
-    if (threads >= 2) pool_ = pthreadpool_create(static_cast<std::size_t>(threads));
-    const xnn_status created = xnn_create_runtime_v2(subgraph.handle, pool_, 0, &runtime_);
-    xnn_delete_subgraph(subgraph.handle);
-    if (created != xnn_status_success) {
-      release();
-      fail(ErrorCategory::unsupported, "XNNPACK runtime: the plan could not be made (status " +
-                                           std::to_string(static_cast<int>(created)) + ")");
-    }
-    input_buffer_ = torch::empty({buffer_elements(input_shape_)});
-    output_buffer_ = torch::empty({buffer_elements(output_shape_)});
-    const xnn_external_value external[2] = {{0, input_buffer_.data_ptr<float>()},
-                                            {1, output_buffer_.data_ptr<float>()}};
-    if (xnn_setup_runtime(runtime_, 2, external) != xnn_status_success) {
-      release();
-      fail(ErrorCategory::unsupported, "XNNPACK runtime: its buffers could not be set up");
-    }
-  }
-  ~XnnpackRuntimeModel() override { release(); }
-  XnnpackRuntimeModel(const XnnpackRuntimeModel&) = delete;
-  XnnpackRuntimeModel& operator=(const XnnpackRuntimeModel&) = delete;
-
-  torch::Tensor forward(const torch::Tensor& input) const override {
-    if (input.dim() != static_cast<std::int64_t>(sample_shape.size()) + 1 ||
-        input.size(0) != input_shape_[0] || !input.sizes().slice(1).equals(sample_shape))
-      fail(ErrorCategory::invalid_input,
-           "XNNPACK runtime: input of shape " + shape_text(input.sizes().vec()) +
-               " where it was built for batch " + std::to_string(input_shape_[0]) + " of " +
-               shape_text(sample_shape));
-    std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
-    if (!lock.owns_lock()) {
-      if (busy_) return busy_->forward(input);
-      lock.lock();
-    }
-    torch::NoGradGuard no_grad;
-    nhwc_view(input_buffer_, input_shape_).copy_(quant::prepare_graph_input(graph_, input));
-    const xnn_status status = xnn_invoke_runtime(runtime_);
-    if (pool_ && idle_ == XnnpackIdle::sleep) put_workers_to_sleep();
-    if (status != xnn_status_success) fail(ErrorCategory::runtime, "XNNPACK runtime: the call failed");
-    return nhwc_view(output_buffer_, output_shape_)
-        .clone(torch::MemoryFormat::Contiguous);  // [N, C, H, W] / [N, F]
-  }
-
- private:
-  static std::int64_t buffer_elements(const Shape& shape) {
-    std::int64_t count = 1;
-    for (const std::int64_t size : shape)
-      count *= size;
-    return count + static_cast<std::int64_t>(XNN_EXTRA_BYTES / sizeof(float));
-  }
-  // The buffer as an ATen tensor of `shape` whose memory is NHWC (channels-last strides) for 4-D shapes.
-  static torch::Tensor nhwc_view(const torch::Tensor& buffer, const Shape& shape) {
-    if (shape.size() != 4) return buffer.narrow(0, 0, shape[0] * shape[1]).view(shape);
-    const Shape strides{shape[1] * shape[2] * shape[3], 1, shape[3] * shape[1], shape[1]};
-    return buffer.as_strided(shape, strides);
-  }
-  static std::string shape_text(const Shape& shape) {
-    std::string text;
-    for (const std::int64_t size : shape)
-      text += (text.empty() ? "" : ", ") + std::to_string(size);
-    return "[" + text + "]";
-  }
-  // XNN_FLAG_YIELD_WORKERS does not reach this XNNPACK's last operator (measured: the worker still spun 5 ms
-  // after every call, bench/xnnpack_threads.sh), so an empty task with pthreadpool's yield flag follows each
-  // call: the workers take it and then sleep instead of spinning through a million pauses.
-  void put_workers_to_sleep() const {
-    pthreadpool_parallelize_1d(
-        pool_, [](void*, std::size_t) {}, nullptr, pthreadpool_get_threads_count(pool_),
-        PTHREADPOOL_FLAG_YIELD_WORKERS);
-  }
-  void release() {
-    if (runtime_) xnn_delete_runtime(runtime_);
-    if (pool_) pthreadpool_destroy(pool_);
-    runtime_ = nullptr;
-    pool_ = nullptr;
-  }
-
-  quant::Graph graph_;  // its input normalisation and padding (no nodes)
-  std::shared_ptr<const InferenceModel> busy_;
-  XnnpackIdle idle_ = XnnpackIdle::sleep;
-  Shape input_shape_, output_shape_;
-  pthreadpool_t pool_ = nullptr;
-  xnn_runtime_t runtime_ = nullptr;
-  torch::Tensor input_buffer_, output_buffer_;
-  mutable std::mutex mutex_;
-};
-
 }  // namespace
 
 bool xnnpack_runtime_available() {
-  return xnn_initialised();
+  return xnnpack::initialised();
 }
 
 std::shared_ptr<InferenceModel> xnnpack_runtime_model(const quant::Graph& graph, std::int64_t batch,
                                                       int threads, std::shared_ptr<const InferenceModel> busy,
                                                       XnnpackIdle idle) {
-  if (!xnn_initialised())
+  if (!xnnpack::initialised())
     fail(ErrorCategory::unsupported, "XNNPACK runtime: XNNPACK does not initialise on this CPU");
-  return std::make_shared<XnnpackRuntimeModel>(graph, batch, threads, std::move(busy), idle);
+  Subgraph subgraph = build_subgraph(graph, batch);
+  quant::Graph preprocessing = graph;
+  preprocessing.nodes.clear();  // what prepare_graph_input reads stays: shape, normalisation, padding
+  const xnnpack::PrepareInput prepare = [preprocessing](const torch::Tensor& input) {
+    return quant::prepare_graph_input(preprocessing, input);
+  };
+  Shape input_shape = subgraph.values.front().aten_shape, output_shape = subgraph.values.back().aten_shape;
+  return std::make_shared<xnnpack::PlannedRuntimeModel>(subgraph.handle, std::move(input_shape),
+                                                        std::move(output_shape), graph.input_shape, prepare,
+                                                        threads, std::move(busy), idle);
 }
 
 #endif

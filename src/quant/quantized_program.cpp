@@ -137,6 +137,11 @@ void QuantizedProgram::pack() {
   packed_ = std::move(packed);
 }
 
+std::pair<torch::Tensor, torch::Tensor> QuantizedProgram::kernel_weight(std::size_t index) const {
+  const torch::Tensor quantized = quantize_weight(weight_int8_.at(index), weight_scale_.at(index), engine_);
+  return {quantized.int_repr(), quantized.q_per_channel_scales().to(torch::kDouble)};
+}
+
 torch::Tensor QuantizedProgram::forward(const torch::Tensor& pixels) const {
   torch::NoGradGuard no_grad;
   torch::Tensor x = pad_input(program_, pixels.to(torch::kFloat).contiguous());

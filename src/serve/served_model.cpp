@@ -110,7 +110,7 @@ ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger)
     if (model_->fp32_engine)
       spdlog::info("model '{}' version {}: fp32 runs {} ({})", config_.name, version_,
                    choice_name(model_->fp32_engine->engine), model_->fp32_engine->reason);
-    else if (model_->batch1_threads && model_->batch1_threads->threads == 1)
+    else if (model_->batch1_threads && !model_->batch1_threads->describe().empty())
       spdlog::info("model '{}' version {}: {} {}", config_.name, version_, choice_name(model_->variant),
                    model_->batch1_threads->describe());
   } catch (const Error& error) {

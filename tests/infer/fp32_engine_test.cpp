@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <limits>
 #include <thread>
 
 #include "inference_fixture.hpp"
@@ -16,6 +17,7 @@
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/infer/script_program.hpp"
 #include "ipj/infer/xnnpack_runtime.hpp"
+#include "ipj/quant/quantized_program.hpp"
 #include "support/test_support.hpp"
 #include "support/user_models.hpp"
 
@@ -169,12 +171,14 @@ TEST(Fp32Engine, EagerAndFrozenCheckpointsAgreeAndAutoRecordsItsChoice) {
 
 // int8 variants time batch 1 on the pool and on one thread at load (as fp32's engine choice does) and run
 // batch-1 inputs on one thread when that won by 10%; either way a sample's answer is the one it gets inside a
-// batch (static int8: fixed scales, integer arithmetic).
+// batch (static int8: fixed scales, integer arithmetic). The engine is named, so XNNPACK's int8 runtime is
+// not a candidate (the next test).
 TEST(Fp32Engine, Int8VariantsMeasureBatch1ThreadsAndAnswerAsInABatch) {
   const torch::Tensor pixels = testing::test_pixels(16);  // [16, 1, 28, 28]
   for (const Variant variant : {Variant::int8_static, Variant::int8_dynamic}) {
     LoadOptions options;
     options.run.variant = variant;
+    options.run.engine = quant::select_quantized_engine("auto");
     options.calibration.samples = 200;
     const InferenceModelPtr model = load_inference_model(testing::trained_checkpoint("mlp"), options);
     EXPECT_EQ(model->variant, variant);
@@ -188,6 +192,7 @@ TEST(Fp32Engine, Int8VariantsMeasureBatch1ThreadsAndAnswerAsInABatch) {
     EXPECT_EQ(measured.pool, available);
     EXPECT_GT(measured.one_thread_ms, 0.0);
     EXPECT_GT(measured.pool_ms, 0.0);
+    EXPECT_EQ(measured.xnnpack_ms, 0.0);
     EXPECT_EQ(measured.threads, measured.pool_ms <= 0.9 * measured.one_thread_ms ? 0 : 1);  // ties: one
     EXPECT_EQ(measured.describe().empty(), measured.threads != 1);
     const torch::Tensor batched = model->forward(pixels);  // [16, 10]
@@ -212,6 +217,51 @@ TEST(Fp32Engine, Int8VariantsMeasureBatch1ThreadsAndAnswerAsInABatch) {
   const bool on_xnnpack = fp32->fp32_engine->batch1_engine == Fp32Engine::xnnpack;
   EXPECT_EQ(fp32->fp32_engine->batch1_threads, on_xnnpack ? 1 : 0) << fp32->fp32_engine->reason;
   EXPECT_GT(fp32->fp32_engine->batch1_xnnpack_ms, 0.0) << fp32->fp32_engine->reason;
+}
+
+// A static int8 program (engine not named) also times XNNPACK's int8 runtime at batch 1 against LibTorch's
+// int8 kernels on the threads measured for them, on the pool and with --threads 1, and runs batch 1 on it
+// when faster (ties within 10% of the pool: XNNPACK, one thread); a sample's answer stays within rounding
+// of its answer inside a batch; a NaN at batch 1 answers as LibTorch's kernels do; dynamic int8 never
+// times it.
+TEST(Fp32Engine, StaticInt8TimesXnnpacksInt8RuntimeAtBatch1) {
+  if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK";
+  const torch::Tensor pixels = testing::test_pixels(16);  // [16, 1, 28, 28]
+  for (const int pool_threads : {0, 1}) {
+    LoadOptions options;
+    options.run.variant = Variant::int8_static;
+    options.run.pool_threads = pool_threads;
+    options.calibration.samples = 200;
+    const InferenceModelPtr model = load_inference_model(testing::trained_checkpoint("cnn"), options);
+    ASSERT_TRUE(model->batch1_threads);
+    const Batch1Threads& measured = *model->batch1_threads;
+    EXPECT_GT(measured.xnnpack_ms, 0.0);
+    const bool on_pool = measured.pool > 0 && measured.threads == 0;
+    const double reference_ms = on_pool ? measured.pool_ms : measured.one_thread_ms;
+    EXPECT_GT(reference_ms, 0.0);
+    EXPECT_EQ(measured.xnnpack, measured.xnnpack_ms < (on_pool ? 1.1 : 1.0) * reference_ms);
+    EXPECT_EQ(measured.describe().find("XNNPACK") != std::string::npos, measured.xnnpack)
+        << measured.describe();
+    const torch::Tensor batched = model->forward(pixels);  // [16, 10]
+    for (const std::int64_t row : {0, 5, 15}) {
+      const torch::Tensor single = model->forward(pixels.narrow(0, row, 1));
+      EXPECT_LT((single - batched.narrow(0, row, 1)).abs().max().item<double>(),
+                0.05 * std::max(1.0, batched[row].abs().max().item<double>()));
+    }
+    torch::Tensor poisoned = pixels.narrow(0, 3, 2).clone();  // [2, 1, 28, 28]
+    poisoned[0][0][4][4] = std::numeric_limits<float>::quiet_NaN();
+    poisoned[1] = poisoned[0];
+    const torch::Tensor in_batch = model->forward(poisoned).narrow(0, 0, 1);
+    const torch::Tensor alone = model->forward(poisoned.narrow(0, 0, 1));
+    EXPECT_TRUE(torch::equal(alone.isnan(), in_batch.isnan()));
+    EXPECT_LT((alone - in_batch).nan_to_num(0.0).abs().max().item<double>(), 1e-5);
+  }
+  LoadOptions dynamic;
+  dynamic.run.variant = Variant::int8_dynamic;
+  const InferenceModelPtr model = load_inference_model(testing::trained_checkpoint("cnn"), dynamic);
+  if (model->batch1_threads) {
+    EXPECT_EQ(model->batch1_threads->xnnpack_ms, 0.0);
+  }
 }
 
 // A model that refuses batch 1 (asserts in its forward) cannot be scored on the data set's images one by one:

@@ -87,7 +87,13 @@ struct Batch1Threads {
   int pool = 0;     // the pool's threads compared (0: not measured, a one-core machine)
   double one_thread_ms = 0.0;
   double pool_ms = 0.0;
-  // "batch 1 on one thread: 0.150 ms vs 0.270 ms on 2" (one thread chosen), else "".
+  // Static int8 programs: XNNPACK's int8 runtime on the calling thread, timed at batch 1 against the setting
+  // above (0: not timed), and whether batch 1 runs on it (it agreed with LibTorch's int8 kernels and was
+  // faster; within 10% of the pool it wins too, on fewer threads).
+  double xnnpack_ms = 0.0;
+  bool xnnpack = false;
+  // "batch 1 on one thread: 0.150 ms vs 0.270 ms on 2" (one thread chosen), "batch 1 on XNNPACK's int8
+  // runtime: ..." (XNNPACK chosen), else "".
   std::string describe() const;
 };
 Json to_json(const Batch1Threads& measured);

@@ -1,7 +1,8 @@
 // ipj's graph IR run as one XNNPACK subgraph runtime (one plan made at load, weights packed once, its own
-// buffers, no TorchScript interpreter between operators): the fp32 variant's batch-1 engine. Limits: one
-// batch size per runtime; what the IR has in NHWC (conv2d, linear, add, clamp, pools, flatten before linear
-// layers); built only where Debian's libxnnpack-dev was found (IPJ_WITH_XNNPACK).
+// buffers, no TorchScript interpreter between operators): the fp32 variant's batch-1 engine, and a static
+// int8 program's. Limits: one batch size per runtime; what the IR has in NHWC (conv2d, linear, add, clamp,
+// pools, flatten before linear layers); built only where Debian's libxnnpack-dev was found
+// (IPJ_WITH_XNNPACK).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/quant/graph.hpp"
+#include "ipj/quant/quantized_program.hpp"
 
 namespace ipj::infer {
 
@@ -31,5 +33,15 @@ std::shared_ptr<InferenceModel> xnnpack_runtime_model(const quant::Graph& graph,
                                                       int threads,
                                                       std::shared_ptr<const InferenceModel> busy = nullptr,
                                                       XnnpackIdle idle = XnnpackIdle::sleep);
+
+// A static or QAT int8 program as an XNNPACK runtime in signed 8 bits on the calling thread, for [batch,
+// ...input_shape] pixels: the same quantized values as QuantizedProgram::forward up to requantization
+// rounding (XNNPACK rounds biases to int32 at input x weight scale and applies its own rounding; where
+// ipj's oneDNN/FBGEMM kernels need 7-bit weights XNNPACK runs the stored 8 bits). Throws
+// ipj::Error(unsupported) for dynamic int8 or a layer XNNPACK refuses (naming it); the caller checks the
+// result against QuantizedProgram::forward before use. Concurrency as xnnpack_runtime_model's.
+std::shared_ptr<InferenceModel> xnnpack_int8_runtime_model(
+    const quant::QuantizedProgram& int8, std::int64_t batch,
+    std::shared_ptr<const InferenceModel> busy = nullptr);
 
 }  // namespace ipj::infer

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ipj/core/json_io.hpp"
@@ -58,6 +59,10 @@ class QuantizedProgram {
   const std::vector<torch::Tensor>& weight_int8() const { return weight_int8_; }
   const std::vector<torch::Tensor>& weight_scale() const { return weight_scale_; }
   const std::vector<QuantParams>& output_params() const { return output_params_; }
+  // Layer `index`'s weights as the engine's int8 kernels run them: int8 values [out, ...] and double scales
+  // [out] (the stored ones, or their 7-bit form where the kernels saturate: quantized_kernels.hpp), for
+  // another int8 runtime that must compute what forward() does.
+  std::pair<torch::Tensor, torch::Tensor> kernel_weight(std::size_t index) const;
 
  private:
   struct Packed;  // prepacked kernels per layer (LibTorch custom classes)

@@ -1,0 +1,118 @@
+// One XNNPACK runtime with its buffers behind the InferenceModel interface (xnnpack_planned_runtime.hpp).
+// Limits: one input shape; the caller's subgraph is trusted to read external value 0 and write value 1.
+#ifdef IPJ_WITH_XNNPACK
+
+#include "xnnpack_planned_runtime.hpp"
+
+#include <utility>
+
+#include "ipj/core/error.hpp"
+
+namespace ipj::infer::xnnpack {
+namespace {
+
+std::int64_t buffer_elements(const Shape& shape) {
+  std::int64_t count = 1;
+  for (const std::int64_t size : shape)
+    count *= size;
+  return count + static_cast<std::int64_t>(XNN_EXTRA_BYTES / sizeof(float));
+}
+
+// The buffer as an ATen tensor of `shape` whose memory is NHWC (channels-last strides) for 4-D shapes.
+torch::Tensor nhwc_view(const torch::Tensor& buffer, const Shape& shape) {
+  if (shape.size() != 4) return buffer.narrow(0, 0, shape[0] * shape[1]).view(shape);
+  const Shape strides{shape[1] * shape[2] * shape[3], 1, shape[3] * shape[1], shape[1]};
+  return buffer.as_strided(shape, strides);
+}
+
+}  // namespace
+
+bool initialised() {
+  static const bool ok = xnn_initialize(nullptr) == xnn_status_success;
+  return ok;
+}
+
+std::vector<std::size_t> xnn_dims(const Shape& aten_shape) {
+  std::vector<std::size_t> dims(aten_shape.begin(), aten_shape.end());
+  if (aten_shape.size() == 4) dims = {dims[0], dims[2], dims[3], dims[1]};
+  return dims;
+}
+
+std::string shape_text(const Shape& shape) {
+  std::string text;
+  for (const std::int64_t size : shape)
+    text += (text.empty() ? "" : ", ") + std::to_string(size);
+  return "[" + text + "]";
+}
+
+PlannedRuntimeModel::PlannedRuntimeModel(xnn_subgraph_t subgraph, Shape input_shape, Shape output_shape,
+                                         std::vector<std::int64_t> sample, PrepareInput prepare, int threads,
+                                         std::shared_ptr<const InferenceModel> busy, XnnpackIdle idle)
+    : prepare_(std::move(prepare)),
+      busy_(std::move(busy)),
+      idle_(idle),
+      input_shape_(std::move(input_shape)),
+      output_shape_(std::move(output_shape)) {
+  sample_shape = std::move(sample);
+  if (threads >= 2) pool_ = pthreadpool_create(static_cast<std::size_t>(threads));
+  const xnn_status created = xnn_create_runtime_v2(subgraph, pool_, 0, &runtime_);
+  xnn_delete_subgraph(subgraph);
+  if (created != xnn_status_success) {
+    release();
+    fail(ErrorCategory::unsupported, "XNNPACK runtime: the plan could not be made (status " +
+                                         std::to_string(static_cast<int>(created)) + ")");
+  }
+  input_buffer_ = torch::empty({buffer_elements(input_shape_)});
+  output_buffer_ = torch::empty({buffer_elements(output_shape_)});
+  const xnn_external_value external[2] = {{0, input_buffer_.data_ptr<float>()},
+                                          {1, output_buffer_.data_ptr<float>()}};
+  if (xnn_setup_runtime(runtime_, 2, external) != xnn_status_success) {
+    release();
+    fail(ErrorCategory::unsupported, "XNNPACK runtime: its buffers could not be set up");
+  }
+}
+
+PlannedRuntimeModel::~PlannedRuntimeModel() {
+  release();
+}
+
+torch::Tensor PlannedRuntimeModel::forward(const torch::Tensor& input) const {
+  if (input.dim() != static_cast<std::int64_t>(sample_shape.size()) + 1 || input.size(0) != input_shape_[0] ||
+      !input.sizes().slice(1).equals(sample_shape))
+    fail(ErrorCategory::invalid_input, "XNNPACK runtime: input of shape " + shape_text(input.sizes().vec()) +
+                                           " where it was built for batch " +
+                                           std::to_string(input_shape_[0]) + " of " +
+                                           shape_text(sample_shape));
+  std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    if (busy_) return busy_->forward(input);
+    lock.lock();
+  }
+  torch::NoGradGuard no_grad;
+  nhwc_view(input_buffer_, input_shape_).copy_(prepare_(input));
+  const xnn_status status = xnn_invoke_runtime(runtime_);
+  if (pool_ && idle_ == XnnpackIdle::sleep) put_workers_to_sleep();
+  if (status != xnn_status_success) fail(ErrorCategory::runtime, "XNNPACK runtime: the call failed");
+  return nhwc_view(output_buffer_, output_shape_)
+      .clone(torch::MemoryFormat::Contiguous);  // [N, C, H, W] / [N, F]
+}
+
+// XNN_FLAG_YIELD_WORKERS does not reach this XNNPACK's last operator (measured: the worker still spun 5 ms
+// after every call, bench/xnnpack_threads.sh), so an empty task with pthreadpool's yield flag follows each
+// call: the workers take it and then sleep instead of spinning through a million pauses.
+void PlannedRuntimeModel::put_workers_to_sleep() const {
+  pthreadpool_parallelize_1d(
+      pool_, [](void*, std::size_t) {}, nullptr, pthreadpool_get_threads_count(pool_),
+      PTHREADPOOL_FLAG_YIELD_WORKERS);
+}
+
+void PlannedRuntimeModel::release() {
+  if (runtime_) xnn_delete_runtime(runtime_);
+  if (pool_) pthreadpool_destroy(pool_);
+  runtime_ = nullptr;
+  pool_ = nullptr;
+}
+
+}  // namespace ipj::infer::xnnpack
+
+#endif

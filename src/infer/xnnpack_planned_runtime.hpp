@@ -1,0 +1,71 @@
+// Private to infer: one XNNPACK runtime made from a subgraph whose external value 0 is the fp32 input and 1
+// the fp32 output, with the buffers it was set up on, behind the InferenceModel interface (fp32 and int8
+// runtimes share it). Limits: one input shape per runtime; built only with IPJ_WITH_XNNPACK.
+#pragma once
+
+#ifdef IPJ_WITH_XNNPACK
+
+#include <pthreadpool.h>
+#include <torch/types.h>
+#include <xnnpack.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ipj/infer/inference_model.hpp"
+#include "ipj/infer/xnnpack_runtime.hpp"
+
+namespace ipj::infer::xnnpack {
+
+using Shape = std::vector<std::int64_t>;
+
+// XNNPACK initialised on this CPU (once per process).
+bool initialised();
+
+// XNNPACK's dims of an ATen shape: [N, C, H, W] -> [N, H, W, C]; [N, F] as is.
+std::vector<std::size_t> xnn_dims(const Shape& aten_shape);
+
+std::string shape_text(const Shape& shape);  // "[1, 28, 28]"
+
+// What the model turns a caller's [N, ...sample_shape] input into before the runtime reads it: the ATen
+// value of the runtime's input shape (normalisation, padding).
+using PrepareInput = std::function<torch::Tensor(const torch::Tensor&)>;
+
+// The runtime with its buffers: inputs are copied into an NHWC buffer with XNN_EXTRA_BYTES to spare (XNNPACK
+// may read that far past a tensor), outputs copied out of its own buffer. Concurrent calls run one at a time,
+// or on `busy` (when given) while another call holds the runtime.
+class PlannedRuntimeModel : public InferenceModel {
+ public:
+  // Deletes `subgraph` whatever happens. input_shape / output_shape: the ATen shapes of external values 0
+  // and 1 ([N, C, H, W] held as NHWC, or [N, F]). Throws ipj::Error(unsupported) when XNNPACK makes no plan.
+  PlannedRuntimeModel(xnn_subgraph_t subgraph, Shape input_shape, Shape output_shape,
+                      std::vector<std::int64_t> sample_shape, PrepareInput prepare, int threads,
+                      std::shared_ptr<const InferenceModel> busy, XnnpackIdle idle);
+  ~PlannedRuntimeModel() override;
+  PlannedRuntimeModel(const PlannedRuntimeModel&) = delete;
+  PlannedRuntimeModel& operator=(const PlannedRuntimeModel&) = delete;
+
+  // input: [batch, ...sample_shape] exactly (ipj::Error(invalid_input) otherwise) -> the output.
+  torch::Tensor forward(const torch::Tensor& input) const override;
+
+ private:
+  void put_workers_to_sleep() const;
+  void release();
+
+  PrepareInput prepare_;
+  std::shared_ptr<const InferenceModel> busy_;
+  XnnpackIdle idle_ = XnnpackIdle::sleep;
+  Shape input_shape_, output_shape_;
+  pthreadpool_t pool_ = nullptr;
+  xnn_runtime_t runtime_ = nullptr;
+  torch::Tensor input_buffer_, output_buffer_;
+  mutable std::mutex mutex_;
+};
+
+}  // namespace ipj::infer::xnnpack
+
+#endif
