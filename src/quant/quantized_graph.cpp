@@ -6,6 +6,8 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
+#include <mutex>
 
 #include "ipj/core/error.hpp"
 #include "quantized_kernels.hpp"
@@ -33,6 +35,16 @@ bool keeps_float_logits(const Graph& graph, std::size_t index) {
 struct QuantizedGraph::Packed {
   std::vector<LinearPacked> linear;  // per node index
   std::vector<ConvPacked> conv;
+  // oneDNN's 1x1 convolutions (LibTorch 1.13, 2+ threads) fail with "could not create a primitive
+  // descriptor for a reorder primitive" when one packing serves both calls whose GEMM has one row (batch 1
+  // with a 1x1 output) and calls with more (torchvision ResNet-18's layer4 downsample and MobileNetV2's
+  // last projections on 28x28 inputs: every batch but the first size failed). Such a convolution gets a
+  // second packing for one-row calls, made on first use from what the first was packed with.
+  std::vector<bool> one_row_packing;  // per node: a 1x1 convolution on oneDNN
+  std::vector<torch::Tensor> conv_bias;
+  std::vector<Pair> conv_padding;
+  std::unique_ptr<std::once_flag[]> one_row_once;
+  mutable std::vector<ConvPacked> conv_one_row;
   std::vector<bool> shift_input;       // static on oneDNN: read the input with zero point 0 (bias corrected)
   std::vector<bool> pad_input;         // ... and pad it explicitly first (a padded conv)
   std::vector<bool> activation_after;  // apply the node's activation after the kernel
@@ -44,6 +56,22 @@ struct QuantizedGraph::Packed {
   std::size_t float_logits_node = SIZE_MAX;
   torch::Tensor float_logits_weight;  // [classes, in] float
 };
+
+// The packing of conv node `index` for input x [B, C, H, W] (padded already where pad_input says so);
+// `weight` gives the node's kernel weights for a one-row packing made on first use.
+const ConvPacked& conv_kernel(const QuantizedGraph::Packed& packed, const GraphNode& node, std::size_t index,
+                              const torch::Tensor& x, const std::function<torch::Tensor()>& weight) {
+  if (!packed.one_row_packing[index]) return packed.conv[index];
+  const Pair& padding = packed.conv_padding[index];
+  const std::int64_t rows = x.size(0) * ((x.size(2) + 2 * padding[0] - 1) / node.stride[0] + 1) *
+                            ((x.size(3) + 2 * padding[1] - 1) / node.stride[1] + 1);  // 1x1 kernel
+  if (rows != 1) return packed.conv[index];
+  std::call_once(packed.one_row_once[index], [&] {
+    packed.conv_one_row[index] =
+        prepack_conv(weight(), packed.conv_bias[index], node.stride, padding, node.dilation, node.groups);
+  });
+  return packed.conv_one_row[index];
+}
 
 QuantizedGraph QuantizedGraph::convert(const Graph& graph, QuantMode mode,
                                        const std::vector<QuantParams>& params, const std::string& engine) {
@@ -77,6 +105,11 @@ void QuantizedGraph::pack() {
   auto packed = std::make_shared<Packed>();
   packed->linear.resize(count);
   packed->conv.resize(count);
+  packed->one_row_packing.assign(count, false);
+  packed->conv_bias.resize(count);
+  packed->conv_padding.resize(count);
+  packed->one_row_once = std::make_unique<std::once_flag[]>(count);
+  packed->conv_one_row.resize(count);
   packed->shift_input.assign(count, false);
   packed->pad_input.assign(count, false);
   packed->activation_after.assign(count, false);
@@ -118,6 +151,12 @@ void QuantizedGraph::pack() {
       packed->linear[index] = prepack_linear(qweight, bias);
     else
       packed->conv[index] = prepack_conv(qweight, bias, node.stride, padding, node.dilation, node.groups);
+    if (node.kind == NodeKind::conv2d && engine_ == "onednn" && qweight.size(2) == 1 &&
+        qweight.size(3) == 1) {
+      packed->one_row_packing[index] = true;
+      packed->conv_bias[index] = bias;
+      packed->conv_padding[index] = padding;
+    }
   }
   packed_ = std::move(packed);
 }
@@ -148,10 +187,13 @@ torch::Tensor QuantizedGraph::forward_static(const torch::Tensor& input) const {
                                        torch::kQUInt8);
         if (y.dim() == 4) y = y.contiguous(at::MemoryFormat::ChannelsLast);
         break;
-      case NodeKind::conv2d:  // [B, C, H, W] quint8 -> [B, out, H', W'] quint8
-        y = relu ? packed.conv[index]->apply_relu(x, out.scale, out.zero_point)
-                 : packed.conv[index]->apply(x, out.scale, out.zero_point);
+      case NodeKind::conv2d: {  // [B, C, H, W] quint8 -> [B, out, H', W'] quint8
+        const ConvPacked& conv = conv_kernel(packed, node, index, x, [this, index] {
+          return quantize_weight(weight_int8_[index], weight_scale_[index], engine_);
+        });
+        y = relu ? conv->apply_relu(x, out.scale, out.zero_point) : conv->apply(x, out.scale, out.zero_point);
         break;
+      }
       case NodeKind::linear:
         if (index == packed.float_logits_node) {  // [B, in] quint8 -> [B, classes] float
           y = torch::linear(x.dequantize(), packed.float_logits_weight, node.bias);

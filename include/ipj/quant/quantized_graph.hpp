@@ -68,8 +68,9 @@ class QuantizedGraph {
   const std::vector<torch::Tensor>& weight_scale() const { return weight_scale_; }
   const std::vector<QuantParams>& params() const { return params_; }
 
+  struct Packed;  // the prepacked kernels (opaque: defined in quantized_graph.cpp)
+
  private:
-  struct Packed;
   QuantMode mode_ = QuantMode::dynamic;
   std::string engine_;
   Graph graph_;
