@@ -376,9 +376,9 @@ std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel
 
 namespace {
 
-// `candidate` when it builds, answers within its tolerance of `model` (on the threads measured for it) on
-// batch-1 inputs ([0, 1) pixels and normal(0, 2) values) and is faster than that setting; ties within 10% of
-// the pool go to the candidate (one thread). Records what was timed in `measured`; else `model`.
+// `candidate` when it builds, agrees with `model` (on the threads measured for it: candidate.disagreement)
+// and is faster than that setting at batch 1; ties within 10% of the pool go to the candidate (one thread).
+// Records what was timed in `measured`; else `model`.
 InferenceModelPtr timed_batch1_candidate(const InferenceModelPtr& model, const Batch1Candidate& candidate,
                                          Batch1Threads& measured) {
   std::shared_ptr<InferenceModel> built;
@@ -394,21 +394,14 @@ InferenceModelPtr timed_batch1_candidate(const InferenceModelPtr& model, const B
     const device::CallerOpenMpThreads scope(threads);
     return model->forward(input);
   };
-  std::vector<std::int64_t> shape{1};
-  shape.insert(shape.end(), model->sample_shape.begin(), model->sample_shape.end());
-  double worst = 0.0;
-  for (int round = 0; round < 16; ++round) {
-    const torch::Tensor input = round % 2 == 0 ? torch::rand(shape) : torch::randn(shape) * 2.0;
-    worst = std::max(worst, (built->forward(input) - reference(input)).abs().max().item<double>());
-  }
-  if (!(worst <= candidate.tolerance)) {
-    spdlog::debug("{}: XNNPACK not used at batch 1 (differs by {} > {})", model->model_name, worst,
-                  candidate.tolerance);
+  const Forward candidate_forward = [&built](const torch::Tensor& input) { return built->forward(input); };
+  const std::string disagreement = candidate.disagreement(reference, candidate_forward);
+  if (!disagreement.empty()) {
+    spdlog::debug("{}: XNNPACK not used at batch 1 ({})", model->model_name, disagreement);
     return model;
   }
-  const std::vector<double> fastest = fastest_alternating_ms(
-      {reference, [&built](const torch::Tensor& input) { return built->forward(input); }},
-      torch::rand(shape));
+  const std::vector<double> fastest =
+      fastest_alternating_ms({reference, candidate_forward}, torch::rand(batch1_shape(model->sample_shape)));
   if (measured.pool == 0) {  // one usable CPU: the reference ran on it
     measured.threads = 1;
     measured.one_thread_ms = fastest[0];

@@ -1,11 +1,15 @@
 // Graph IR behind the InferenceModel interface (see graph_models.hpp).
 #include "graph_models.hpp"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "ipj/core/error.hpp"
+#include "ipj/core/log.hpp"
+#include "ipj/core/number_format.hpp"
 #include "ipj/data/dataset.hpp"
 #include "ipj/infer/script_graph.hpp"
+#include "ipj/infer/xnnpack_runtime.hpp"
 #include "ipj/quant/quantized_graph.hpp"
 #include "ipj/quant/source_model.hpp"
 #include "ipj/train/precision.hpp"
@@ -91,6 +95,49 @@ std::shared_ptr<InferenceModel> graph_variant(quant::Graph graph, Variant varian
       quant::QuantizedGraph::convert(graph, mode, params, options.run.engine));
   result->parameter_bytes = result->graph().parameter_bytes();
   return result;
+}
+
+std::vector<std::int64_t> batch1_shape(const std::vector<std::int64_t>& sample_shape) {
+  std::vector<std::int64_t> shape{1};
+  shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+  return shape;
+}
+
+Batch1Candidate xnnpack_int8_graph_candidate(const InferenceModel& model, const RunOptions& run) {
+  const auto* int8 = dynamic_cast<const Int8GraphModel*>(&model);
+  if (!int8 || run.engine != "auto" || int8->graph().mode() == quant::QuantMode::dynamic ||
+      !xnnpack_runtime_available())
+    return {};
+  Batch1Candidate candidate;
+  candidate.build = [graph = int8->graph()](InferenceModelPtr busy) {
+    return xnnpack_int8_graph_runtime_model(graph, 1, std::move(busy));
+  };
+  const std::vector<std::int64_t> shape = batch1_shape(model.sample_shape);
+  candidate.disagreement = [float_graph = int8->graph().dequantized_graph(), shape](const Forward& libtorch,
+                                                                                    const Forward& xnnpack) {
+    torch::NoGradGuard no_grad;
+    // the same 16 pixel inputs on every load (a fixed seed, not the process's generator): the verdict
+    // should not change between loads of one model
+    at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(20261205);
+    std::vector<std::int64_t> batch = shape;
+    batch[0] = 16;
+    const torch::Tensor inputs = torch::rand(batch, generator);     // [16, ...sample] in [0, 1)
+    double libtorch_error = 0.0, xnnpack_error = 0.0, scale = 1.0;  // mean |difference| per logit
+    for (std::int64_t row = 0; row < 16; ++row) {
+      const torch::Tensor input = inputs.narrow(0, row, 1);
+      const torch::Tensor reference = quant::run_graph(float_graph, input).to(torch::kFloat);
+      scale = std::max(scale, reference.abs().max().item<double>());
+      libtorch_error += (libtorch(input) - reference).abs().mean().item<double>() / 16.0;
+      xnnpack_error += (xnnpack(input) - reference).abs().mean().item<double>() / 16.0;
+    }
+    spdlog::debug(
+        "XNNPACK int8 check: {:.4g} per logit off the dequantized float graph vs {:.4g} for LibTorch's",
+        xnnpack_error, libtorch_error);
+    if (xnnpack_error <= 1.25 * libtorch_error + 1e-4 * scale) return std::string();
+    return "off the dequantized float graph by " + format_number("%.4g", xnnpack_error) + " per logit vs " +
+           format_number("%.4g", libtorch_error) + " for LibTorch's int8 kernels";
+  };
+  return candidate;
 }
 
 std::shared_ptr<InferenceModel> int8_graph_model(const std::string& path, const LoadOptions& options) {

@@ -65,14 +65,24 @@ std::shared_ptr<InferenceModel> script_graph_model(const quant::Graph& graph, Fr
 // (measure_batch1_threads) when its sample shape is known; the result records it in batch1_threads and runs
 // batch-1 inputs on one thread when that won. The model as given when nothing could be measured (no shape,
 // one usable CPU, a model that fails on a random batch).
+// [1, ...sample_shape]
+std::vector<std::int64_t> batch1_shape(const std::vector<std::int64_t>& sample_shape);
+
 // With a `candidate` (XNNPACK's int8 runtime of a static int8 program) that is also timed at batch 1 against
 // the setting measured, and runs batch 1 when it agrees and is faster (Batch1Threads::xnnpack).
 struct Batch1Candidate {
   // Builds the candidate for [1, ...sample_shape] inputs, answering on `busy` while another call holds it;
   // throws ipj::Error(unsupported) when it cannot. Empty: no candidate.
   std::function<std::shared_ptr<InferenceModel>(InferenceModelPtr busy)> build;
-  double tolerance = 0.0;  // the largest |difference| from the model allowed on batch-1 inputs
+  // "" when the candidate answers close enough to the model (each a batch-1 forward), else why not.
+  std::function<std::string(const Forward& model, const Forward& candidate)> disagreement;
 };
+// XNNPACK's int8 runtime of an int8 graph model (a static or QAT QuantizedGraph behind `model`), accepted
+// when on 16 batch-1 pixel inputs (fixed) it is no further from the graph with its int8 weights in float than
+// LibTorch's int8 kernels are (mean |difference| per logit, x 1.25): the two round activations differently,
+// which untrained or deep nets amplify. None
+// for other models, dynamic int8 or an engine asked for by name.
+Batch1Candidate xnnpack_int8_graph_candidate(const InferenceModel& model, const RunOptions& run);
 InferenceModelPtr with_measured_batch1_threads(InferenceModelPtr model, int pool_threads,
                                                const Batch1Candidate& candidate = {});
 

@@ -538,7 +538,18 @@ Batch1Candidate xnnpack_int8_candidate(const InferenceModel& model, const RunOpt
   candidate.build = [program = int8->program()](InferenceModelPtr busy) {
     return xnnpack_int8_runtime_model(program, 1, std::move(busy));
   };
-  candidate.tolerance = 2.01 * int8->program().output_params().back().scale;
+  const double tolerance = 2.01 * int8->program().output_params().back().scale;
+  const std::vector<std::int64_t> shape = batch1_shape(model.sample_shape);
+  candidate.disagreement = [tolerance, shape](const Forward& reference, const Forward& xnnpack) {
+    double worst = 0.0;  // [0, 1) pixels and normal(0, 2) values
+    for (int round = 0; round < 16; ++round) {
+      const torch::Tensor input = round % 2 == 0 ? torch::rand(shape) : torch::randn(shape) * 2.0;
+      worst = std::max(worst, (xnnpack(input) - reference(input)).abs().max().item<double>());
+    }
+    return worst <= tolerance
+               ? std::string()
+               : "differs by " + format_number("%.4g", worst) + " > " + format_number("%.4g", tolerance);
+  };
   return candidate;
 }
 
@@ -549,7 +560,8 @@ InferenceModelPtr load_inference_model(const std::string& path, const LoadOption
   // int8 kernels at batch 1 often run faster on one thread than waking the pool (fp32 measures this as
   // part of its engine choice), and a static int8 program faster still on XNNPACK's int8 runtime
   if (is_int8(model->variant)) {
-    const Batch1Candidate xnnpack = xnnpack_int8_candidate(*model, options.run);
+    Batch1Candidate xnnpack = xnnpack_int8_candidate(*model, options.run);
+    if (!xnnpack.build) xnnpack = xnnpack_int8_graph_candidate(*model, options.run);
     model = with_measured_batch1_threads(std::move(model), options.run.pool_threads, xnnpack);
   }
   return model;

@@ -1,18 +1,18 @@
-// A static (or QAT) int8 LayerProgram as one XNNPACK subgraph runtime in signed 8 bits: ipj's quint8
-// activations become qint8 with the zero point moved by 128 (the same real values), per-channel int8 weights
-// XNNPACK's channelwise ones, linear layers 1x1 convolutions (this XNNPACK's fully connected layer takes one
-// weight scale only). Limits: one batch size; dynamic int8 is refused (its scales change per batch).
+// A static (or QAT) int8 LayerProgram as one XNNPACK subgraph runtime in signed 8 bits (pieces shared with
+// int8 graphs: xnnpack_int8_subgraph.hpp). Limits: one batch size; dynamic int8 is refused (its scales
+// change per batch).
 #include <torch/types.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "ipj/core/error.hpp"
 #include "ipj/infer/xnnpack_runtime.hpp"
-#include "xnnpack_planned_runtime.hpp"
+#include "xnnpack_int8_subgraph.hpp"
 
 namespace ipj::infer {
 
@@ -29,58 +29,21 @@ std::shared_ptr<InferenceModel> xnnpack_int8_runtime_model(const quant::Quantize
 
 namespace {
 
+using xnnpack::check_int8;
+using xnnpack::define_int8_value;
+using xnnpack::Int8Subgraph;
+using xnnpack::Int8Value;
 using xnnpack::Shape;
 
-// A layer's output: its id, ATen shape ([N, C, H, W] or [N, F]; 2-D values are [N, 1, 1, F] in XNNPACK so
-// that linear layers can be 1x1 convolutions), the [C, H, W] a flatten came from (elements in H, W, C
-// order), and its int8 parameters (ipj's quint8 ones).
-struct Int8Value {
-  std::uint32_t id = XNN_INVALID_VALUE_ID;
-  Shape aten_shape;
-  Shape flattened_chw;
-  quant::QuantParams params;
-};
-
-struct Int8Subgraph {
-  xnn_subgraph_t handle = nullptr;
-  // Static data (weights, biases and their scales), alive until the runtime has packed its own copy.
-  std::vector<torch::Tensor> weights;
-};
+std::string layer_text(std::size_t index, const quant::Layer& layer) {
+  return "layer " + std::to_string(index) + " (" + quant::layer_kind_name(layer.kind) + ")";
+}
 
 [[noreturn]] void refuse_layer(std::size_t index, const quant::Layer& layer, const std::string& why) {
-  fail(ErrorCategory::unsupported, "XNNPACK int8 runtime: layer " + std::to_string(index) + " (" +
-                                       quant::layer_kind_name(layer.kind) + ") " + why);
+  fail(ErrorCategory::unsupported, "XNNPACK int8 runtime: " + layer_text(index, layer) + " " + why);
 }
 
-void check_xnn(xnn_status status, std::size_t index, const quant::Layer& layer, const char* what) {
-  if (status != xnn_status_success)
-    refuse_layer(index, layer,
-                 std::string("refused by XNNPACK's ") + what + " (status " +
-                     std::to_string(static_cast<int>(status)) + ")");
-}
-
-// XNNPACK dims of a value: 4-D in NHWC, 2-D [N, F] as [N, 1, 1, F].
-std::vector<std::size_t> int8_dims(const Shape& aten_shape) {
-  if (aten_shape.size() == 2)
-    return {static_cast<std::size_t>(aten_shape[0]), 1, 1, static_cast<std::size_t>(aten_shape[1])};
-  return xnnpack::xnn_dims(aten_shape);
-}
-
-// An internal qint8 value with ipj's quint8 parameters (zero point - 128).
-std::uint32_t define_int8_value(Int8Subgraph& subgraph, const Shape& aten_shape,
-                                const quant::QuantParams& params, std::size_t index,
-                                const quant::Layer& layer) {
-  const std::vector<std::size_t> dims = int8_dims(aten_shape);
-  std::uint32_t id = XNN_INVALID_VALUE_ID;
-  check_xnn(xnn_define_quantized_tensor_value(subgraph.handle, xnn_datatype_qint8,
-                                              static_cast<std::int32_t>(params.zero_point - 128),
-                                              static_cast<float>(params.scale), dims.size(), dims.data(),
-                                              nullptr, XNN_INVALID_VALUE_ID, 0, &id),
-            index, layer, "int8 value");
-  return id;
-}
-
-// Output shape of a weighted or pooling layer on `in`.
+// Output shape of a layer on `in` (weight_out / kernel: a weighted layer's output channels / kernel size).
 Shape layer_output_shape(const quant::Layer& layer, const Shape& in, std::int64_t weight_out,
                          std::int64_t kernel) {
   const auto spatial = [](std::int64_t size, std::int64_t k, std::int64_t stride, std::int64_t pad) {
@@ -100,56 +63,22 @@ Shape layer_output_shape(const quant::Layer& layer, const Shape& in, std::int64_
   return in;
 }
 
-// conv2d or linear (a 1x1 convolution on [N, 1, 1, F]) with channelwise int8 weights and int32 biases at
-// scale input scale x weight scale; ReLU as the output range.
+// conv2d or linear with the weights LibTorch's kernels run; ReLU as the output range.
 void define_weighted(Int8Subgraph& subgraph, const quant::QuantizedProgram& int8, std::size_t index,
                      const Int8Value& input, const Int8Value& output) {
   const quant::Layer& layer = int8.program().layers[index];
-  auto [weight, weight_scale] = int8.kernel_weight(index);  // int8 [O, I, kh, kw] / [O, I], double [O]
-  if (layer.kind == quant::LayerKind::linear) {
-    if (input.aten_shape.size() != 2) refuse_layer(index, layer, "reads a value that is not [N, features]");
-    if (!input.flattened_chw.empty()) {
-      const Shape& chw = input.flattened_chw;
-      weight = weight.view({weight.size(0), chw[0], chw[1], chw[2]}).permute({0, 2, 3, 1});
-    }
-    weight = weight.reshape({weight.size(0), 1, 1, -1});  // [O, 1, 1, I]
-  } else {
-    if (input.aten_shape.size() != 4) refuse_layer(index, layer, "reads a value that is not [N, C, H, W]");
-    weight = weight.permute({0, 2, 3, 1});  // [O, I, kh, kw] -> [O, kh, kw, I]
+  if (layer.kind == quant::LayerKind::conv2d && input.aten_shape.size() != 4)
+    refuse_layer(index, layer, "reads a value that is not [N, C, H, W]");
+  xnnpack::Int8Convolution convolution;
+  std::tie(convolution.weight, convolution.scales) = int8.kernel_weight(index);
+  convolution.bias = layer.bias;
+  if (layer.kind == quant::LayerKind::conv2d) {
+    convolution.stride = {layer.stride, layer.stride};
+    convolution.pad_top = convolution.pad_right = convolution.pad_bottom = convolution.pad_left =
+        layer.padding;
   }
-  weight = weight.contiguous();
-  subgraph.weights.push_back(weight);
-  // scales as float (XNNPACK reads them until the runtime is made); biases in int32 at input x weight scale
-  const torch::Tensor bias_scale = weight_scale * input.params.scale;  // [O]
-  const torch::Tensor bias = (layer.bias.to(torch::kDouble) / bias_scale)
-                                 .round()
-                                 .clamp(-2147483647.0, 2147483647.0)
-                                 .to(torch::kInt)
-                                 .contiguous();
-  const torch::Tensor scales = weight_scale.to(torch::kFloat).contiguous();
-  const torch::Tensor bias_scales = bias_scale.to(torch::kFloat).contiguous();
-  subgraph.weights.insert(subgraph.weights.end(), {bias, scales, bias_scales});
-  const std::vector<std::size_t> weight_dims(weight.sizes().begin(), weight.sizes().end());
-  const std::size_t bias_dims[1] = {static_cast<std::size_t>(weight.size(0))};
-  std::uint32_t weight_id = XNN_INVALID_VALUE_ID, bias_id = XNN_INVALID_VALUE_ID;
-  check_xnn(xnn_define_channelwise_quantized_tensor_value(
-                subgraph.handle, xnn_datatype_qcint8, scales.data_ptr<float>(), 4, 0, weight_dims.data(),
-                weight.data_ptr<std::int8_t>(), XNN_INVALID_VALUE_ID, 0, &weight_id),
-            index, layer, "int8 weights");
-  check_xnn(xnn_define_channelwise_quantized_tensor_value(
-                subgraph.handle, xnn_datatype_qcint32, bias_scales.data_ptr<float>(), 1, 0, bias_dims,
-                bias.data_ptr<std::int32_t>(), XNN_INVALID_VALUE_ID, 0, &bias_id),
-            index, layer, "int32 biases");
-  constexpr float inf = std::numeric_limits<float>::infinity();
-  const float low = layer.relu ? 0.0f : -inf;
-  const auto u32 = [](std::int64_t value) { return static_cast<std::uint32_t>(value); };
-  const bool conv = layer.kind == quant::LayerKind::conv2d;
-  const std::uint32_t pad = conv ? u32(layer.padding) : 0, stride = conv ? u32(layer.stride) : 1;
-  check_xnn(
-      xnn_define_convolution_2d(subgraph.handle, pad, pad, pad, pad, u32(weight.size(1)), u32(weight.size(2)),
-                                stride, stride, 1, 1, 1, u32(weight.size(3)), u32(weight.size(0)), low, inf,
-                                input.id, weight_id, bias_id, output.id, 0),
-      index, layer, "convolution");
+  if (layer.relu) convolution.low = 0.0f;
+  define_int8_convolution(subgraph, convolution, input, output, layer_text(index, layer));
 }
 
 // Layers after the input: each output a new qint8 value (pools and flatten keep their input's parameters).
@@ -166,7 +95,7 @@ void define_layers(Int8Subgraph& subgraph, const quant::QuantizedProgram& int8, 
                                          weight.dim() == 4 ? weight.size(2) : 1);
     if (layer.kind == quant::LayerKind::conv2d && weight.size(2) != weight.size(3))
       refuse_layer(index, layer, "has a kernel that is not square");
-    next.id = define_int8_value(subgraph, next.aten_shape, next.params, index, layer);
+    next.id = define_int8_value(subgraph, next.aten_shape, next.params, layer_text(index, layer));
     const auto u32 = [](std::int64_t size) { return static_cast<std::uint32_t>(size); };
     switch (layer.kind) {
       case quant::LayerKind::conv2d:
@@ -176,20 +105,20 @@ void define_layers(Int8Subgraph& subgraph, const quant::QuantizedProgram& int8, 
       case quant::LayerKind::max_pool2d:
         if (value.aten_shape.size() != 4)
           refuse_layer(index, layer, "reads a value that is not [N, C, H, W]");
-        check_xnn(xnn_define_max_pooling_2d(subgraph.handle, 0, 0, 0, 0, u32(layer.pool), u32(layer.pool),
-                                            u32(layer.pool), u32(layer.pool), 1, 1,
-                                            -std::numeric_limits<float>::infinity(),
-                                            std::numeric_limits<float>::infinity(), value.id, next.id, 0),
-                  index, layer, "max pooling");
+        check_int8(xnn_define_max_pooling_2d(subgraph.handle, 0, 0, 0, 0, u32(layer.pool), u32(layer.pool),
+                                             u32(layer.pool), u32(layer.pool), 1, 1,
+                                             -std::numeric_limits<float>::infinity(),
+                                             std::numeric_limits<float>::infinity(), value.id, next.id, 0),
+                   layer_text(index, layer), "max pooling");
         break;
       case quant::LayerKind::flatten: {
         if (value.aten_shape.size() != 4)
           refuse_layer(index, layer, "reads a value that is not [N, C, H, W]");
         if (value.aten_shape[2] * value.aten_shape[3] > 1)
           next.flattened_chw = {value.aten_shape[1], value.aten_shape[2], value.aten_shape[3]};
-        const std::vector<std::size_t> dims = int8_dims(next.aten_shape);
-        check_xnn(xnn_define_static_reshape(subgraph.handle, dims.size(), dims.data(), value.id, next.id, 0),
-                  index, layer, "reshape");
+        const std::vector<std::size_t> dims = xnnpack::int8_dims(next.aten_shape);
+        check_int8(xnn_define_static_reshape(subgraph.handle, dims.size(), dims.data(), value.id, next.id, 0),
+                   layer_text(index, layer), "reshape");
         break;
       }
     }
@@ -206,28 +135,12 @@ std::pair<Shape, Shape> build_int8_subgraph(Int8Subgraph& subgraph, const quant:
   const quant::LayerProgram& program = int8.program();
   if (program.layers.empty() || program.input_shape.size() != 3)
     fail(ErrorCategory::unsupported, "XNNPACK int8 runtime: the program has no layers or no [C, H, W] input");
-  const quant::Layer& first = program.layers.front();
   const Shape input_shape{batch, program.input_shape[0], program.input_shape[1] + 2 * program.input_padding,
                           program.input_shape[2] + 2 * program.input_padding};
-  const std::vector<std::size_t> input_dims = xnnpack::xnn_dims(input_shape);
-  std::uint32_t input_id = XNN_INVALID_VALUE_ID;
-  check_xnn(xnn_define_tensor_value(subgraph.handle, xnn_datatype_fp32, input_dims.size(), input_dims.data(),
-                                    nullptr, 0, XNN_VALUE_FLAG_EXTERNAL_INPUT, &input_id),
-            0, first, "input value");
-  Int8Value value;
-  value.aten_shape = input_shape;
-  value.params = {1.0 / 255.0, 0};  // the pixels' quint8 parameters, as QuantizedProgram::forward's
-  value.id = define_int8_value(subgraph, input_shape, value.params, 0, first);
-  check_xnn(xnn_define_convert(subgraph.handle, input_id, value.id, 0), 0, first, "quantize");
+  // the pixels' quint8 parameters, as QuantizedProgram::forward's
+  Int8Value value = xnnpack::define_int8_input(subgraph, input_shape, {1.0 / 255.0, 0});
   define_layers(subgraph, int8, value);
-  const std::vector<std::size_t> output_dims = int8_dims(value.aten_shape);
-  std::uint32_t output_id = XNN_INVALID_VALUE_ID;
-  check_xnn(
-      xnn_define_tensor_value(subgraph.handle, xnn_datatype_fp32, output_dims.size(), output_dims.data(),
-                              nullptr, 1, XNN_VALUE_FLAG_EXTERNAL_OUTPUT, &output_id),
-      program.layers.size() - 1, program.layers.back(), "output value");
-  check_xnn(xnn_define_convert(subgraph.handle, value.id, output_id, 0), program.layers.size() - 1,
-            program.layers.back(), "dequantize");
+  xnnpack::define_dequantized_output(subgraph, value);
   return {input_shape, value.aten_shape};
 }
 

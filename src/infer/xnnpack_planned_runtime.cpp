@@ -4,6 +4,7 @@
 
 #include "xnnpack_planned_runtime.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "ipj/core/error.hpp"
@@ -43,6 +44,58 @@ std::string shape_text(const Shape& shape) {
   for (const std::int64_t size : shape)
     text += (text.empty() ? "" : ", ") + std::to_string(size);
   return "[" + text + "]";
+}
+
+AxisTaps axis_taps(std::int64_t in, std::int64_t out, std::int64_t kernel, std::int64_t stride,
+                   std::int64_t padding, std::int64_t dilation) {
+  std::int64_t first = kernel, last = -1;
+  for (std::int64_t tap = 0; tap < kernel; ++tap)
+    for (std::int64_t position = 0; position < out; ++position) {
+      const std::int64_t row = position * stride - padding + tap * dilation;
+      if (row >= 0 && row < in) {
+        first = std::min(first, tap);
+        last = std::max(last, tap);
+      }
+    }
+  AxisTaps taps{0, kernel, padding, padding};
+  if (last < 0 || (first == 0 && last == kernel - 1)) return taps;  // all taps used (or none: leave it)
+  const std::int64_t count = last - first + 1, before = padding - first * dilation;
+  const std::int64_t after = (out - 1) * stride + dilation * (count - 1) + 1 - in - before;
+  if (before < 0 || after < 0 || (in + before + after - dilation * (count - 1) - 1) / stride + 1 != out)
+    return taps;  // not expressible with XNNPACK's non-negative padding: keep the whole kernel
+  return {first, count, before, after};
+}
+
+std::vector<Shape> node_shapes(const quant::Graph& graph, std::int64_t batch) {
+  torch::NoGradGuard no_grad;
+  Shape input_shape{batch};
+  input_shape.insert(input_shape.end(), graph.input_shape.begin(), graph.input_shape.end());
+  const torch::Tensor input = torch::zeros(input_shape);
+  std::vector<Shape> shapes(graph.nodes.size());
+  quant::GraphHooks hooks;
+  hooks.output = [&shapes](std::size_t index, torch::Tensor value) {
+    shapes.at(index) = value.sizes().vec();
+    return value;
+  };
+  quant::run_graph(graph, input, hooks);
+  shapes[0] = quant::prepare_graph_input(graph, input).sizes().vec();
+  return shapes;
+}
+
+std::vector<bool> live_nodes(const quant::Graph& graph) {
+  std::vector<bool> live(graph.nodes.size(), false);
+  live.back() = true;
+  for (std::size_t index = graph.nodes.size(); index-- > 0;)
+    if (live[index])
+      for (const std::size_t input : graph.nodes[index].inputs)
+        live[input] = true;
+  return live;
+}
+
+std::uint32_t ceil_padding(std::int64_t in, std::int64_t out, std::int64_t kernel, std::int64_t stride,
+                           std::int64_t padding, std::int64_t dilation) {
+  const std::int64_t needed = (out - 1) * stride + dilation * (kernel - 1) + 1 - (in + 2 * padding);
+  return static_cast<std::uint32_t>(std::max<std::int64_t>(needed, 0));
 }
 
 PlannedRuntimeModel::PlannedRuntimeModel(xnn_subgraph_t subgraph, Shape input_shape, Shape output_shape,

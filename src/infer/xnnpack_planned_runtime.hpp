@@ -18,6 +18,7 @@
 
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/infer/xnnpack_runtime.hpp"
+#include "ipj/quant/graph.hpp"
 
 namespace ipj::infer::xnnpack {
 
@@ -30,6 +31,29 @@ bool initialised();
 std::vector<std::size_t> xnn_dims(const Shape& aten_shape);
 
 std::string shape_text(const Shape& shape);  // "[1, 28, 28]"
+
+// One spatial axis of a convolution: the kernel taps that ever touch the input (not only its zero padding)
+// and the padding that keeps the output size once the others are cut. At the tail of a CNN run on small
+// images (ResNet-18's last stage at 1x1 on 28x28 inputs) a 3x3 kernel reads one real pixel: its other taps
+// multiply zeros (in int8 the zero point, real 0 too), yet their weights are read on every call.
+struct AxisTaps {
+  std::int64_t first = 0, count = 0;  // the taps kept: [first, first + count)
+  std::int64_t pad_before = 0, pad_after = 0;
+};
+AxisTaps axis_taps(std::int64_t in, std::int64_t out, std::int64_t kernel, std::int64_t stride,
+                   std::int64_t padding, std::int64_t dilation);
+
+// Every node's ATen output shape on a [batch, ...input_shape] input (node 0: the prepared input); the graph
+// is run in float on zeros, so conv/linear nodes need weights of their shapes (any values).
+std::vector<Shape> node_shapes(const quant::Graph& graph, std::int64_t batch);
+
+// The nodes the output depends on: XNNPACK allocates no memory for a value nobody reads, and its checks
+// (assertions in Debian's build) stop the process at such a node, so dead nodes are left out.
+std::vector<bool> live_nodes(const quant::Graph& graph);
+
+// Extra bottom/right padding that makes XNNPACK's floor rule give ATen's ceil_mode size `out`.
+std::uint32_t ceil_padding(std::int64_t in, std::int64_t out, std::int64_t kernel, std::int64_t stride,
+                           std::int64_t padding, std::int64_t dilation);
 
 // What the model turns a caller's [N, ...sample_shape] input into before the runtime reads it: the ATen
 // value of the runtime's input shape (normalisation, padding).

@@ -34,6 +34,11 @@ std::shared_ptr<InferenceModel> xnnpack_runtime_model(const quant::Graph&, std::
 
 namespace {
 
+using xnnpack::axis_taps;
+using xnnpack::AxisTaps;
+using xnnpack::ceil_padding;
+using xnnpack::live_nodes;
+using xnnpack::node_shapes;
 using xnnpack::Shape;
 using xnnpack::xnn_dims;
 
@@ -109,35 +114,6 @@ const XnnValue& four_d_input(const Subgraph& subgraph, const quant::GraphNode& n
   return input;
 }
 
-// One spatial axis of a convolution: the kernel taps that ever touch the input (not only its zero padding)
-// and the padding that keeps the output size once the others are cut. At the tail of a CNN run on small
-// images (ResNet-18's last stage at 1x1 on 28x28 inputs) a 3x3 kernel reads one real pixel: its other taps
-// multiply zeros, yet their weights are read from memory on every call.
-struct AxisTaps {
-  std::int64_t first = 0, count = 0;  // the taps kept: [first, first + count)
-  std::int64_t pad_before = 0, pad_after = 0;
-};
-
-AxisTaps axis_taps(std::int64_t in, std::int64_t out, std::int64_t kernel, std::int64_t stride,
-                   std::int64_t padding, std::int64_t dilation) {
-  std::int64_t first = kernel, last = -1;
-  for (std::int64_t tap = 0; tap < kernel; ++tap)
-    for (std::int64_t position = 0; position < out; ++position) {
-      const std::int64_t row = position * stride - padding + tap * dilation;
-      if (row >= 0 && row < in) {
-        first = std::min(first, tap);
-        last = std::max(last, tap);
-      }
-    }
-  AxisTaps taps{0, kernel, padding, padding};
-  if (last < 0 || (first == 0 && last == kernel - 1)) return taps;  // all taps used (or none: leave it)
-  const std::int64_t count = last - first + 1, before = padding - first * dilation;
-  const std::int64_t after = (out - 1) * stride + dilation * (count - 1) + 1 - in - before;
-  if (before < 0 || after < 0 || (in + before + after - dilation * (count - 1) - 1) / stride + 1 != out)
-    return taps;  // not expressible with XNNPACK's non-negative padding: keep the whole kernel
-  return {first, count, before, after};
-}
-
 std::uint32_t define_conv2d(Subgraph& subgraph, const quant::GraphNode& node, const Shape& out,
                             std::uint32_t output) {
   const XnnValue& input = four_d_input(subgraph, node);
@@ -180,13 +156,6 @@ std::uint32_t define_linear(Subgraph& subgraph, const quant::GraphNode& node, st
                                  define_static(subgraph, node.bias, node), output, 0),
       node, "fully connected layer");
   return output;
-}
-
-// Extra bottom/right padding that makes XNNPACK's floor rule give ATen's ceil_mode size `out`.
-std::uint32_t ceil_padding(std::int64_t in, std::int64_t out, std::int64_t kernel, std::int64_t stride,
-                           std::int64_t padding, std::int64_t dilation) {
-  const std::int64_t needed = (out - 1) * stride + dilation * (kernel - 1) + 1 - (in + 2 * padding);
-  return static_cast<std::uint32_t>(std::max<std::int64_t>(needed, 0));
 }
 
 std::uint32_t define_pool(Subgraph& subgraph, const quant::GraphNode& node, const Shape& out,
@@ -296,35 +265,6 @@ void define_node(Subgraph& subgraph, const quant::Graph& graph, std::size_t inde
     case quant::NodeKind::input:
       refuse_node(node, "is an input after node 0");
   }
-}
-
-// Every node's ATen output shape on a [batch, ...input_shape] input (node 0: the prepared input).
-std::vector<Shape> node_shapes(const quant::Graph& graph, std::int64_t batch) {
-  torch::NoGradGuard no_grad;
-  Shape input_shape{batch};
-  input_shape.insert(input_shape.end(), graph.input_shape.begin(), graph.input_shape.end());
-  const torch::Tensor input = torch::zeros(input_shape);
-  std::vector<Shape> shapes(graph.nodes.size());
-  quant::GraphHooks hooks;
-  hooks.output = [&shapes](std::size_t index, torch::Tensor value) {
-    shapes.at(index) = value.sizes().vec();
-    return value;
-  };
-  quant::run_graph(graph, input, hooks);
-  shapes[0] = quant::prepare_graph_input(graph, input).sizes().vec();
-  return shapes;
-}
-
-// The nodes the output depends on: XNNPACK allocates no memory for a value nobody reads, and its checks
-// (assertions in Debian's build) stop the process at such a node, so dead nodes are left out.
-std::vector<bool> live_nodes(const quant::Graph& graph) {
-  std::vector<bool> live(graph.nodes.size(), false);
-  live.back() = true;
-  for (std::size_t index = graph.nodes.size(); index-- > 0;)
-    if (live[index])
-      for (const std::size_t input : graph.nodes[index].inputs)
-        live[input] = true;
-  return live;
 }
 
 // The subgraph of `graph` at `batch`: external value 0 the prepared input, 1 the last node's output.

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 
 #include "ipj/core/error.hpp"
@@ -35,16 +36,16 @@ bool keeps_float_logits(const Graph& graph, std::size_t index) {
 struct QuantizedGraph::Packed {
   std::vector<LinearPacked> linear;  // per node index
   std::vector<ConvPacked> conv;
-  // oneDNN's 1x1 convolutions (LibTorch 1.13, 2+ threads) fail with "could not create a primitive
-  // descriptor for a reorder primitive" when one packing serves both calls whose GEMM has one row (batch 1
-  // with a 1x1 output) and calls with more (torchvision ResNet-18's layer4 downsample and MobileNetV2's
-  // last projections on 28x28 inputs: every batch but the first size failed). Such a convolution gets a
-  // second packing for one-row calls, made on first use from what the first was packed with.
+  // oneDNN's 1x1 convolutions (LibTorch 1.13) fail with "could not create a primitive descriptor for a
+  // reorder primitive" when one packing serves calls whose GEMM has one row (batch 1 with a 1x1 output) and
+  // calls with more rows on 2+ threads, or one-row calls on different thread counts (torchvision ResNet-18's
+  // layer4 downsample and MobileNetV2's last projections on 28x28 inputs; tests/quant/graph_test.cpp). Such a
+  // convolution gets a packing per thread count for one-row calls, made on first use.
   std::vector<bool> one_row_packing;  // per node: a 1x1 convolution on oneDNN
   std::vector<torch::Tensor> conv_bias;
   std::vector<Pair> conv_padding;
-  std::unique_ptr<std::once_flag[]> one_row_once;
-  mutable std::vector<ConvPacked> conv_one_row;
+  mutable std::mutex one_row_mutex;
+  mutable std::vector<std::map<int, ConvPacked>> conv_one_row;  // per node: threads -> packing
   std::vector<bool> shift_input;       // static on oneDNN: read the input with zero point 0 (bias corrected)
   std::vector<bool> pad_input;         // ... and pad it explicitly first (a padded conv)
   std::vector<bool> activation_after;  // apply the node's activation after the kernel
@@ -66,11 +67,12 @@ const ConvPacked& conv_kernel(const QuantizedGraph::Packed& packed, const GraphN
   const std::int64_t rows = x.size(0) * ((x.size(2) + 2 * padding[0] - 1) / node.stride[0] + 1) *
                             ((x.size(3) + 2 * padding[1] - 1) / node.stride[1] + 1);  // 1x1 kernel
   if (rows != 1) return packed.conv[index];
-  std::call_once(packed.one_row_once[index], [&] {
-    packed.conv_one_row[index] =
+  const std::lock_guard<std::mutex> lock(packed.one_row_mutex);
+  ConvPacked& one_row = packed.conv_one_row[index][at::get_num_threads()];
+  if (!one_row)
+    one_row =
         prepack_conv(weight(), packed.conv_bias[index], node.stride, padding, node.dilation, node.groups);
-  });
-  return packed.conv_one_row[index];
+  return one_row;
 }
 
 QuantizedGraph QuantizedGraph::convert(const Graph& graph, QuantMode mode,
@@ -108,7 +110,6 @@ void QuantizedGraph::pack() {
   packed->one_row_packing.assign(count, false);
   packed->conv_bias.resize(count);
   packed->conv_padding.resize(count);
-  packed->one_row_once = std::make_unique<std::once_flag[]>(count);
   packed->conv_one_row.resize(count);
   packed->shift_input.assign(count, false);
   packed->pad_input.assign(count, false);
@@ -159,6 +160,23 @@ void QuantizedGraph::pack() {
     }
   }
   packed_ = std::move(packed);
+}
+
+std::pair<torch::Tensor, torch::Tensor> QuantizedGraph::kernel_weight(std::size_t index) const {
+  const torch::Tensor quantized = quantize_weight(weight_int8_.at(index), weight_scale_.at(index), engine_);
+  return {quantized.int_repr(), quantized.q_per_channel_scales().to(torch::kDouble)};
+}
+
+Graph QuantizedGraph::dequantized_graph() const {
+  Graph graph = graph_;
+  for (std::size_t index = 0; index < graph.nodes.size(); ++index) {
+    if (!weight_int8_[index].defined()) continue;
+    std::vector<std::int64_t> per_channel(weight_int8_[index].dim(), 1);  // [O, 1, ...]
+    per_channel[0] = -1;
+    graph.nodes[index].weight =
+        weight_int8_[index].to(torch::kFloat) * weight_scale_[index].to(torch::kFloat).view(per_channel);
+  }
+  return graph;
 }
 
 torch::Tensor QuantizedGraph::forward(const torch::Tensor& input) const {

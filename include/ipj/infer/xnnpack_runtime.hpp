@@ -11,6 +11,7 @@
 
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/quant/graph.hpp"
+#include "ipj/quant/quantized_graph.hpp"
 #include "ipj/quant/quantized_program.hpp"
 
 namespace ipj::infer {
@@ -42,6 +43,14 @@ std::shared_ptr<InferenceModel> xnnpack_runtime_model(const quant::Graph& graph,
 // result against QuantizedProgram::forward before use. Concurrency as xnnpack_runtime_model's.
 std::shared_ptr<InferenceModel> xnnpack_int8_runtime_model(
     const quant::QuantizedProgram& int8, std::int64_t batch,
+    std::shared_ptr<const InferenceModel> busy = nullptr);
+
+// The same for a static or QAT int8 graph (any architecture the importer takes): QuantizedGraph::forward's
+// values up to requantization rounding (adds, pools and clamps round on their own too), float logits as it
+// computes them. Refuses (ipj::Error(unsupported), naming the node) average pools with windows, dynamic
+// int8, and what XNNPACK refuses.
+std::shared_ptr<InferenceModel> xnnpack_int8_graph_runtime_model(
+    const quant::QuantizedGraph& int8, std::int64_t batch,
     std::shared_ptr<const InferenceModel> busy = nullptr);
 
 }  // namespace ipj::infer

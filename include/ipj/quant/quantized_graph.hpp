@@ -9,6 +9,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ipj/core/json_io.hpp"
@@ -67,6 +68,12 @@ class QuantizedGraph {
   const std::vector<torch::Tensor>& weight_int8() const { return weight_int8_; }
   const std::vector<torch::Tensor>& weight_scale() const { return weight_scale_; }
   const std::vector<QuantParams>& params() const { return params_; }
+  // Node `index`'s weights as the engine's int8 kernels run them: int8 values [out, ...] and double scales
+  // [out] (the stored ones, or their 7-bit form where the kernels saturate), for another int8 runtime.
+  std::pair<torch::Tensor, torch::Tensor> kernel_weight(std::size_t index) const;
+  // The float graph with the stored int8 weights dequantized: what any int8 runtime of it computes but for
+  // the rounding of activations (the reference another runtime is measured against).
+  Graph dequantized_graph() const;
 
   struct Packed;  // the prepacked kernels (opaque: defined in quantized_graph.cpp)
 
