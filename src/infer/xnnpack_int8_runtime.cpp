@@ -16,16 +16,7 @@
 
 namespace ipj::infer {
 
-#ifndef IPJ_WITH_XNNPACK
-
-std::shared_ptr<InferenceModel> xnnpack_int8_runtime_model(const quant::QuantizedProgram&, std::int64_t,
-                                                           std::shared_ptr<const InferenceModel>) {
-  fail(ErrorCategory::unsupported,
-       "this ipj was built without XNNPACK's subgraph API (install libxnnpack-dev and libpthreadpool-dev, "
-       "then rebuild)");
-}
-
-#else
+#ifdef IPJ_WITH_XNNPACK  // else xnnpack_runtime.cpp says how to get it
 
 namespace {
 

@@ -19,15 +19,33 @@ namespace ipj::infer {
 
 #ifndef IPJ_WITH_XNNPACK
 
+namespace {
+
+[[noreturn]] void xnnpack_missing() {
+  fail(ErrorCategory::unsupported,
+       "this ipj was built without XNNPACK's subgraph API (install libxnnpack-dev and libpthreadpool-dev, "
+       "then rebuild)");
+}
+
+}  // namespace
+
 bool xnnpack_runtime_available() {
   return false;
 }
 
 std::shared_ptr<InferenceModel> xnnpack_runtime_model(const quant::Graph&, std::int64_t, int,
                                                       std::shared_ptr<const InferenceModel>, XnnpackIdle) {
-  fail(ErrorCategory::unsupported,
-       "this ipj was built without XNNPACK's subgraph API (install libxnnpack-dev and libpthreadpool-dev, "
-       "then rebuild)");
+  xnnpack_missing();
+}
+
+std::shared_ptr<InferenceModel> xnnpack_int8_runtime_model(const quant::QuantizedProgram&, std::int64_t,
+                                                           std::shared_ptr<const InferenceModel>) {
+  xnnpack_missing();
+}
+
+std::shared_ptr<InferenceModel> xnnpack_int8_graph_runtime_model(const quant::QuantizedGraph&, std::int64_t,
+                                                                 std::shared_ptr<const InferenceModel>) {
+  xnnpack_missing();
 }
 
 #else
