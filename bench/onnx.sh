@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # ONNX Runtime vs ipj on the same models in the same run: mlp and cnn trained here (1 epoch, 6000 images) as fp32
 # and static int8, and a user's residual net and MobileNetV2 (torchvision, TorchScript, 1x28x28: made by
-# tests/quant/make_graph_models.py) as fp32, each exported with `ipj export --verify`. Per batch: ipj bench's p50 of
-# its default fp32 variant or the int8 file (the engine it picks at load for that batch size, shown: int8 at batch 1
-# may run on XNNPACK's int8 runtime, else on LibTorch's int8 kernels), and ONNX Runtime's p50
+# tests/quant/make_graph_models.py) as fp32 and static int8 (`ipj quantize`), each exported with `ipj export
+# --verify`. Per batch: ipj bench's p50 of its default fp32 variant or the int8 file (the engine it picks at load
+# for that batch size, shown: int8 at batch 1 may run on XNNPACK's int8 runtime, else on LibTorch's int8
+# kernels), and ONNX Runtime's p50
 # (onnxruntime-node 1.30 through Node.js, CPU, default options), alternating sides; each side's process CPU time
 # per run too (what the energy estimate counts: a side that keeps two cores busy for one answer costs twice).
 # Usage: bench/onnx.sh [rounds=2] [seconds_per_row=2] [batches=1,64]
@@ -35,6 +36,10 @@ done
 for model in resnet18_scripted mobilenet_v2_scripted; do
   "$ipj" export --model "$work/$model.pt" "${user_flags[@]}" --out "$work/$model-fp32.onnx" --verify --json \
     | field "d['verify']['status']" | sed "s/^/$model fp32 export verify: /"
+  "$ipj" quantize --model "$work/$model.pt" "${user_flags[@]}" --mode static --calib 500 --test-limit 1000 \
+    --max-drop 100 --out "$work/$model-int8.pt" --quiet --json >/dev/null
+  "$ipj" export --model "$work/$model-int8.pt" --out "$work/$model-int8.onnx" --verify --json \
+    | field "d['verify']['status']" | sed "s/^/$model int8 export verify: /"
 done
 
 printf '%-22s %-5s %6s %5s %-7s %11s %11s %9s %12s %12s\n' model prec batch round engine ipj_p50_ms ort_p50_ms ort/ipj \
@@ -44,7 +49,6 @@ for round in $(seq 1 "$rounds"); do
     for precision in fp32 int8; do
       flags=()
       case "$model-$precision" in
-        *_scripted-int8) continue ;;
         *_scripted-fp32) source="$work/$model.pt" variants=fp32 flags=("${user_flags[@]}") ;;
         *-fp32) source="$work/$model" variants=fp32 ;;
         *) source="$work/$model-int8.pt" variants=file ;;
