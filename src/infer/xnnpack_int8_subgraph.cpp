@@ -11,7 +11,7 @@ namespace ipj::infer::xnnpack {
 void check_int8(xnn_status status, const std::string& where, const char* what) {
   if (status != xnn_status_success)
     fail(ErrorCategory::unsupported, "XNNPACK int8 runtime: " + where + " refused by XNNPACK's " + what +
-                                         " (status " + std::to_string(static_cast<int>(status)) + ")");
+                                         " (" + status_text(status) + ")");
 }
 
 std::vector<std::size_t> int8_dims(const Shape& aten_shape) {

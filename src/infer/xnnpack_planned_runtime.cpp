@@ -39,6 +39,34 @@ std::vector<std::size_t> xnn_dims(const Shape& aten_shape) {
   return dims;
 }
 
+std::string status_text(xnn_status status) {
+  const char* meaning = "";
+  switch (status) {
+    case xnn_status_success:
+      meaning = "success";
+      break;
+    case xnn_status_uninitialized:
+      meaning = "XNNPACK not initialised";
+      break;
+    case xnn_status_invalid_parameter:
+      meaning = "an invalid parameter";
+      break;
+    case xnn_status_invalid_state:
+      meaning = "an invalid state";
+      break;
+    case xnn_status_unsupported_parameter:
+      meaning = "an unsupported parameter (e.g. a scale ratio out of its range)";
+      break;
+    case xnn_status_unsupported_hardware:
+      meaning = "unsupported on this CPU";
+      break;
+    case xnn_status_out_of_memory:
+      meaning = "out of memory";
+      break;
+  }
+  return "status " + std::to_string(static_cast<int>(status)) + ": " + meaning;
+}
+
 std::string shape_text(const Shape& shape) {
   std::string text;
   for (const std::int64_t size : shape)
@@ -112,8 +140,8 @@ PlannedRuntimeModel::PlannedRuntimeModel(xnn_subgraph_t subgraph, Shape input_sh
   xnn_delete_subgraph(subgraph);
   if (created != xnn_status_success) {
     release();
-    fail(ErrorCategory::unsupported, "XNNPACK runtime: the plan could not be made (status " +
-                                         std::to_string(static_cast<int>(created)) + ")");
+    fail(ErrorCategory::unsupported,
+         "XNNPACK runtime: the plan could not be made (" + status_text(created) + ")");
   }
   input_buffer_ = torch::empty({buffer_elements(input_shape_)});
   output_buffer_ = torch::empty({buffer_elements(output_shape_)});

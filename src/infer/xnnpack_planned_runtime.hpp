@@ -31,6 +31,7 @@ bool initialised();
 std::vector<std::size_t> xnn_dims(const Shape& aten_shape);
 
 std::string shape_text(const Shape& shape);  // "[1, 28, 28]"
+std::string status_text(xnn_status status);  // "status 4: an unsupported parameter"
 
 // One spatial axis of a convolution: the kernel taps that ever touch the input (not only its zero padding)
 // and the padding that keeps the output size once the others are cut. At the tail of a CNN run on small

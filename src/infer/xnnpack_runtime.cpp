@@ -84,8 +84,8 @@ struct Subgraph {
 
 void check_xnn(xnn_status status, const quant::GraphNode& node, const char* what) {
   if (status != xnn_status_success)
-    refuse_node(node, std::string("refused by XNNPACK's ") + what + " (status " +
-                          std::to_string(static_cast<int>(status)) + ")");
+    refuse_node(node,
+                std::string("refused by XNNPACK's ") + what + " (" + xnnpack::status_text(status) + ")");
 }
 
 // The output range of `node`'s activation; XNNPACK takes only ranges with min < max.
