@@ -11,6 +11,7 @@
 
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/error.hpp"
+#include "ipj/quant/quantized_program.hpp"
 
 namespace ipj::serve {
 namespace fs = std::filesystem;
@@ -164,6 +165,14 @@ ModelConfig parse_model_config(const Json& config, const std::string& name, cons
   if (instances < 1 || instances > 64) bad(path, "instances must be in [1, 64]");
   batching.instances = static_cast<int>(instances);
   model.variant = string_value(config, "variant", "file", path);
+  model.engine = string_value(config, "engine", "auto", path);
+  const std::vector<std::string> engines = quant::available_quantized_engines();
+  if (model.engine != "auto" && std::find(engines.begin(), engines.end(), model.engine) == engines.end()) {
+    std::string names = "\"auto\"";
+    for (const std::string& engine : engines)
+      names += ", \"" + engine + "\"";
+    bad(path, "\"engine\" '" + model.engine + "' is not a quantized engine of this build: use " + names);
+  }
   model.mean = number_list(config, "mean", path);
   model.std = number_list(config, "std", path);
   model.energy_in_response = bool_value(config, "energy_in_response", true, path);

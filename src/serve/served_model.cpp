@@ -102,6 +102,7 @@ ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger)
   options.inputs.mean = config_.mean;
   options.run.fp32_engine_batch = std::clamp<std::int64_t>(config_.batching.max_batch_size, 1, 64);
   options.inputs.std = config_.std;
+  options.run.engine = config_.engine;
   const std::string path = config_.model_path(version_);
   try {
     options.run.variant =

@@ -6,6 +6,7 @@
 // IPJ_FUZZ_SECONDS / IPJ_FUZZ_SEED for longer runs (scripts/fuzz_serve.sh runs the tests named *Fuzz.*).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <random>
 
 #include "ipj/core/error.hpp"
+#include "ipj/quant/quantized_program.hpp"
 #include "ipj/serve/model_repository.hpp"
 #include "support/test_support.hpp"
 
@@ -27,7 +29,7 @@ const char* const kSeeds[] = {
     R"({"name": "mlp", "input": [{"name": "x", "dims": [1, 28, 28]}], "output": [{"name": "y", "dims": [10]}]})",
     R"({"inputs": [{"name": "x", "shape": [-1, 3]}], "outputs": [{"name": "y", "shape": [-1, 2]}],
   "max_batch_size": 8, "instance_group": [{"count": 2}], "mean": [0.5], "std": [0.25], "variant": "fp32",
-  "energy_in_response": false, "dynamic_batching": {"max_queue_delay_microseconds": 50}})",
+  "energy_in_response": false, "dynamic_batching": {"max_queue_delay_microseconds": 50}, "engine": "auto"})",
 };
 
 class ConfigMutator {
@@ -166,6 +168,10 @@ TEST(ModelConfigFuzz, MutatedConfigsAreRefusedNamingTheFileOrKeepTheInvariants) 
       for (const float value : model.std)  // the CLI's --std rule: no division by 0, no sign flip
         EXPECT_TRUE(value > 0.0f && std::isfinite(value)) << text.substr(0, 200);
       EXPECT_EQ(model.versions, std::vector<std::string>{"1"});
+      const std::vector<std::string> engines = quant::available_quantized_engines();
+      EXPECT_TRUE(model.engine == "auto" ||
+                  std::find(engines.begin(), engines.end(), model.engine) != engines.end())
+          << model.engine;
     } catch (const Error& error) {
       ++refused;
       ASSERT_EQ(error.category(), ErrorCategory::invalid_input) << error.what() << "\n"

@@ -241,6 +241,11 @@ TEST(ServeCli, ServeSideErrorsNameTheFlagOrFileAndAreNeverInternal) {
       "variant": ")" +
            variant + "\"}";
   };
+  testing::TempDir bogus_engine_dir;
+  const std::string bogus_engine = make_repository(
+      bogus_engine_dir, R"({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [-1, 1, 28, 28]}],
+      "outputs": [{"name": "output__0", "datatype": "FP32", "shape": [-1, 10]}], "max_batch_size": 8,
+      "variant": "int8-static", "engine": "fastest"})");
   testing::TempDir variable_fp32_dir, variable_int8_dir;
   const std::string variable_fp32 = make_repository(variable_fp32_dir, variable_sizes("fp32"));
   const std::string variable_int8 = make_repository(variable_int8_dir, variable_sizes("int8-static"));
@@ -261,6 +266,8 @@ TEST(ServeCli, ServeSideErrorsNameTheFlagOrFileAndAreNeverInternal) {
        "shape [-1, 1, -1, -1] (tried as [1, 1, 1, 1])"},
       {"variable sizes, int8", ipj + " --log-level error serve --model-repo " + variable_int8, 3,
        "give the sizes the model needs in config.json"},
+      {"unknown int8 engine", ipj + " serve --model-repo " + bogus_engine, 3,
+       "\"engine\" 'fastest' is not a quantized engine of this build: use \"auto\""},
       {"load ftp url", ipj + " load --url ftp://x --model mlp", 2, "--url"},
       {"load url without host", ipj + " load --url http:// --model mlp", 2, "--url"},
       {"load huge batch", ipj + " load --url http://127.0.0.1:1 --model mlp --batch 100000000", 2, "--batch"},

@@ -26,7 +26,10 @@ struct ModelConfig {
   TensorSpec input;                   // one input, one output (the models ipj serves)
   TensorSpec output;
   BatcherOptions batching;
-  std::string variant = "file";    // fp32 | bf16 | jit | int8-dynamic | int8-static | file (as stored)
+  std::string variant = "file";  // fp32 | bf16 | jit | int8-dynamic | int8-static | file (as stored)
+  // int8: "auto" (the file's engine; static int8 may run batch 1 on XNNPACK's int8 runtime) or one of this
+  // build's quantized engines, which then runs every batch size
+  std::string engine = "auto";
   std::vector<float> mean, std;    // preprocessing for TorchScript models
   bool energy_in_response = true;  // "energy_in_response": each reply's parameters carry energy_j + source
   Json raw;                        // config.json as given
