@@ -113,9 +113,9 @@ Batch1Candidate xnnpack_int8_graph_candidate(const InferenceModel& model, const 
     return xnnpack_int8_graph_runtime_model(graph, 1, std::move(busy));
   };
   const std::vector<std::int64_t> shape = batch1_shape(model.sample_shape);
-  candidate.disagreement = [float_graph = int8->graph().dequantized_graph(), shape](const Forward& libtorch,
-                                                                                    const Forward& xnnpack) {
+  candidate.disagreement = [graph = int8->graph(), shape](const Forward& libtorch, const Forward& xnnpack) {
     torch::NoGradGuard no_grad;
+    const quant::Graph float_graph = graph.dequantized_graph();  // only once the runtime was built
     // the same 16 pixel inputs on every load (a fixed seed, not the process's generator): the verdict
     // should not change between loads of one model
     at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(20261205);

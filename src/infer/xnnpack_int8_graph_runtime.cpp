@@ -50,7 +50,7 @@ std::pair<float, float> activation_range(const quant::GraphNode& node) {
 struct GraphBuild {
   const quant::QuantizedGraph& int8;
   const std::vector<Shape>& shapes;
-  Int8Subgraph subgraph;
+  Int8Subgraph& subgraph;
   std::vector<Int8Value> values;  // per node
 };
 
@@ -250,32 +250,20 @@ void build_graph_subgraph(GraphBuild& build) {
 std::shared_ptr<InferenceModel> xnnpack_int8_graph_runtime_model(const quant::QuantizedGraph& int8,
                                                                  std::int64_t batch,
                                                                  std::shared_ptr<const InferenceModel> busy) {
-  if (!xnnpack::initialised())
-    fail(ErrorCategory::unsupported, "XNNPACK int8 runtime: XNNPACK does not initialise on this CPU");
-  if (int8.mode() == quant::QuantMode::dynamic)
-    fail(ErrorCategory::unsupported,
-         "XNNPACK int8 runtime: dynamic int8 quantizes activations per batch; only static and QAT int8 "
-         "have fixed scales");
-  if (int8.graph().nodes.size() < 2)
-    fail(ErrorCategory::unsupported, "XNNPACK int8 runtime: the graph has no layers");
-  const std::vector<Shape> shapes = xnnpack::node_shapes(shape_graph(int8), batch);
-  GraphBuild build{int8, shapes, {}, {}};
-  if (xnn_create_subgraph(2, 0, &build.subgraph.handle) != xnn_status_success)
-    fail(ErrorCategory::unsupported, "XNNPACK int8 runtime: no subgraph could be created");
-  try {
-    build_graph_subgraph(build);
-  } catch (...) {
-    xnn_delete_subgraph(build.subgraph.handle);
-    throw;
-  }
   quant::Graph preprocessing = int8.graph();
   preprocessing.nodes.clear();  // what prepare_graph_input reads stays: shape, normalisation, padding
   const xnnpack::PrepareInput prepare = [preprocessing](const torch::Tensor& input) {
     return quant::prepare_graph_input(preprocessing, input);
   };
-  return std::make_shared<xnnpack::PlannedRuntimeModel>(build.subgraph.handle, shapes.front(), shapes.back(),
-                                                        int8.graph().input_shape, prepare, 1, std::move(busy),
-                                                        XnnpackIdle::sleep);
+  const auto define = [&](Int8Subgraph& subgraph) {
+    if (int8.graph().nodes.size() < 2)
+      fail(ErrorCategory::unsupported, "XNNPACK int8 runtime: the graph has no layers");
+    const std::vector<Shape> shapes = xnnpack::node_shapes(shape_graph(int8), batch);
+    GraphBuild build{int8, shapes, subgraph, {}};
+    build_graph_subgraph(build);
+    return std::pair<Shape, Shape>{shapes.front(), shapes.back()};
+  };
+  return xnnpack::int8_runtime_model(int8.mode(), define, int8.graph().input_shape, prepare, std::move(busy));
 }
 
 #endif

@@ -140,30 +140,14 @@ std::pair<Shape, Shape> build_int8_subgraph(Int8Subgraph& subgraph, const quant:
 std::shared_ptr<InferenceModel> xnnpack_int8_runtime_model(const quant::QuantizedProgram& int8,
                                                            std::int64_t batch,
                                                            std::shared_ptr<const InferenceModel> busy) {
-  if (!xnnpack::initialised())
-    fail(ErrorCategory::unsupported, "XNNPACK int8 runtime: XNNPACK does not initialise on this CPU");
-  if (int8.mode() == quant::QuantMode::dynamic)
-    fail(ErrorCategory::unsupported,
-         "XNNPACK int8 runtime: dynamic int8 quantizes activations per batch; only static and QAT int8 "
-         "have fixed scales");
-  Int8Subgraph subgraph;
-  if (xnn_create_subgraph(2, 0, &subgraph.handle) != xnn_status_success)
-    fail(ErrorCategory::unsupported, "XNNPACK int8 runtime: no subgraph could be created");
-  std::pair<Shape, Shape> shapes;
-  try {
-    shapes = build_int8_subgraph(subgraph, int8, batch);
-  } catch (...) {
-    xnn_delete_subgraph(subgraph.handle);
-    throw;
-  }
   quant::LayerProgram preprocessing = int8.program();
   preprocessing.layers.clear();  // what pad_input reads stays
   const xnnpack::PrepareInput prepare = [preprocessing](const torch::Tensor& pixels) {
     return quant::pad_input(preprocessing, pixels.to(torch::kFloat));
   };
-  return std::make_shared<xnnpack::PlannedRuntimeModel>(subgraph.handle, shapes.first, shapes.second,
-                                                        int8.program().input_shape, prepare, 1,
-                                                        std::move(busy), XnnpackIdle::sleep);
+  return xnnpack::int8_runtime_model(
+      int8.mode(), [&](Int8Subgraph& subgraph) { return build_int8_subgraph(subgraph, int8, batch); },
+      int8.program().input_shape, prepare, std::move(busy));
 }
 
 #endif

@@ -111,6 +111,31 @@ void define_int8_convolution(Int8Subgraph& subgraph, const Int8Convolution& conv
              where, "convolution");
 }
 
+std::shared_ptr<InferenceModel> int8_runtime_model(
+    quant::QuantMode mode, const std::function<std::pair<Shape, Shape>(Int8Subgraph&)>& define,
+    std::vector<std::int64_t> sample_shape, PrepareInput prepare,
+    std::shared_ptr<const InferenceModel> busy) {
+  if (!initialised())
+    fail(ErrorCategory::unsupported, "XNNPACK int8 runtime: XNNPACK does not initialise on this CPU");
+  if (mode == quant::QuantMode::dynamic)
+    fail(ErrorCategory::unsupported,
+         "XNNPACK int8 runtime: dynamic int8 quantizes activations per batch; only static and QAT int8 "
+         "have fixed scales");
+  Int8Subgraph subgraph;
+  if (xnn_create_subgraph(2, 0, &subgraph.handle) != xnn_status_success)
+    fail(ErrorCategory::unsupported, "XNNPACK int8 runtime: no subgraph could be created");
+  std::pair<Shape, Shape> shapes;
+  try {
+    shapes = define(subgraph);
+  } catch (...) {
+    xnn_delete_subgraph(subgraph.handle);
+    throw;
+  }
+  return std::make_shared<PlannedRuntimeModel>(subgraph.handle, std::move(shapes.first),
+                                               std::move(shapes.second), std::move(sample_shape),
+                                               std::move(prepare), 1, std::move(busy), XnnpackIdle::sleep);
+}
+
 }  // namespace ipj::infer::xnnpack
 
 #endif
