@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "cli_support.hpp"
+#include "ipj/core/crash_report.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/core/log.hpp"
 #include "ipj/device/machine_load.hpp"
@@ -105,6 +106,7 @@ void settle_second_start_marks(char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ipj::install_crash_report("ipj");
   settle_second_start_marks(argv);
   CLI::App app{
       "ipj - intelligence per joule: train and serve deep-learning models with less energy, and measure it.\n"
