@@ -91,6 +91,12 @@ void add_serve_flags(CLI::App& app, serve::ServeOptions& options, bool& no_energ
   command->add_option("--cpu-tdp-w", options.cpu_tdp_w, "CPU power at full load for the energy estimate")
       ->check(finite_range(0.0, 1e5));
   command->add_flag("--no-energy", no_energy, "Do not measure energy");
+  command
+      ->add_option("--threads", options.threads,
+                   "Threads per batch (0 = ipj's plan from the models and the CPUs available, re-planned "
+                   "when other work comes and goes; N = N, fixed)")
+      ->check(non_negative_integer(1024))
+      ->capture_default_str();
 }
 
 // Serves until SIGTERM/SIGINT (then drains) or until the server stops; returns the exit code.

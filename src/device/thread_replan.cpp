@@ -21,50 +21,57 @@ std::string streak_reason(double other, int intervals, const std::string& what) 
 
 }  // namespace
 
-bool BusyReplanner::check(int busy_intervals_in_a_row, int quiet_intervals_in_a_row, double recent_other_cpus,
-                          int epoch) {
-  if (!allowed_ || static_cast<int>(changes_.size()) >= kMaxReplans) return false;
+std::optional<PlanChange> BusyReplanner::due(int busy_intervals_in_a_row, int quiet_intervals_in_a_row,
+                                             double recent_other_cpus) const {
+  if (!allowed_ || (max_changes_ > 0 && changes_total_ >= max_changes_)) return std::nullopt;
   const double other = recent_other_cpus;  // rounded by the sampler
   const bool smaller_than_quiet =
       current_.torch_threads < quiet_plan_.torch_threads || current_.blas_threads < quiet_plan_.blas_threads;
   if (smaller_than_quiet && quiet_intervals_in_a_row >= kQuietIntervalsToGrow) {
-    ThreadPlan full = quiet_plan_;
-    full.reason = streak_reason(other, kQuietIntervalsToGrow, "the quiet plan");
-    apply(current_, full, "grow", other, epoch);
-    return true;
+    PlanChange grow{quiet_plan_, "grow", other};
+    grow.to.reason = streak_reason(other, kQuietIntervalsToGrow, "the quiet plan");
+    return grow;
   }
-  if (busy_intervals_in_a_row < kBusyIntervalsToReplan) return false;
+  if (busy_intervals_in_a_row < kBusyIntervalsToReplan) return std::nullopt;
   const int leave = std::max(1, static_cast<int>(std::lround(other)));
-  ThreadPlan smaller = quiet_plan_;
-  smaller.torch_threads = std::max(1, quiet_plan_.torch_threads - leave);
-  smaller.blas_threads = std::max(1, quiet_plan_.blas_threads - leave);
-  if (smaller.torch_threads >= current_.torch_threads && smaller.blas_threads >= current_.blas_threads)
-    return false;  // already as small
-  smaller.reason =
+  PlanChange shrink{quiet_plan_, "shrink", other};
+  shrink.to.torch_threads = std::max(1, quiet_plan_.torch_threads - leave);
+  shrink.to.blas_threads = std::max(1, quiet_plan_.blas_threads - leave);
+  if (shrink.to.torch_threads >= current_.torch_threads && shrink.to.blas_threads >= current_.blas_threads)
+    return std::nullopt;  // already as small
+  shrink.to.reason =
       streak_reason(other, kBusyIntervalsToReplan, "leaving them " + std::to_string(leave) + " CPU(s)");
-  apply(current_, smaller, "shrink", other, epoch);
-  if (first_shrink_.is_null()) {
-    first_shrink_ = changes_.back();
-    first_shrink_.erase("action");
-  }
+  return shrink;
+}
+
+bool BusyReplanner::check(int busy_intervals_in_a_row, int quiet_intervals_in_a_row, double recent_other_cpus,
+                          int epoch) {
+  const std::optional<PlanChange> change =
+      due(busy_intervals_in_a_row, quiet_intervals_in_a_row, recent_other_cpus);
+  if (!change) return false;
+  apply_thread_plan(change->to);
+  record(*change, epoch);
   return true;
 }
 
-void BusyReplanner::apply(const ThreadPlan& from, const ThreadPlan& to, const char* action, double other,
-                          int epoch) {
-  apply_thread_plan(to);
-  changes_.push_back(Json{{"action", action},
-                          {"epoch", epoch + 1},
-                          {"other_cpus", other},
-                          {"torch_before", from.torch_threads},
-                          {"torch_after", to.torch_threads},
-                          {"blas_before", from.blas_threads},
-                          {"blas_after", to.blas_threads},
-                          {"reason", to.reason}});
-  spdlog::info("threads re-planned ({}) in epoch {}: {} (ATen {} -> {}, OpenBLAS {} -> {})", action,
-               epoch + 1, to.reason, from.torch_threads, to.torch_threads, from.blas_threads,
-               to.blas_threads);
-  current_ = to;  // last: `from` may be current_
+void BusyReplanner::record(const PlanChange& change, int epoch) {
+  const ThreadPlan& from = current_;
+  const ThreadPlan& to = change.to;
+  Json entry{{"action", change.action},         {"epoch", epoch >= 0 ? Json(epoch + 1) : Json(nullptr)},
+             {"other_cpus", change.other_cpus}, {"torch_before", from.torch_threads},
+             {"torch_after", to.torch_threads}, {"blas_before", from.blas_threads},
+             {"blas_after", to.blas_threads},   {"reason", to.reason}};
+  spdlog::info("threads re-planned ({}){}: {} (ATen {} -> {}, OpenBLAS {} -> {})", change.action,
+               epoch >= 0 ? " in epoch " + std::to_string(epoch + 1) : std::string(), to.reason,
+               from.torch_threads, to.torch_threads, from.blas_threads, to.blas_threads);
+  if (change.action == "shrink" && first_shrink_.is_null()) {
+    first_shrink_ = entry;
+    first_shrink_.erase("action");
+  }
+  changes_.push_back(std::move(entry));
+  if (max_changes_ == 0 && changes_.size() > kKeptChanges) changes_.erase(changes_.begin());
+  changes_total_ += 1;
+  current_ = to;  // last: `from` refers to current_
 }
 
 }  // namespace ipj::device

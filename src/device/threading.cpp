@@ -108,8 +108,12 @@ Json unplanned_threads_json() {
 
 void apply_thread_plan(const ThreadPlan& plan) {
   at::set_num_threads(std::max(1, plan.torch_threads));
+  set_blas_threads(plan.blas_threads);
+}
+
+void set_blas_threads(int threads) {
   if (auto set_threads = find_loaded_symbol<SetThreadsFunction>("openblas_set_num_threads"))
-    set_threads(std::max(1, plan.blas_threads));
+    set_threads(std::max(1, threads));
 }
 
 namespace {
@@ -133,6 +137,12 @@ CallerOpenMpThreads::CallerOpenMpThreads(int threads) {
 CallerOpenMpThreads::~CallerOpenMpThreads() {
   static const auto set_threads = find_loaded_symbol<SetOpenMpThreads>("omp_set_num_threads");
   if (previous_ > 0) set_threads(previous_);
+}
+
+void set_caller_openmp_threads(int threads) {
+  static const auto set_threads = find_loaded_symbol<SetOpenMpThreads>("omp_set_num_threads");
+  (void)at::get_num_threads();  // LibTorch's lazy per-thread init runs now, not after the setting below
+  if (set_threads != nullptr) set_threads(std::max(1, threads));
 }
 
 int blas_thread_count() {

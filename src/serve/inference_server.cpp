@@ -13,6 +13,7 @@
 
 #include "ipj/core/error.hpp"
 #include "ipj/energy/meter.hpp"
+#include "ipj/infer/model_bench.hpp"
 #include "request_router.hpp"
 
 namespace ipj::serve {
@@ -52,6 +53,9 @@ void validate(const ServeOptions& options) {
     fail(ErrorCategory::usage, "--usd-per-kwh must be a finite price");
   if (!std::isfinite(options.cpu_tdp_w) || options.cpu_tdp_w < 0.0)
     fail(ErrorCategory::usage, "--cpu-tdp-w must be >= 0 watts");
+  if (options.threads < 0 || options.threads > 1024)
+    fail(ErrorCategory::usage,
+         "--threads must be in [0, 1024] (0 = ipj's plan), got " + std::to_string(options.threads));
   if (options.request.max_tensor_bytes < 4)
     fail(ErrorCategory::usage, "--max-tensor-bytes must be at least 4 (one FP32 value)");
   validate(options.http);
@@ -79,11 +83,15 @@ InferenceServer::InferenceServer(ServeOptions options) : options_(std::move(opti
           total.energy_j, total.devices.empty() ? energy::ReportedSource() : total.source, total.wall_s};
     };
   ledger_ = std::make_unique<EnergyLedger>(std::move(read_total), monitor_epoch);
+  threads_ = std::make_unique<ServeThreads>(options_.threads);
+  std::vector<device::ThreadWorkload> workloads;
   for (ModelConfig& config : configs) {
     spdlog::info("loading model '{}' version {} ({})", config.name, config.latest_version(),
                  config.model_path(config.latest_version()));
-    models_.push_back(std::make_unique<ServedModel>(std::move(config), *ledger_));
+    models_.push_back(std::make_unique<ServedModel>(std::move(config), *ledger_, threads_.get()));
+    workloads.push_back(infer::inference_thread_workload(models_.back()->model()));
   }
+  threads_->start(workloads);  // before any batch: requests are read once serve() runs
 }
 
 InferenceServer::~InferenceServer() {
@@ -120,7 +128,8 @@ ServedModel* InferenceServer::find_model(const std::string& name, const std::str
 
 std::string InferenceServer::metrics_text() const {
   const HttpCounters http = http_->counters();
-  std::string text = prometheus_metrics(models_, options_.usd_per_kwh) + monitor_->prometheus_text();
+  std::string text = prometheus_metrics(models_, options_.usd_per_kwh) + monitor_->prometheus_text() +
+                     threads_->prometheus_text();
   const EnergyLedger::Reading idle = ledger_->idle();
   std::ostringstream idle_text;
   idle_text.precision(15);

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <sstream>
 
 #include "ipj/core/error.hpp"
@@ -86,8 +87,8 @@ EnergyLedger::Reading EnergyLedger::take_locked(double now_s, double busy_s) {
   return reading;
 }
 
-ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger)
-    : config_(std::move(config)), ledger_(ledger) {
+ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger, ServeThreads* threads)
+    : config_(std::move(config)), ledger_(ledger), threads_(threads) {
   version_ = config_.latest_version();
   infer::LoadOptions options;
   options.inputs.input_shape = config_.sample_shape();
@@ -212,7 +213,12 @@ void ServedModel::execute(std::vector<RequestPtr>& batch) {
     std::memcpy(destination, request->data.data(), request->data.size() * sizeof(float));
     destination += request->data.size();
   }
-  const torch::Tensor output = model_->forward(input).contiguous();  // [rows, ...]
+  torch::Tensor output;  // [rows, ...]
+  {
+    std::optional<ServeThreads::BatchScope> threads;
+    if (threads_ != nullptr) threads.emplace(threads_->enter_batch());
+    output = model_->forward(input).contiguous();
+  }
   const Clock::time_point done = Clock::now();
   const double compute_us = microseconds_between(formed, done);
   const EnergyLedger::Reading energy = ledger_.take(compute_us * 1e-6);

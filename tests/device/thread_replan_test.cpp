@@ -5,6 +5,8 @@
 
 #include <ATen/Parallel.h>
 
+#include <optional>
+
 #include "ipj/device/process_settings.hpp"
 #include "ipj/device/thread_replan.hpp"
 
@@ -93,6 +95,35 @@ TEST(BusyReplanner, AFixedPlanOrOneThreadStaysAsItIs) {
   EXPECT_TRUE(big.check(kBusyIntervalsToReplan, 0, 3.0, 0));
   EXPECT_EQ(big.to_json()["torch_after"], 1);
   EXPECT_EQ(big.to_json()["blas_after"], 1);
+}
+
+// A server's replanner (max_changes 0): due() decides without touching the pools, record() adopts what the
+// caller applied; no bound on the changes, the list keeps the last kKeptChanges, the total counts them all.
+TEST(BusyReplanner, AServersReplannerHasNoBoundAndKeepsTheLastChanges) {
+  const ThreadPlan plan(2, 2, "test plan");
+  const ScopedProcessSettings settings(plan);
+  BusyReplanner replanner(plan, plan, /*allowed=*/true, /*max_changes=*/0);
+  for (int round = 0; round < 40; ++round) {
+    const std::optional<PlanChange> shrink = replanner.due(kBusyIntervalsToReplan, 0, 1.0);
+    ASSERT_TRUE(shrink) << "round " << round;
+    EXPECT_EQ(shrink->action, "shrink");
+    EXPECT_EQ(shrink->to.torch_threads, 1);
+    EXPECT_EQ(shrink->to.blas_threads, 1);
+    replanner.record(*shrink, -1);
+    EXPECT_FALSE(replanner.due(kBusyIntervalsToReplan, 0, 1.0));  // already small
+    const std::optional<PlanChange> grow = replanner.due(0, kQuietIntervalsToGrow, 0.0);
+    ASSERT_TRUE(grow);
+    EXPECT_EQ(grow->action, "grow");
+    EXPECT_EQ(grow->to.blas_threads, 2);
+    replanner.record(*grow, -1);
+  }
+  EXPECT_EQ(at::get_num_threads(), 2);  // due() and record() never touch the pools
+  EXPECT_EQ(replanner.changes_total(), 80);
+  ASSERT_EQ(replanner.changes_json().size(), BusyReplanner::kKeptChanges);
+  EXPECT_EQ(replanner.changes_json().back()["action"], "grow");
+  EXPECT_TRUE(replanner.changes_json().back()["epoch"].is_null());
+  EXPECT_EQ(replanner.current().blas_threads, 2);
+  EXPECT_TRUE(replanner.to_json()["epoch"].is_null());  // the first shrink, without an epoch
 }
 
 }  // namespace

@@ -141,9 +141,10 @@ std::string post_request(const std::string& path, const std::string& body, const
          "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
-ServeProcess::ServeProcess(const std::string& arguments, const std::string& folder, double start_timeout_s)
+ServeProcess::ServeProcess(const std::string& arguments, const std::string& folder, double start_timeout_s,
+                           const std::string& launcher)
     : folder_(folder) {
-  const std::string command = ipj_binary() + " serve " + arguments;
+  const std::string command = launcher + ipj_binary() + " serve " + arguments;
   pid_ = ::fork();
   if (pid_ == 0) {
     const int out = ::open((folder + "/serve.out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

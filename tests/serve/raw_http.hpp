@@ -45,7 +45,10 @@ std::string post_request(const std::string& path, const std::string& body,
 // "listening on HOST:PORT" (port() > 0) or exits (port() == 0, see error_output()).
 class ServeProcess {
  public:
-  ServeProcess(const std::string& arguments, const std::string& folder, double start_timeout_s = 60.0);
+  // `launcher`: words before the binary (e.g. "env -u IPJ_STATIC_THREADS taskset -c 0,1 "), each exec'ing the
+  // next, so pid() is the server's.
+  ServeProcess(const std::string& arguments, const std::string& folder, double start_timeout_s = 60.0,
+               const std::string& launcher = "");
   ~ServeProcess();  // SIGKILL if still running
   int pid() const { return pid_; }
   int port() const { return port_; }

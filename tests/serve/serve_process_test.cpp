@@ -2,10 +2,12 @@
 // connections open, a second server on a taken port failing within 5 s naming it, SIGTERM with idle and
 // trickling connections, two 60 MB bodies at once, the serve-side CLI errors, and a soak of 10,000 mixed good
 // and malformed requests with 300 idle connections (RSS, threads and probe latency bounded throughout); and
-// for issue 22: 503 + Retry-After at the drain deadline, and one client's idle sockets locking nobody out.
+// for issue 22: 503 + Retry-After at the drain deadline, and one client's idle sockets locking nobody out;
+// for issue 25: a neighbour arriving beside the server shrinks its thread plan.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -434,6 +436,69 @@ TEST(ServeSoak, TenThousandMixedRequestsWith300IdleConnectionsStayBoundedFor15Se
 
 // Issue 22: hostile local files in a model repository. Each is refused at start, before any model loads, with
 // exit 3 and one line naming the file (no signal death, no unbounded read, no link followed out).
+// The value of `series` (a whole name with labels) in a Prometheus text, or -1 when absent.
+double metric_value(const std::string& metrics, const std::string& series) {
+  const std::size_t at = metrics.find("\n" + series + " ");
+  return at == std::string::npos ? -1.0 : std::atof(metrics.c_str() + at + series.size() + 2);
+}
+
+// A neighbour that arrives beside a running server (a busy loop on one of the server's two CPUs): the
+// server's thread plan shrinks while it serves (OpenBLAS 2 -> 1 for the GEMM-bound mlp), as /metrics and the
+// log say. Where other work already ran beside the start, the plan starts small and must stay so.
+TEST(ServeThreads, ANeighbourArrivingBesideTheServerShrinksItsThreadPlan) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(::sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE && cpus.size() < 2; ++cpu)
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  if (cpus.size() < 2) GTEST_SKIP() << "needs two CPUs";
+  testing::TempDir work;
+  const std::string pinned = std::to_string(cpus[0]) + "," + std::to_string(cpus[1]);
+  testing::ServeProcess server("--model-repo " + make_repository(work) + " --port 0 --no-energy", work.path(),
+                               60.0, "env -u IPJ_STATIC_THREADS taskset -c " + pinned + " ");
+  ASSERT_GT(server.port(), 0) << server.error_output();
+  const auto metrics = [&] {
+    RawConnection connection(server.port());
+    if (!connection.connected() || !connection.send(testing::get_request("/metrics"))) return std::string();
+    return connection.read_response(5.0);
+  };
+  const std::string at_start = metrics();
+  EXPECT_GE(metric_value(at_start, "ipj_threads{pool=\"openblas\"}"), 1.0) << at_start;
+  const bool busy_start = server.error_output().find("busy: other work") != std::string::npos;
+  const pid_t neighbour = ::fork();
+  if (neighbour == 0) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpus[0], &one);
+    ::sched_setaffinity(0, sizeof one, &one);
+    for (volatile std::uint64_t spin = 0;; spin = spin + 1) {
+    }
+  }
+  ASSERT_GT(neighbour, 0);
+  std::string seen;
+  const auto deadline = Clock::now() + std::chrono::seconds(20);
+  RawConnection client(server.port());
+  while (Clock::now() < deadline) {  // requests keep coming: a plan changes between batches
+    ASSERT_TRUE(client.send(testing::post_request("/v2/models/mlp/infer", image_body())));
+    ASSERT_EQ(testing::status_of(client.read_response(10.0)), 200);
+    seen = metrics();
+    if (metric_value(seen, "ipj_threads{pool=\"openblas\"}") == 1.0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ::kill(neighbour, SIGKILL);
+  ::waitpid(neighbour, nullptr, 0);
+  EXPECT_EQ(metric_value(seen, "ipj_threads{pool=\"openblas\"}"), 1.0) << seen << server.error_output();
+  EXPECT_EQ(metric_value(seen, "ipj_threads{pool=\"aten\"}"), 1.0) << seen;
+  EXPECT_GE(metric_value(seen, "ipj_other_cpus"), 0.0) << seen;
+  if (!busy_start) {
+    EXPECT_GE(metric_value(seen, "ipj_thread_replans_total{action=\"shrink\"}"), 1.0) << seen;
+    EXPECT_NE(server.error_output().find("threads re-planned (shrink)"), std::string::npos)
+        << server.error_output();
+  }
+  EXPECT_EQ(server.signal_and_wait(SIGTERM, 30.0), 0) << server.error_output();
+}
+
 TEST(ServeRepositoryFiles, HostileConfigFilesExitThreeFastNamingTheFile) {
   testing::TempDir work;
   const std::string good_config = kBatchedConfig;

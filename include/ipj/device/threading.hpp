@@ -67,6 +67,10 @@ Json unplanned_threads_json();
 // Sets both pools (process-wide; prefer ScopedProcessSettings, which restores them).
 void apply_thread_plan(const ThreadPlan& plan);
 
+// OpenBLAS's thread count for the process (nothing when the loaded BLAS is not OpenBLAS). Not while another
+// thread runs a BLAS call.
+void set_blas_threads(int threads);
+
 // OpenBLAS's current thread count, or -1 when the loaded BLAS is not OpenBLAS.
 int blas_thread_count();
 
@@ -88,6 +92,11 @@ class CallerOpenMpThreads {
 
 // The calling thread's OpenMP thread count (1 without an OpenMP runtime).
 int caller_openmp_threads();
+
+// Sets the calling thread's OpenMP thread count for good (ATen's pool and oneDNN on this thread), after
+// LibTorch's own per-thread first-use setting (which would otherwise overwrite it later). Unlike
+// at::set_num_threads it leaves LibTorch's shared pthreadpool alone: safe while other threads run models.
+void set_caller_openmp_threads(int threads);
 
 }  // namespace ipj::device
 

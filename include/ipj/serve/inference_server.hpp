@@ -29,6 +29,7 @@ struct ServeOptions {
   bool measure_energy = true;
   double cpu_tdp_w = 0.0;
   int energy_interval_ms = 100;
+  int threads = 0;  // 0: ipj's plan, re-planned while serving; N: N threads, fixed (serve_threads.hpp)
 };
 
 // Throws ipj::Error(usage) naming the flag of the first option out of range (NaN and negatives included).
@@ -65,7 +66,8 @@ class InferenceServer {
   ServeOptions options_;
   std::unique_ptr<energy::EnergyMonitor> monitor_;
   std::unique_ptr<EnergyLedger> ledger_;
-  std::unique_ptr<HttpFrontEnd> http_;  // before models_: destroyed after the batchers stopped
+  std::unique_ptr<HttpFrontEnd> http_;     // before models_: destroyed after the batchers stopped
+  std::unique_ptr<ServeThreads> threads_;  // before models_: their batches enter it
   std::vector<std::unique_ptr<ServedModel>> models_;
   std::atomic<bool> ready_{false};
   int port_ = 0;

@@ -16,6 +16,7 @@
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/serve/dynamic_batcher.hpp"
 #include "ipj/serve/model_repository.hpp"
+#include "ipj/serve/serve_threads.hpp"
 
 namespace ipj::serve {
 
@@ -88,7 +89,8 @@ class ServedModel {
  public:
   // Loads the latest version, builds the batcher and runs a warm-up batch that also checks the output shape
   // against the config. Throws ipj::Error naming the model when anything does not fit.
-  ServedModel(ModelConfig config, EnergyLedger& ledger);
+  // `threads`: the server's plan, entered around each batch (nullptr: the worker's threads as they are).
+  ServedModel(ModelConfig config, EnergyLedger& ledger, ServeThreads* threads = nullptr);
   ~ServedModel();
 
   const ModelConfig& config() const { return config_; }
@@ -118,6 +120,7 @@ class ServedModel {
   std::string version_;
   infer::InferenceModelPtr model_;
   EnergyLedger& ledger_;
+  ServeThreads* threads_;
   mutable std::mutex stats_mutex_;
   ModelStatistics stats_;
   std::unique_ptr<DynamicBatcher> batcher_;  // last: its workers use everything above
