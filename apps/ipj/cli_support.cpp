@@ -157,6 +157,9 @@ CLI::Validator probability() {
 CLI::Validator positive_number(double max) {
   return number_range(0.0, max, true);
 }
+CLI::Validator range_above(double min, double max) {
+  return number_range(min, max, true);
+}
 
 void print_warnings(const Json& report) {
   if (!report.is_object() || !report.contains("warnings") || !report["warnings"].is_array()) return;

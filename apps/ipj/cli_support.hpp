@@ -64,6 +64,8 @@ CLI::Validator seed_value();
 CLI::Validator finite_range(double min, double max);
 // A fraction in [0, 1] (accuracies, momentum, mixing weights).
 CLI::Validator probability();
+// A finite number in (min, max].
+CLI::Validator range_above(double min, double max);
 // A finite number in (0, max] (learning rates, seconds, temperatures).
 CLI::Validator positive_number(double max);
 // Largest sample count a --limit-style flag accepts (far above any data set; refuses 1e30 and typos).

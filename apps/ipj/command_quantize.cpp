@@ -43,7 +43,7 @@ CLI::App* register_quantize_command(CLI::App& app, CommandRunner& runner) {
   command->add_option("--observer", observer, "Activation observer: minmax | percentile")
       ->capture_default_str();
   command->add_option("--percentile", options.percentile, "Percentile kept by the percentile observer")
-      ->check(finite_range(50.0, 100.0))
+      ->check(range_above(50.0, 100.0))
       ->capture_default_str();
   command->add_option("--epochs", options.qat_epochs, "QAT fine-tuning epochs")
       ->check(positive_integer(1000000))

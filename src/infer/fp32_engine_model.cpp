@@ -366,8 +366,12 @@ std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel
     } catch (const std::exception&) {  // as above: the engine choice already says why nothing was timed
     }
   }
-  if (batch1)
+  if (batch1) {
     chosen = with_batch1_route(eager, build_graph, graph_ir, chosen, *batch1, sample_shape, run, choice);
+    // batch1_threads tells the same story as fp32_engine (batch1_engine, batch1_xnnpack_ms)
+    batch1->xnnpack = choice.batch1_engine == Fp32Engine::xnnpack;
+    batch1->xnnpack_ms = choice.batch1_xnnpack_ms;
+  }
   spdlog::debug("fp32 engine: {} ({})", choice_name(choice.engine), choice.reason);
   chosen->fp32_engine = choice;
   if (batch1 && batch1->pool > 0) chosen->batch1_threads = batch1;

@@ -77,11 +77,27 @@ torch::Tensor xnnpack_weight(const Int8Convolution& convolution, const Int8Value
 
 void define_int8_convolution(Int8Subgraph& subgraph, const Int8Convolution& convolution,
                              const Int8Value& input, const Int8Value& output, const std::string& where) {
-  const torch::Tensor weight = xnnpack_weight(convolution, input, where);  // int8 [O, kh, kw, I/groups]
+  torch::Tensor weight = xnnpack_weight(convolution, input, where);  // int8 [O, kh, kw, I/groups]
   const std::int64_t out_channels = weight.size(0);
   // scales as float (XNNPACK reads them until the runtime is made); biases in int32 at input x weight scale
-  const torch::Tensor weight_scale = convolution.scales.to(torch::kDouble);  // [O]
-  const torch::Tensor bias_scale = weight_scale * input.params.scale;        // [O]
+  torch::Tensor weight_scale = convolution.scales.to(torch::kDouble);  // [O]
+  // A channel whose weights are all zero or tiny (a pruned filter that kept its bias) has a tiny weight scale
+  // (1e-8 for zeros), and its bias at input x weight scale would not fit in int32: such a channel takes the
+  // smallest scale at which the bias fits in 2^30 (room left for the sums), its weights re-rounded to it
+  // (only smaller). LibTorch's kernels keep biases in float and need no such step.
+  const torch::Tensor fitting =
+      convolution.bias.to(torch::kDouble).abs() / (input.params.scale * 1073741824.0);  // [O]
+  const torch::Tensor raise = fitting > weight_scale;
+  if (raise.any().item<bool>()) {
+    const torch::Tensor raised = torch::where(raise, fitting, weight_scale);
+    weight = (weight.to(torch::kDouble) * (weight_scale / raised).view({-1, 1, 1, 1}))
+                 .round()
+                 .clamp(-127.0, 127.0)
+                 .to(torch::kChar)
+                 .contiguous();
+    weight_scale = raised;
+  }
+  const torch::Tensor bias_scale = weight_scale * input.params.scale;  // [O]
   const torch::Tensor bias = (convolution.bias.to(torch::kDouble) / bias_scale)
                                  .round()
                                  .clamp(-2147483647.0, 2147483647.0)

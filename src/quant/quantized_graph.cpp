@@ -181,6 +181,7 @@ Graph QuantizedGraph::dequantized_graph() const {
 
 torch::Tensor QuantizedGraph::forward(const torch::Tensor& input) const {
   torch::NoGradGuard no_grad;
+  use_quantized_engine(engine_);
   return is_static(mode_) ? forward_static(input) : forward_dynamic(input);
 }
 
@@ -201,8 +202,12 @@ torch::Tensor QuantizedGraph::forward_static(const torch::Tensor& input) const {
     torch::Tensor y;
     switch (node.kind) {
       case NodeKind::input:
-        y = torch::quantize_per_tensor(prepare_graph_input(graph_, input), out.scale, out.zero_point,
-                                       torch::kQUInt8);
+        // clamped to the 8-bit range first: as quantize_per_tensor saturates, but values of about 1e17 and
+        // above it maps to 0 (LibTorch 1.13), i.e. to the most negative value
+        y = torch::quantize_per_tensor(
+            prepare_graph_input(graph_, input)
+                .clamp(-out.scale * out.zero_point, out.scale * static_cast<double>(255 - out.zero_point)),
+            out.scale, out.zero_point, torch::kQUInt8);
         if (y.dim() == 4) y = y.contiguous(at::MemoryFormat::ChannelsLast);
         break;
       case NodeKind::conv2d: {  // [B, C, H, W] quint8 -> [B, out, H', W'] quint8

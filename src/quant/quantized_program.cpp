@@ -89,6 +89,15 @@ std::string select_quantized_engine(const std::string& requested) {
   return chosen;
 }
 
+void use_quantized_engine(const std::string& engine) {
+  const at::QEngine wanted = engine == "onednn"    ? at::QEngine::ONEDNN
+                             : engine == "fbgemm"  ? at::QEngine::FBGEMM
+                             : engine == "qnnpack" ? at::QEngine::QNNPACK
+                                                   : at::QEngine::NoQEngine;
+  if (wanted != at::QEngine::NoQEngine && at::globalContext().qEngine() != wanted)
+    at::globalContext().setQEngine(wanted);
+}
+
 QuantizedProgram QuantizedProgram::convert(const LayerProgram& program, QuantMode mode,
                                            const std::vector<QuantParams>& output_params,
                                            const std::string& engine) {
@@ -144,9 +153,12 @@ std::pair<torch::Tensor, torch::Tensor> QuantizedProgram::kernel_weight(std::siz
 
 torch::Tensor QuantizedProgram::forward(const torch::Tensor& pixels) const {
   torch::NoGradGuard no_grad;
+  use_quantized_engine(engine_);
   torch::Tensor x = pad_input(program_, pixels.to(torch::kFloat).contiguous());
   const bool is_static = mode_ != QuantMode::dynamic;
-  if (is_static) x = torch::quantize_per_tensor(x, 1.0 / 255.0, 0, torch::kQUInt8);  // exact for 8-bit images
+  // Exact for 8-bit images. Clamped to what 8 bits hold first: quantize_per_tensor saturates, except that it
+  // maps values of about 1e17 and above to 0 (LibTorch 1.13), i.e. a huge pixel would read as the darkest.
+  if (is_static) x = torch::quantize_per_tensor(x.clamp(0.0, 1.0), 1.0 / 255.0, 0, torch::kQUInt8);
   for (std::size_t index = 0; index < program_.layers.size(); ++index) {
     const Layer& layer = program_.layers[index];
     const QuantParams& out = output_params_[index];

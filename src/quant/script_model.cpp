@@ -139,7 +139,7 @@ torch::Tensor run_script(const torch::jit::Module& module, const ImportOptions& 
     output = const_cast<torch::jit::Module&>(module).forward({x});  // forward does not mutate the module
   } catch (const std::exception& error) {
     fail(ErrorCategory::invalid_input, "'" + where + "' failed on a batch of shape " + c10::str(x.sizes()) +
-                                           ": " + first_line(error) + "; check --input-shape");
+                                           ": " + error_cause(error.what()) + "; check --input-shape");
   }
   if (!output.isTensor() || output.toTensor().dim() != 2)
     fail(ErrorCategory::invalid_input,

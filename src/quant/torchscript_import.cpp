@@ -170,7 +170,16 @@ double import_difference(const jit::Module& module, const Graph& graph, const Im
   }
   jit::Module copy = module.clone();
   copy.eval();
-  const torch::Tensor expected = copy.forward({x}).toTensor().to(torch::kFloat);
+  torch::Tensor expected;
+  try {
+    expected = copy.forward({x}).toTensor().to(torch::kFloat);
+  } catch (const std::exception& error) {  // the model's own check or failure, e.g. on the batch size
+    fail(ErrorCategory::invalid_input,
+         "the model fails on a batch of shape " + c10::str(x.sizes()) +
+             " (ipj's check of its imported graph): " + error_cause(error.what()) +
+             "; ipj runs models on batches of images: make its forward accept any batch size, and check "
+             "--input-shape");
+  }
   const torch::Tensor actual = run_graph(graph, pixels);
   const double scale = std::max(expected.abs().max().item<double>(), 1e-12);
   return (actual - expected).abs().max().item<double>() / scale;

@@ -17,12 +17,6 @@ std::uint64_t next_generation() {
   return ++counter;
 }
 
-device::MachineState quiet(device::MachineState machine) {
-  machine.busy = false;
-  machine.load.other_cpus = 0.0;
-  return machine;
-}
-
 // One plan for every workload served: the largest ATen and OpenBLAS counts of their plans (a batch uses the
 // pool of its kind; the two kinds do not run in one batch).
 device::ThreadPlan plan_for_models(const std::vector<device::ThreadWorkload>& workloads, int fixed_threads,
@@ -56,7 +50,8 @@ void ServeThreads::start(const std::vector<device::ThreadWorkload>& workloads) {
   const device::MachineState machine = device::read_machine_state();
   std::lock_guard<std::mutex> lock(mutex_);
   plan_ = plan_for_models(workloads, fixed_threads_, machine);
-  const device::ThreadPlan quiet_plan = plan_for_models(workloads, fixed_threads_, quiet(machine));
+  const device::ThreadPlan quiet_plan =
+      plan_for_models(workloads, fixed_threads_, device::quiet_machine(machine));
   const bool allowed = fixed_threads_ == 0 && !device::static_thread_plans();
   replanner_.emplace(plan_, quiet_plan, allowed, /*max_changes=*/0);
   if (allowed) sampler_ = std::make_unique<device::LoadSampler>(machine.limits);

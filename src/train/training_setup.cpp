@@ -27,13 +27,6 @@ device::ThreadPlan thread_plan_for(const TrainConfig& config, Precision precisio
   return device::plan_for_machine(config.thread_plan, workload, config.threads, machine);
 }
 
-// `machine` as if nothing else ran on it.
-device::MachineState quiet(device::MachineState machine) {
-  machine.busy = false;
-  machine.load.other_cpus = 0.0;
-  return machine;
-}
-
 // One training step's forward and backward and one evaluation forward of a throwaway copy of the model on two
 // blank images, under autocast for `precision` (the run's own model, RNG and BatchNorm statistics stay
 // untouched).
@@ -158,7 +151,7 @@ TrainingSetup::TrainingSetup(const TrainConfig& config, const data::Dataset& dat
       loss_scaling(uses_loss_scaling(config, precision.precision)),
       machine(device::read_machine_state()),
       process_settings(thread_plan_for(config, precision.precision, machine), config.allocator),
-      quiet_plan(thread_plan_for(config, precision.precision, quiet(machine))),
+      quiet_plan(thread_plan_for(config, precision.precision, device::quiet_machine(machine))),
       shape(image_shape(dataset)),
       model_info(describe_model_source(config.model, dataset)) {
   check_combination(config, hooks, loss_scaling);

@@ -217,6 +217,18 @@ TEST(Fp32Engine, Int8VariantsMeasureBatch1ThreadsAndAnswerAsInABatch) {
   const bool on_xnnpack = fp32->fp32_engine->batch1_engine == Fp32Engine::xnnpack;
   EXPECT_EQ(fp32->fp32_engine->batch1_threads, on_xnnpack ? 1 : 0) << fp32->fp32_engine->reason;
   EXPECT_GT(fp32->fp32_engine->batch1_xnnpack_ms, 0.0) << fp32->fp32_engine->reason;
+  // On the pool a run plans for, batch1_threads says what fp32_engine says of batch 1 (a hostile pass found
+  // "engine": "libtorch" there beside "batch1_engine": "xnnpack").
+  if (device::read_cpu_limits().available_cpus > 1) {
+    LoadOptions pool;
+    pool.run.variant = Variant::fp32;
+    const InferenceModelPtr on_pool = load_inference_model(testing::trained_checkpoint("cnn"), pool);
+    ASSERT_TRUE(on_pool->fp32_engine && on_pool->batch1_threads);
+    EXPECT_EQ(on_pool->batch1_threads->xnnpack, on_pool->fp32_engine->batch1_engine == Fp32Engine::xnnpack);
+    EXPECT_EQ(on_pool->batch1_threads->xnnpack_ms, on_pool->fp32_engine->batch1_xnnpack_ms);
+    EXPECT_EQ(to_json(*on_pool->batch1_threads)["engine"],
+              on_pool->batch1_threads->xnnpack ? "xnnpack" : "libtorch");
+  }
 }
 
 // A static int8 program (engine not named) also times XNNPACK's int8 runtime at batch 1 against LibTorch's
@@ -283,6 +295,23 @@ def forward(self, x: Tensor) -> Tensor:
   EXPECT_EQ(bench.exit_code, 3) << bench.err;
   EXPECT_NE(bench.err.find("cannot run on the images"), std::string::npos) << bench.err;
   EXPECT_NE(bench.err.find("AssertionError: batch must be > 1"), std::string::npos) << bench.err;
+  // The reverse: one that refuses batches. quantize says so with the model's own reason, as a usage error
+  // (exit 3), not an internal one (exit 70; a hostile pass, 2026-12-05).
+  torch::jit::Module single("OneAtATime");
+  single.register_parameter("w", torch::randn({10, 784}), false);
+  single.define(R"(
+def forward(self, x: Tensor) -> Tensor:
+    assert x.size(0) == 1, "boom: batch > 1"
+    return torch.linear(x.flatten(1), self.w)
+)");
+  single.save(dir.file("one_at_a_time.pt"));
+  const auto quantize = testing::run_process(
+      testing::ipj_binary() + " quantize --model " + dir.file("one_at_a_time.pt") +
+      " --input-shape 1,28,28 --mode static --calib 50 --max-drop 100 --test-limit 100 --out " +
+      dir.file("int8.pt") + " --quiet");
+  EXPECT_EQ(quantize.exit_code, 3) << quantize.err;
+  EXPECT_NE(quantize.err.find("boom: batch > 1"), std::string::npos) << quantize.err;
+  EXPECT_NE(quantize.err.find("accept any batch size"), std::string::npos) << quantize.err;
 }
 
 // Users' models that tripped the engine check (a hostile-user pass, 2026-12-04): a graph LibTorch 1.13's

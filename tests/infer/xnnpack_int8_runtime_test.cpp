@@ -117,6 +117,41 @@ TEST_P(XnnpackInt8Graph, IsAsCloseToTheFloatGraphAsLibTorchsInt8Kernels) {
 INSTANTIATE_TEST_SUITE_P(PythonModels, XnnpackInt8Graph,
                          ::testing::Values("cnn_bn", "resnet18", "mobilenet_v2"));
 
+// A filter whose weights are zero (pruned, bias kept) or tiny: its weight scale is tiny and its bias at input
+// x weight scale overflows int32 unless the channel's scale is raised; XNNPACK then stays as close to the
+// float graph as LibTorch's kernels (which keep biases in float).
+TEST(XnnpackInt8Graph, ZeroAndTinyFiltersWithBiasesStayExact) {
+  if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK";
+  quant::Graph graph = quant::import_torchscript_file(testing::graph_models().file("cnn_bn_scripted.pt"),
+                                                      testing::graph_model_import_options("cnn_bn"));
+  bool changed = false;
+  for (quant::GraphNode& node : graph.nodes) {
+    if (node.kind != quant::NodeKind::conv2d || changed) continue;
+    node.weight = node.weight.clone();  // [out, in, kh, kw]
+    node.bias = node.bias.clone();      // [out]
+    node.weight[0].zero_();
+    node.bias[0] = 0.6;
+    node.weight[1].mul_(1e-6);
+    node.bias[1] = 0.5;
+    changed = true;
+  }
+  ASSERT_TRUE(changed);
+  const auto params = quant::calibrate_graph(graph, testing::fashion_subset().train, 128, 64,
+                                             quant::ObserverKind::minmax, 100.0);
+  const quant::QuantizedGraph int8 =
+      quant::QuantizedGraph::convert(graph, QuantMode::static_ptq, params, "auto");
+  torch::NoGradGuard no_grad;
+  const torch::Tensor pixels = testing::test_pixels(16);  // [16, 1, 28, 28]
+  const torch::Tensor reference = quant::run_graph(int8.dequantized_graph(), pixels);
+  const double libtorch_mean = (int8.forward(pixels) - reference).abs().mean().item<double>();
+  const std::shared_ptr<InferenceModel> runtime = xnnpack_int8_graph_runtime_model(int8, 1);
+  std::vector<torch::Tensor> outputs;
+  for (std::int64_t row = 0; row < pixels.size(0); ++row)
+    outputs.push_back(runtime->forward(pixels.narrow(0, row, 1)));
+  const double xnnpack_mean = (torch::cat(outputs) - reference).abs().mean().item<double>();
+  EXPECT_LE(xnnpack_mean, 1.25 * libtorch_mean + 1e-4) << "LibTorch's kernels: " << libtorch_mean;
+}
+
 // What this XNNPACK has no int8 operator for is refused naming the node; loading such a model as int8-static
 // keeps LibTorch's kernels at batch 1 (nothing timed), and MobileNetV2 (every node taken) times XNNPACK.
 TEST(XnnpackInt8Graph, RefusesAveragePoolsAndLoadingFallsBackOrTimesIt) {

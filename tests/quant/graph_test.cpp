@@ -4,8 +4,10 @@
 // Fashion-MNIST images, files round-trip, unsupported operators are named with their module path, and ipj's
 // zoo ResNet-18 quantizes.
 #include <gtest/gtest.h>
+
 #include <torch/script.h>
 #include <torch/torch.h>
+#include <algorithm>
 
 #include "graph_models_fixture.hpp"
 #include "inference_fixture.hpp"
@@ -176,6 +178,50 @@ INSTANTIATE_TEST_SUITE_P(PythonModels, Int8Graph,
                                            Int8Case{"resnet18", 0.75, 0.3},
                                            Int8Case{"mobilenet_v2", 0.3, 0.9}),
                          [](const auto& info) { return info.param.model; });
+
+// LibTorch 1.13's QNNPACK clamp/hardtanh scrambles channels-last quantized tensors (2.7 off on a 0.02 grid);
+// apply_activation's clamp is exact under every engine this build has, and keeps the memory format.
+TEST(QuantizedClamp, ExactOnChannelsLastTensorsUnderEveryEngine) {
+  torch::manual_seed(5);
+  const torch::Tensor x = torch::randn({2, 8, 5, 5}).contiguous(at::MemoryFormat::ChannelsLast);
+  const torch::Tensor q = torch::quantize_per_tensor(x, 0.02, 128, torch::kQUInt8);
+  const Activation clamp{ActivationKind::clamp, -3.0, 0.1};
+  const torch::Tensor expected = q.dequantize().clamp(-3.0, 0.1);
+  const at::QEngine before = at::globalContext().qEngine();
+  for (const std::string& engine : available_quantized_engines()) {
+    select_quantized_engine(engine);
+    const torch::Tensor y = apply_activation(clamp, q);
+    EXPECT_LT((y.dequantize() - expected).abs().max().item<double>(), 1e-6) << engine;
+    EXPECT_TRUE(y.is_contiguous(at::MemoryFormat::ChannelsLast)) << engine;
+    EXPECT_EQ(y.q_zero_point(), 128) << engine;
+  }
+  at::globalContext().setQEngine(before);
+}
+
+// The quantized engine is the process's: a model loaded later with another engine (a server's second model)
+// must not change the kernels, and so the answers, of one loaded before.
+TEST(Int8GraphEngine, AnotherModelsEngineDoesNotChangeThisModelsAnswers) {
+  const std::vector<std::string> engines = available_quantized_engines();
+  if (std::find(engines.begin(), engines.end(), "qnnpack") == engines.end() ||
+      std::find(engines.begin(), engines.end(), "onednn") == engines.end())
+    GTEST_SKIP() << "needs the onednn and qnnpack engines";
+  const at::QEngine before = at::globalContext().qEngine();
+  const Graph graph = import_model("mobilenet_v2", "scripted");  // relu6 clamps after its convolutions
+  const auto params =
+      calibrate_graph(graph, testing::fashion_subset().train, 64, 64, ObserverKind::minmax, 100.0);
+  const QuantizedGraph int8 = QuantizedGraph::convert(graph, QuantMode::static_ptq, params, "onednn");
+  torch::NoGradGuard no_grad;
+  const torch::Tensor pixels = test_pixels(8);
+  const torch::Tensor alone = int8.forward(pixels);  // [8, 10]
+  const QuantizedGraph other = QuantizedGraph::convert(graph, QuantMode::static_ptq, params, "qnnpack");
+  EXPECT_EQ(at::globalContext().qEngine(), at::QEngine::QNNPACK);
+  EXPECT_EQ((int8.forward(pixels) - alone).abs().max().item<double>(), 0.0);
+  const torch::Tensor on_qnnpack = other.forward(pixels);
+  // the same int8 model on QNNPACK's kernels: as close to the float graph as oneDNN's run is allowed to be
+  // (untrained MobileNetV2 amplifies rounding: Int8Graph.StaysCloseToFp32)
+  EXPECT_LE(relative_error(on_qnnpack, run_graph(graph, pixels)), 0.9);
+  at::globalContext().setQEngine(before);
+}
 
 // The classifier's output stays float in static int8: 8-bit logits (at most 256 values on one grid) flipped
 // close calls (0.41 pt of MobileNetV2's drop on Fashion-MNIST, docs/INFERENCE.md).

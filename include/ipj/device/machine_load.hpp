@@ -103,6 +103,8 @@ struct MachineState {
   bool busy = false;  // is_busy(load), unless IPJ_STATIC_THREADS=1 (then false: plans ignore the load)
 };
 MachineState read_machine_state();
+// `machine` as if nothing else ran on it (the plan a mid-run re-plan grows back to).
+MachineState quiet_machine(MachineState machine);
 // IPJ_STATIC_THREADS=1: thread plans ignore the load, at the start and mid-run (bit-identical reruns; the
 // test suite sets it).
 bool static_thread_plans();

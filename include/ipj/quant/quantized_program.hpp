@@ -27,6 +27,10 @@ QuantMode parse_quant_mode(const std::string& name);
 // Selects LibTorch's quantized engine ("onednn", "qnnpack", "fbgemm", or "auto": oneDNN, then FBGEMM, then
 // QNNPACK). Throws ipj::Error(unsupported) naming the engines this build has. Returns the engine chosen.
 std::string select_quantized_engine(const std::string& requested);
+// Makes `engine` (a name select_quantized_engine returned) LibTorch's quantized engine again if another model
+// changed it since: the engine is the process's, and it picks the kernels of the ops between the packed ones
+// (adds, pools, clamps), so each int8 forward asks for its own. Cheap when it already is.
+void use_quantized_engine(const std::string& engine);
 std::vector<std::string> available_quantized_engines();
 // An engine whose int8 kernels compute exactly on this CPU (no int16 saturation of u8 x s8 sums, so 8-bit
 // weights run as stored): the default when it is exact here, else QNNPACK when this build has it, else "".
