@@ -198,6 +198,21 @@ TEST(QuantizedClamp, ExactOnChannelsLastTensorsUnderEveryEngine) {
   at::globalContext().setQEngine(before);
 }
 
+// Values far beyond the 8-bit range saturate like any value beyond it: LibTorch 1.13's quantize_per_tensor
+// maps magnitudes of about 1e17 and above to the lowest code, so +1e20 answered as -1e20 did (a hostile
+// pass).
+TEST(Int8GraphInputs, HugeValuesSaturateLikeLargeOnes) {
+  const Graph graph = import_model("cnn_bn", "scripted");
+  const auto params =
+      calibrate_graph(graph, testing::fashion_subset().train, 64, 64, ObserverKind::minmax, 100.0);
+  const QuantizedGraph int8 = QuantizedGraph::convert(graph, QuantMode::static_ptq, params, "auto");
+  torch::NoGradGuard no_grad;
+  const auto answer = [&](double value) { return int8.forward(torch::full({2, 1, 28, 28}, value)); };
+  EXPECT_TRUE(torch::equal(answer(1e20), answer(1e6)));
+  EXPECT_TRUE(torch::equal(answer(-1e20), answer(-1e6)));
+  EXPECT_FALSE(torch::equal(answer(1e20), answer(-1e20)));
+}
+
 // The quantized engine is the process's: a model loaded later with another engine (a server's second model)
 // must not change the kernels, and so the answers, of one loaded before.
 TEST(Int8GraphEngine, AnotherModelsEngineDoesNotChangeThisModelsAnswers) {
