@@ -312,6 +312,11 @@ void Walker::list_construct() {
     const auto found = values_.find(item);
     if (found != values_.end() && found->second.batch) {
       ref.list.push_back(kBatch);
+    } else if (found != values_.end() && found->second.node) {  // tensors for cat/stack: not in the graph
+      const auto& uses = current_->output(0)->uses();
+      const std::string reader = uses.empty() ? "nothing" : uses[0].user->kind().toQualString();
+      refuse("collects computed tensors for " + reader +
+             " (joining tensors, e.g. torch.cat or torch.stack, is not in ipj's graph)");
     } else {
       const c10::IValue value = constant(item);
       if (!value.isInt()) refuse("builds a list of non-integers");

@@ -114,6 +114,26 @@ TEST(GraphImport, UnsupportedOperatorsAreNamedWithTheirModulePath) {
   const std::string swish = import_error("swish.pt", {1, 28, 28});
   EXPECT_NE(swish.find("aten::sigmoid"), std::string::npos) << swish;
   EXPECT_NE(swish.find("module 'block.1'"), std::string::npos) << swish;
+  // Joining tensors names the join, not the list it reads (a hostile pass: "prim::ListConstruct ... computed
+  // at run time").
+  testing::TempDir dir;
+  torch::jit::Module joined("Joined");
+  joined.register_parameter("w", torch::randn({10, 1568}), false);
+  joined.define(R"(
+def forward(self, x: Tensor) -> Tensor:
+    return torch.linear(torch.cat([x, x], 1).flatten(1), self.w)
+)");
+  joined.save(dir.file("joined.pt"));
+  try {
+    ImportOptions options;
+    options.input_shape = {1, 28, 28};
+    import_torchscript_file(dir.file("joined.pt"), options);
+    ADD_FAILURE() << "a torch.cat model was imported";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("for aten::cat"), std::string::npos) << message;
+    EXPECT_NE(message.find("torch.cat"), std::string::npos) << message;
+  }
 }
 
 TEST(GraphImport, ImportDifferenceIsTheSelfCheck) {
