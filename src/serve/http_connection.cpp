@@ -101,6 +101,7 @@ void HttpConnection::wait_for_request() {
 }
 
 void HttpConnection::read_header() {
+  if (state_ == State::closed) return;  // closed (a drain) while the bytes that led here were read
   state_ = State::reading_header;
   parser_.emplace();
   parser_->header_limit(static_cast<std::uint32_t>(server_.limits.max_header_bytes));
@@ -116,6 +117,7 @@ void HttpConnection::read_header() {
 }
 
 void HttpConnection::on_header(const boost::system::error_code& error) {
+  if (state_ == State::closed) return;  // closed while the read was pending: nothing more to do
   if (error == http::error::body_limit)
     return fail_request(413, "request body too large (over " + std::to_string(server_.limits.max_body_bytes) +
                                  " bytes: --max-body-bytes)");
@@ -149,6 +151,7 @@ void HttpConnection::on_header(const boost::system::error_code& error) {
 }
 
 void HttpConnection::read_body() {
+  if (state_ == State::closed) return;
   state_ = State::reading_body;
   if (parser_->is_done()) return dispatch_request();
   stream_.expires_after(seconds(server_.limits.body_timeout_s));
@@ -158,6 +161,7 @@ void HttpConnection::read_body() {
 }
 
 void HttpConnection::on_body(const boost::system::error_code& error) {
+  if (state_ == State::closed) return;
   if (error == http::error::body_limit)
     return fail_request(413, "request body too large (over " + std::to_string(server_.limits.max_body_bytes) +
                                  " bytes: --max-body-bytes)");
@@ -274,7 +278,10 @@ void HttpConnection::discard() {
 void HttpConnection::close_now() {
   if (state_ == State::closed) return;
   state_ = State::closed;
-  parser_.reset();
+  // The parser stays: a read still pending on it (a drain closes connections in the middle of a request)
+  // completes after this, aborted or with bytes already queued, and Beast then feeds those to the parser.
+  // Destroying it here was a use after free ("pure virtual method called", SIGABRT or SIGSEGV during drains).
+  // It goes with the connection, once the last handler holding the connection has run.
   boost::system::error_code ignored;
   stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
   stream_.close();
