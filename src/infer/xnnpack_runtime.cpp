@@ -197,7 +197,11 @@ std::uint32_t define_pool(Subgraph& subgraph, const quant::GraphNode& node, cons
   }
   const bool padded = node.padding[0] > 0 || node.padding[1] > 0 || extra_h > 0 || extra_w > 0;
   if (padded && node.count_include_pad)
-    refuse_node(node, "counts padding in its averages (XNNPACK's average pooling leaves it out)");
+    refuse_node(node,
+                node.padding[0] > 0 || node.padding[1] > 0
+                    ? "counts padding in its averages (XNNPACK's average pooling leaves it out)"
+                    : "counts padding in its averages (count_include_pad) and its ceil mode makes windows "
+                      "overhang the input, which XNNPACK pads");
   check_xnn(
       xnn_define_average_pooling_2d(subgraph.handle, u32(node.padding[0]), u32(node.padding[1]) + extra_w,
                                     u32(node.padding[0]) + extra_h, u32(node.padding[1]), u32(node.kernel[0]),
@@ -218,7 +222,10 @@ std::uint32_t define_adaptive_pool(Subgraph& subgraph, const quant::GraphNode& n
     return output;
   }
   if (in[2] % node.output_size[0] != 0 || in[3] % node.output_size[1] != 0)
-    refuse_node(node, "has windows of unequal sizes");
+    refuse_node(node, "has overlapping or uneven windows (input " + std::to_string(in[2]) + "x" +
+                          std::to_string(in[3]) + " is not a multiple of the output size " +
+                          std::to_string(node.output_size[0]) + "x" + std::to_string(node.output_size[1]) +
+                          ")");
   const auto kh = static_cast<std::uint32_t>(in[2] / node.output_size[0]);
   const auto kw = static_cast<std::uint32_t>(in[3] / node.output_size[1]);
   check_xnn(xnn_define_average_pooling_2d(subgraph.handle, 0, 0, 0, 0, kh, kw, kh, kw, low, high, input.id,
