@@ -34,11 +34,12 @@ std::optional<PlanChange> BusyReplanner::due(int busy_intervals_in_a_row, int qu
   }
   if (busy_intervals_in_a_row < kBusyIntervalsToReplan) return std::nullopt;
   const int leave = std::max(1, static_cast<int>(std::lround(other)));
+  const int torch = std::max(1, quiet_plan_.torch_threads - leave);
+  const int blas = std::max(1, quiet_plan_.blas_threads - leave);
+  if (torch >= current_.torch_threads && blas >= current_.blas_threads) return std::nullopt;  // as small
   PlanChange shrink{quiet_plan_, "shrink", other};
-  shrink.to.torch_threads = std::max(1, quiet_plan_.torch_threads - leave);
-  shrink.to.blas_threads = std::max(1, quiet_plan_.blas_threads - leave);
-  if (shrink.to.torch_threads >= current_.torch_threads && shrink.to.blas_threads >= current_.blas_threads)
-    return std::nullopt;  // already as small
+  shrink.to.torch_threads = torch;
+  shrink.to.blas_threads = blas;
   shrink.to.reason =
       streak_reason(other, kBusyIntervalsToReplan, "leaving them " + std::to_string(leave) + " CPU(s)");
   return shrink;

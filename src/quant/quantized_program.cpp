@@ -82,18 +82,14 @@ std::string select_quantized_engine(const std::string& requested) {
          "quantized engine '" + requested +
              "' is not in this LibTorch build (has: " + (list.empty() ? "none" : list) + ")");
   }
-  const at::QEngine engine = chosen == "onednn"   ? at::QEngine::ONEDNN
-                             : chosen == "fbgemm" ? at::QEngine::FBGEMM
-                                                  : at::QEngine::QNNPACK;
-  at::globalContext().setQEngine(engine);
+  use_quantized_engine(chosen);
   return chosen;
 }
 
 void use_quantized_engine(const std::string& engine) {
-  const at::QEngine wanted = engine == "onednn"    ? at::QEngine::ONEDNN
-                             : engine == "fbgemm"  ? at::QEngine::FBGEMM
-                             : engine == "qnnpack" ? at::QEngine::QNNPACK
-                                                   : at::QEngine::NoQEngine;
+  at::QEngine wanted = at::QEngine::NoQEngine;  // engine_name's inverse
+  for (const at::QEngine known : {at::QEngine::ONEDNN, at::QEngine::FBGEMM, at::QEngine::QNNPACK})
+    if (engine_name(known) == engine) wanted = known;
   if (wanted != at::QEngine::NoQEngine && at::globalContext().qEngine() != wanted)
     at::globalContext().setQEngine(wanted);
 }

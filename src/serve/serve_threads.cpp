@@ -68,6 +68,8 @@ void ServeThreads::start(const std::vector<device::ThreadWorkload>& workloads) {
 void ServeThreads::replan_if_due() {
   if (!sampler_) return;
   const int busy = sampler_->busy_intervals_in_a_row(), quiet = sampler_->quiet_intervals_in_a_row();
+  // neither streak long enough: nothing can be due (BusyReplanner::due), and the batch takes no lock here
+  if (busy < device::kBusyIntervalsToReplan && quiet < device::kQuietIntervalsToGrow) return;
   const double other = sampler_->recent_other_cpus();
   std::unique_lock<std::mutex> lock(mutex_);
   if (!replanner_->due(busy, quiet, other)) return;
@@ -110,15 +112,6 @@ void ServeThreads::leave_batch() {
 
 ServeThreads::BatchScope::~BatchScope() {
   if (threads_ != nullptr) threads_->leave_batch();
-}
-
-Json ServeThreads::to_json() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  Json json = device::to_json(plan_);
-  json["replanning"] = sampler_ != nullptr;
-  json["replans_total"] = replanner_ ? replanner_->changes_total() : 0;
-  json["replans"] = replanner_ ? replanner_->changes_json() : Json::array();
-  return json;
 }
 
 std::string ServeThreads::prometheus_text() const {

@@ -127,6 +127,12 @@ int status_of(const std::string& response) {
   return std::atoi(response.c_str() + 9);
 }
 
+double sample_value(const std::string& metrics, const std::string& series) {
+  const std::size_t at = metrics.find("\n" + series + " ");
+  if (at == std::string::npos) return -1.0;
+  return std::stod(metrics.substr(at + series.size() + 2));
+}
+
 std::string body_of(const std::string& response) {
   const std::size_t end = response.find("\r\n\r\n");
   return end == std::string::npos ? "" : response.substr(end + 4);

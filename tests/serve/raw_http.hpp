@@ -35,6 +35,9 @@ class RawConnection {
 int status_of(const std::string& response);
 // The body of a response read by read_response().
 std::string body_of(const std::string& response);
+// The value of the sample named `series` (name and labels, e.g. `x{a="b"}`) in Prometheus text, or -1 if
+// absent.
+double sample_value(const std::string& metrics, const std::string& series);
 // A GET request (keep-alive).
 std::string get_request(const std::string& path);
 // A POST request with a JSON body (keep-alive).

@@ -436,12 +436,6 @@ TEST(ServeSoak, TenThousandMixedRequestsWith300IdleConnectionsStayBoundedFor15Se
 
 // Issue 22: hostile local files in a model repository. Each is refused at start, before any model loads, with
 // exit 3 and one line naming the file (no signal death, no unbounded read, no link followed out).
-// The value of `series` (a whole name with labels) in a Prometheus text, or -1 when absent.
-double metric_value(const std::string& metrics, const std::string& series) {
-  const std::size_t at = metrics.find("\n" + series + " ");
-  return at == std::string::npos ? -1.0 : std::atof(metrics.c_str() + at + series.size() + 2);
-}
-
 // A neighbour that arrives beside a running server (a busy loop on one of the server's two CPUs): the
 // server's thread plan shrinks while it serves (OpenBLAS 2 -> 1 for the GEMM-bound mlp), as /metrics and the
 // log say. Where other work already ran beside the start, the plan starts small and must stay so.
@@ -464,7 +458,7 @@ TEST(ServeThreads, ANeighbourArrivingBesideTheServerShrinksItsThreadPlan) {
     return connection.read_response(5.0);
   };
   const std::string at_start = metrics();
-  EXPECT_GE(metric_value(at_start, "ipj_threads{pool=\"openblas\"}"), 1.0) << at_start;
+  EXPECT_GE(testing::sample_value(at_start, "ipj_threads{pool=\"openblas\"}"), 1.0) << at_start;
   const bool busy_start = server.error_output().find("busy: other work") != std::string::npos;
   const pid_t neighbour = ::fork();
   if (neighbour == 0) {
@@ -483,16 +477,17 @@ TEST(ServeThreads, ANeighbourArrivingBesideTheServerShrinksItsThreadPlan) {
     ASSERT_TRUE(client.send(testing::post_request("/v2/models/mlp/infer", image_body())));
     ASSERT_EQ(testing::status_of(client.read_response(10.0)), 200);
     seen = metrics();
-    if (metric_value(seen, "ipj_threads{pool=\"openblas\"}") == 1.0) break;
+    if (testing::sample_value(seen, "ipj_threads{pool=\"openblas\"}") == 1.0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   ::kill(neighbour, SIGKILL);
   ::waitpid(neighbour, nullptr, 0);
-  EXPECT_EQ(metric_value(seen, "ipj_threads{pool=\"openblas\"}"), 1.0) << seen << server.error_output();
-  EXPECT_EQ(metric_value(seen, "ipj_threads{pool=\"aten\"}"), 1.0) << seen;
-  EXPECT_GE(metric_value(seen, "ipj_other_cpus"), 0.0) << seen;
+  EXPECT_EQ(testing::sample_value(seen, "ipj_threads{pool=\"openblas\"}"), 1.0)
+      << seen << server.error_output();
+  EXPECT_EQ(testing::sample_value(seen, "ipj_threads{pool=\"aten\"}"), 1.0) << seen;
+  EXPECT_GE(testing::sample_value(seen, "ipj_other_cpus"), 0.0) << seen;
   if (!busy_start) {
-    EXPECT_GE(metric_value(seen, "ipj_thread_replans_total{action=\"shrink\"}"), 1.0) << seen;
+    EXPECT_GE(testing::sample_value(seen, "ipj_thread_replans_total{action=\"shrink\"}"), 1.0) << seen;
     EXPECT_NE(server.error_output().find("threads re-planned (shrink)"), std::string::npos)
         << server.error_output();
   }

@@ -118,13 +118,7 @@ void expect_latency_histogram(const std::string& metrics, int successes) {
       << std::ifstream(work.path() + "/lint.txt").rdbuf();
 }
 
-// The value of the sample named `series` (name and labels, e.g. `x{a="b"}`) in Prometheus text, or -1 if
-// absent.
-double sample_value(const std::string& metrics, const std::string& series) {
-  const std::size_t at = metrics.find("\n" + series + " ");
-  if (at == std::string::npos) return -1.0;
-  return std::stod(metrics.substr(at + series.size() + 2));
-}
+using testing::sample_value;
 
 Json request_body(const torch::Tensor& input, bool nested) {
   const torch::Tensor values = input.contiguous();

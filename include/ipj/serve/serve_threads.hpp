@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "ipj/core/json_io.hpp"
 #include "ipj/device/machine_load.hpp"
 #include "ipj/device/thread_replan.hpp"
 #include "ipj/device/threading.hpp"
@@ -50,9 +49,6 @@ class ServeThreads {
   };
   BatchScope enter_batch();
 
-  // The plan now: {plan, reason, available_cpus, quota, torch, blas, ..., replanning (bool), replans_total,
-  // replans: the last changes}.
-  Json to_json() const;
   // ipj_threads{pool="aten"|"openblas"}, ipj_thread_replans_total{action="shrink"|"grow"},
   // ipj_other_cpus (the sampler's last interval; only while re-planning).
   std::string prometheus_text() const;
