@@ -58,7 +58,7 @@ for round in $(seq 1 "$rounds"); do
       for batch in ${batches//,/ }; do
         ours=$("$ipj" bench --model "$source" "${flags[@]}" --variants "$variants" --batch "$batch" \
                --window-s "$seconds" --warmup-s 0.5 --max-windows 4 --no-accuracy --no-energy --json --quiet 2>/dev/null \
-               | fields "d['rows'][0]['p50_ms'], (d['variants'][0]['fp32_engine'] or {}).get('batch1_engine' if $batch == 1 else 'engine') or ((d['variants'][0]['batch1_threads'] or {}).get('engine', 'libtorch') if $batch == 1 else 'libtorch'), d['rows'][0]['cpu_ms_per_call']")
+               | fields "d['rows'][0]['p50_ms'], (d['variants'][0]['fp32_engine'] or {}).get('batch1_engine' if $batch == 1 else 'batch_engine') or ((d['variants'][0]['batch1_threads'] or {}).get('engine', 'libtorch') if $batch == 1 else 'libtorch'), d['rows'][0]['cpu_ms_per_call']")
         theirs=$(IPJ_SAMPLE_SHAPE='[1,28,28]' node bench/onnxruntime_bench.js "$work/$model-$precision.onnx" "$batch" \
                  "$seconds" | fields "d['rows'][0]['p50_ms'], d['rows'][0]['cpu_ms_per_run']")
         read -r ours_ms engine ours_cpu <<<"$ours"

@@ -1,7 +1,8 @@
 // XNNPACK's runtime at batch 1 on one thread vs on a two-thread pthreadpool whose worker sleeps or spins
 // after each call: latency and process CPU per call back to back, and CPU per call when calls come 5 ms apart
 // (what a lightly loaded server pays for a spinning worker). Fresh runtimes each round, sides alternating.
-// Usage: ipj_bench_xnnpack_threads MODEL.pt C,H,W [MEAN STD] [rounds=3]   (TorchScript the graph IR takes)
+// Usage: ipj_bench_xnnpack_threads MODEL.pt C,H,W [MEAN STD] [rounds=3] [batch=1]   (TorchScript the graph
+// IR takes)
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -40,16 +41,17 @@ struct Measured {
 };
 
 Measured measure(const ipj::infer::InferenceModel& model, const torch::Tensor& input) {
-  for (int call = 0; call < 50; ++call)
+  const int calls = std::max<int>(100, static_cast<int>(1000 / input.size(0)));  // ~1000 images
+  for (int call = 0; call < calls / 10; ++call)
     model.forward(input);
   std::vector<double> times;
   const double cpu_start = process_cpu_ms();
-  for (int call = 0; call < 1000; ++call) {
+  for (int call = 0; call < calls; ++call) {
     const double start = wall_ms();
     model.forward(input);
     times.push_back(wall_ms() - start);
   }
-  const double cpu_back_to_back = (process_cpu_ms() - cpu_start) / 1000.0;
+  const double cpu_back_to_back = (process_cpu_ms() - cpu_start) / calls;
   std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
   const double spaced_start = process_cpu_ms();
   for (int call = 0; call < 100; ++call) {
@@ -71,7 +73,7 @@ std::vector<std::int64_t> parse_shape(const std::string& text) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s MODEL.pt C,H,W [MEAN STD] [rounds=3]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s MODEL.pt C,H,W [MEAN STD] [rounds=3] [batch=1]\n", argv[0]);
     return 2;
   }
   ipj::quant::ImportOptions options;
@@ -81,11 +83,12 @@ int main(int argc, char** argv) {
     options.std = {std::stof(argv[4])};
   }
   const int rounds = argc > 5 ? std::stoi(argv[5]) : 3;
+  const std::int64_t batch = argc > 6 ? std::stoll(argv[6]) : 1;
   const ipj::quant::Graph graph = ipj::quant::import_torchscript_file(argv[1], options);
-  std::vector<std::int64_t> shape{1};
+  std::vector<std::int64_t> shape{batch};
   shape.insert(shape.end(), options.input_shape.begin(), options.input_shape.end());
   torch::NoGradGuard no_grad;
-  const torch::Tensor input = torch::rand(shape);  // [1, C, H, W] pixels in [0, 1)
+  const torch::Tensor input = torch::rand(shape);  // [batch, C, H, W] pixels in [0, 1)
   const std::vector<Side> sides{{"one thread", 1, ipj::infer::XnnpackIdle::sleep},
                                 {"pool of 2, worker sleeps", 2, ipj::infer::XnnpackIdle::sleep},
                                 {"pool of 2, worker spins", 2, ipj::infer::XnnpackIdle::spin}};
@@ -94,7 +97,7 @@ int main(int argc, char** argv) {
   for (int round = 1; round <= rounds; ++round) {
     double reference_p50 = 0.0;
     for (const Side& side : sides) {
-      const auto model = ipj::infer::xnnpack_runtime_model(graph, 1, side.threads, nullptr, side.idle);
+      const auto model = ipj::infer::xnnpack_runtime_model(graph, batch, side.threads, nullptr, side.idle);
       const Measured measured = measure(*model, input);
       if (side.threads == 1) reference_p50 = measured.p50_ms;
       std::printf("%-5d %-26s %9.3f %13.3f %22.3f %9.2fx\n", round, side.name, measured.p50_ms,

@@ -128,6 +128,9 @@ int caller_openmp_threads() {
 
 CallerOpenMpThreads::CallerOpenMpThreads(int threads) {
   static const auto set_threads = find_loaded_symbol<SetOpenMpThreads>("omp_set_num_threads");
+  // LibTorch's lazy per-thread init runs now: on a thread's first parallel region it would put the pool's
+  // count back over the one set here
+  (void)at::get_num_threads();
   const int current = caller_openmp_threads();
   if (set_threads == nullptr || current == threads) return;
   previous_ = current;
@@ -146,9 +149,8 @@ void set_caller_openmp_threads(int threads) {
 }
 
 int blas_thread_count() {
-  if (auto get_threads = find_loaded_symbol<GetThreadsFunction>("openblas_get_num_threads"))
-    return get_threads();
-  return -1;
+  static const auto get_threads = find_loaded_symbol<GetThreadsFunction>("openblas_get_num_threads");
+  return get_threads ? get_threads() : -1;
 }
 
 }  // namespace ipj::device

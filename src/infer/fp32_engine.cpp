@@ -131,7 +131,10 @@ Json to_json(const Fp32EngineChoice& choice) {
           {"batch1_one_thread_ms", choice.batch1_one_thread_ms},
           {"batch1_engine", choice_name(choice.batch1_engine)},
           {"batch1_xnnpack_ms", choice.batch1_xnnpack_ms},
-          {"batch1_xnnpack_form", choice_name(choice.batch1_xnnpack_form)}};
+          {"batch1_xnnpack_form", choice_name(choice.batch1_xnnpack_form)},
+          {"batch_engine", choice_name(choice.batch_engine)},
+          {"batch_xnnpack_ms", choice.batch_xnnpack_ms},
+          {"batch_xnnpack_threads", choice.batch_xnnpack_threads}};
 }
 
 Fp32EngineChoice choose_fp32_engine(const std::vector<Fp32Candidate>& candidates,
@@ -208,11 +211,11 @@ std::vector<double> fastest_alternating_ms(const std::vector<Forward>& forwards,
 
 double fp32_wide_difference(const std::function<torch::Tensor(const torch::Tensor&)>& reference,
                             const std::function<torch::Tensor(const torch::Tensor&)>& candidate,
-                            const std::vector<std::int64_t>& sample_shape) {
+                            const std::vector<std::int64_t>& sample_shape, std::int64_t batch) {
   torch::NoGradGuard no_grad;
-  std::vector<std::int64_t> shape{1};
+  std::vector<std::int64_t> shape{std::max<std::int64_t>(batch, 1)};
   shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
-  const torch::Tensor input = torch::randn(shape) * 2.0;  // [1, ...sample]
+  const torch::Tensor input = torch::randn(shape) * 2.0;  // [batch, ...sample]
   return relative_difference(candidate(input.clone()), reference(input.clone()));
 }
 

@@ -26,10 +26,8 @@ namespace {
 // (the engine that reports a wrong shape itself: XNNPACK's operators do not check input sizes and read past
 // a smaller tensor). An empty sample_shape routes by batch size alone. Describes itself as `described`.
 // `tame_batch1`: batch 1 is XNNPACK, whose fused clamps turn a NaN into a number (ReLU(NaN) = 0), so an input
-// that holds a non-finite value or one large enough to overflow float inside (|x| > kXnnpackLargestInput)
+// that holds a non-finite value or one large enough to overflow float inside (|x| > kLargestXnnpackInput)
 // goes to `fallback`, which answers as eager does.
-constexpr float kXnnpackLargestInput = 1e15f;
-
 class EngineRoute : public InferenceModel {
  public:
   struct Models {
@@ -48,7 +46,7 @@ class EngineRoute : public InferenceModel {
                                    !input.sizes().slice(1).equals(sample_shape_)))
       return models_.fallback->forward(input);
     if (input.dim() == 0 || input.size(0) != 1) return models_.batched->forward(input);
-    if (tame_batch1_ && !(input.abs().max().item<float>() <= kXnnpackLargestInput))  // NaN fails too
+    if (tame_batch1_ && !(input.abs().max().item<float>() <= kLargestXnnpackInput))  // NaN fails too
       return models_.fallback->forward(input);
     if (!one_thread_) return models_.batch1->forward(input);
     const device::CallerOpenMpThreads one_thread(1);
@@ -359,6 +357,9 @@ std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel
   choice.batch1_engine = choice.engine;
   if (choice.engine == Fp32Engine::xnnpack)
     chosen = forced_xnnpack(eager, graph, graph_ir, sample_shape, choice);
+  choice.batch_engine = choice.engine;
+  if (run.fp32_engine == Fp32Engine::auto_select || run.fp32_engine == Fp32Engine::xnnpack)
+    chosen = with_batched_xnnpack(eager, chosen, graph_ir, sample_shape, run, choice);
   std::optional<Batch1Threads> batch1;
   if (run.fp32_engine == Fp32Engine::auto_select && !sample_shape.empty()) {
     try {

@@ -51,6 +51,18 @@ std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel
                                                   const std::vector<std::int64_t>& sample_shape,
                                                   const RunOptions& run, const GraphIrSource& graph_ir = {});
 
+// Inputs of exactly choice.batch (> 1) on XNNPACK's runtime of `graph_ir` (a pthreadpool of the run's
+// threads, on `chosen` while another call holds it) where it is exact against `eager` (pixels and normal(0,
+// 2) values) and, for auto, timed >= 10% faster than `chosen` on the same threads (--fp32-engine xnnpack:
+// once checked): returns that route, else `chosen`. Such inputs holding a NaN, an infinity or a huge value
+// run on `chosen` (auto) or `eager` (forced). Records choice.batch_engine / batch_xnnpack_ms /
+// batch_xnnpack_threads and says why in its reason.
+std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<InferenceModel>& eager,
+                                                     std::shared_ptr<InferenceModel> chosen,
+                                                     const GraphIrSource& graph_ir,
+                                                     const std::vector<std::int64_t>& sample_shape,
+                                                     const RunOptions& run, Fp32EngineChoice& choice);
+
 // The jit variant: the frozen graph `build_graph` makes, checked once against `eager` on a random batch of
 // `sample_shape` (eager runs instead, with a warning, if they differ); fp32_engine says which runs and why.
 std::shared_ptr<InferenceModel> jit_model(std::shared_ptr<InferenceModel> eager,

@@ -1,8 +1,8 @@
 // How the fp32 variant runs: eager LibTorch (the model as written) or a frozen graph (weights constant, BN
 // folded into convolutions, oneDNN layouts, batch-1 linear layers as matrix-vector products), picked per
 // model by timing both on random inputs and checking that they agree; batch-1 inputs may run on one thread
-// or on XNNPACK (xnnpack_runtime.hpp, else its prepacked operators) where that timed faster. Measured at
-// load.
+// or on XNNPACK (xnnpack_runtime.hpp, else its prepacked operators) where that timed faster, and the second
+// batch size timed on XNNPACK's runtime on the run's threads where that timed faster. Measured at load.
 #pragma once
 
 #include <torch/types.h>
@@ -27,8 +27,9 @@ enum class Fp32Engine {
   auto_select,  // measure eager and frozen, run the faster of those that agree with eager
   eager,
   frozen,
-  xnnpack,  // XNNPACK: batch 1 on its runtime of the graph IR where that builds, else (and larger batches) on
-            // optimizeForMobile's graph (XNNPACK convolutions/linear layers: fast at batch 1, slow at 64)
+  xnnpack,  // XNNPACK: batch 1 and the timed batch size on its runtime of the graph IR where that builds,
+            // else (and other larger batches) on optimizeForMobile's graph (XNNPACK convolutions/linear
+            // layers through the interpreter: fast at batch 1, slow at 64)
 };
 
 // How XNNPACK runs batch 1 where it does: `runtime`, ipj's graph IR as one XNNPACK subgraph (one plan made at
@@ -64,6 +65,13 @@ struct Fp32EngineChoice {
   Fp32Engine batch1_engine = Fp32Engine::eager;
   double batch1_xnnpack_ms = 0.0;
   XnnpackForm batch1_xnnpack_form = XnnpackForm::none;  // which XNNPACK was timed (none: not timed)
+  // What runs inputs of exactly `batch` (> 1): `engine`, or xnnpack (the graph IR as one XNNPACK runtime on a
+  // pthreadpool of batch_xnnpack_threads, the run's pool) when it was exact at that size and timed >= 10%
+  // faster than `engine` on the same threads; it runs only while the caller's OpenMP threads are at least
+  // that many (a plan shrunk for a busy machine runs `engine`). batch_xnnpack_ms 0: XNNPACK not timed.
+  Fp32Engine batch_engine = Fp32Engine::eager;
+  double batch_xnnpack_ms = 0.0;
+  int batch_xnnpack_threads = 0;
 };
 
 // The largest relative difference from eager that still counts as the same fp32 model (rounding of folded
@@ -122,12 +130,12 @@ double fp32_difference(const std::function<torch::Tensor(const torch::Tensor&)>&
                        const std::function<torch::Tensor(const torch::Tensor&)>& candidate,
                        const std::vector<std::int64_t>& sample_shape, std::int64_t batch);
 
-// The same at batch 1 on normal(0, 2) values: what a [0, 1) pixel batch never shows (normalised inputs:
+// The same on [batch, ...] normal(0, 2) values: what a [0, 1) pixel batch never shows (normalised inputs:
 // negatives, magnitudes up to ~8), e.g. a NaN from sqrt of a negative that a fused clamp turns into a number,
 // or an in-place clamp of the input that a graph pass moved. Throws what either forward throws.
 double fp32_wide_difference(const std::function<torch::Tensor(const torch::Tensor&)>& reference,
                             const std::function<torch::Tensor(const torch::Tensor&)>& candidate,
-                            const std::vector<std::int64_t>& sample_shape);
+                            const std::vector<std::int64_t>& sample_shape, std::int64_t batch = 1);
 
 // Rewrites every aten::linear of a frozen module's forward into ipj::linear, which runs a [1, K] input as a
 // matrix-vector product (OpenBLAS's sgemm is 4-5x slower than its sgemv at M = 1) and anything else as

@@ -53,4 +53,23 @@ std::shared_ptr<InferenceModel> xnnpack_int8_graph_runtime_model(
     const quant::QuantizedGraph& int8, std::int64_t batch,
     std::shared_ptr<const InferenceModel> busy = nullptr);
 
+// XNNPACK's fused clamps turn a NaN into a number, and float inside it may overflow where eager's does not:
+// inputs with a larger magnitude (or a NaN) never reach an XNNPACK runtime that serves a route.
+inline constexpr float kLargestXnnpackInput = 1e15f;
+
+// How a batch size runs on an XNNPACK runtime beside the engine chosen for everything else.
+struct BatchRouteModels {
+  std::shared_ptr<const InferenceModel> chosen;    // every other input
+  std::shared_ptr<const InferenceModel> xnnpack;   // a runtime built for batch_shape
+  std::shared_ptr<const InferenceModel> fallback;  // batch_shape inputs XNNPACK would tame (NaN, huge)
+};
+
+// Inputs of exactly `batch_shape` ([batch, ...sample]) on models.xnnpack while the run's plan gives at least
+// `threads` (the runtime's pool) to the caller's OpenMP pool or to OpenBLAS (a plan shrunk for a busy machine
+// runs `chosen`, which follows it: a pool of two would wait for the busy core), unless they hold a NaN or a
+// magnitude above kLargestXnnpackInput (those on `fallback`); everything else on `chosen`. Describes itself
+// as `chosen`.
+std::shared_ptr<InferenceModel> xnnpack_batch_route(BatchRouteModels models,
+                                                    std::vector<std::int64_t> batch_shape, int threads);
+
 }  // namespace ipj::infer

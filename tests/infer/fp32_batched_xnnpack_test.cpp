@@ -1,0 +1,118 @@
+// Larger batches of the fp32 variant on XNNPACK's runtime: the route (which inputs reach the runtime, on
+// which threads), and models loaded with it forced or timed, whose answers at the routed size are eager's.
+#include <gtest/gtest.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "depthwise_model.hpp"
+#include "ipj/device/threading.hpp"
+#include "ipj/infer/fp32_engine.hpp"
+#include "ipj/infer/inference_model.hpp"
+#include "ipj/infer/xnnpack_runtime.hpp"
+#include "support/test_support.hpp"
+
+namespace ipj::infer {
+namespace {
+
+// Answers [B, 1] filled with `mark`: which model a route sent an input to.
+class MarkModel : public InferenceModel {
+ public:
+  explicit MarkModel(float mark) : mark_(mark) {}
+  torch::Tensor forward(const torch::Tensor& input) const override {
+    return torch::full({input.size(0), 1}, mark_);
+  }
+
+ private:
+  float mark_;
+};
+
+float mark_of(const InferenceModel& model, const torch::Tensor& input) {
+  return model.forward(input)[0][0].item<float>();
+}
+
+TEST(BatchedXnnpack, OnlyTheBuiltShapeOnEnoughThreadsAndTameValuesReachTheRuntime) {
+  const auto chosen = std::make_shared<MarkModel>(1.0f), runtime = std::make_shared<MarkModel>(2.0f),
+             fallback = std::make_shared<MarkModel>(3.0f);
+  chosen->model_name = "chosen";
+  const auto route = xnnpack_batch_route({chosen, runtime, fallback}, {8, 1, 4, 4}, 2);
+  EXPECT_EQ(route->model_name, "chosen");  // describes itself as the chosen engine
+  const device::CallerOpenMpThreads two(2);
+  if (device::caller_openmp_threads() != 2) GTEST_SKIP() << "no OpenMP runtime to set the caller's threads";
+  EXPECT_EQ(mark_of(*route, torch::rand({8, 1, 4, 4})), 2.0f);
+  EXPECT_EQ(mark_of(*route, torch::rand({7, 1, 4, 4})), 1.0f);  // another batch size
+  EXPECT_EQ(mark_of(*route, torch::rand({8, 1, 4, 5})), 1.0f);  // another sample shape
+  EXPECT_EQ(mark_of(*route, torch::rand({8, 16})), 1.0f);
+  torch::Tensor with_nan = torch::rand({8, 1, 4, 4});
+  with_nan[7][0][3][3] = NAN;
+  EXPECT_EQ(mark_of(*route, with_nan), 3.0f);
+  EXPECT_EQ(mark_of(*route, torch::full({8, 1, 4, 4}, -INFINITY)), 3.0f);
+  EXPECT_EQ(mark_of(*route, torch::full({8, 1, 4, 4}, 2 * kLargestXnnpackInput)), 3.0f);
+  EXPECT_EQ(mark_of(*route, torch::full({8, 1, 4, 4}, kLargestXnnpackInput)), 2.0f);
+  const int blas_before = device::blas_thread_count();
+  if (blas_before < 0) GTEST_SKIP() << "the loaded BLAS is not OpenBLAS";
+  {
+    const device::CallerOpenMpThreads one(1);
+    device::set_blas_threads(2);  // a GEMM-bound plan: ATen at one thread, OpenBLAS on both cores
+    EXPECT_EQ(mark_of(*route, torch::rand({8, 1, 4, 4})), 2.0f);
+    device::set_blas_threads(1);  // a plan shrunk for a busy machine: a pool of two would wait for a core
+    EXPECT_EQ(mark_of(*route, torch::rand({8, 1, 4, 4})), 1.0f);
+  }
+  EXPECT_EQ(mark_of(*route, torch::rand({8, 1, 4, 4})), 2.0f);
+  device::set_blas_threads(blas_before);
+}
+
+// Forced (--fp32-engine xnnpack) the timed batch runs on XNNPACK's runtime once checked; timed (auto) it is
+// measured against the chosen engine on the same threads and recorded. Either way the answers at that batch
+// size, at others, on one thread and with a NaN are eager's.
+TEST(BatchedXnnpack, ForcedOrTimedTheRoutedBatchAnswersAsEager) {
+  if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK";
+  testing::TempDir dir;
+  depthwise_module().save(dir.file("depthwise.pt"));
+  torch::jit::Module reference = torch::jit::load(dir.file("depthwise.pt"));
+  reference.eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor batch = torch::rand({8, 1, 12, 12});
+  const torch::Tensor expected = reference.forward({batch}).toTensor();  // [8, 4]
+  torch::Tensor with_nan = batch.clone();
+  with_nan[3][0][6][6] = NAN;
+  for (const Fp32Engine engine : {Fp32Engine::xnnpack, Fp32Engine::auto_select}) {
+    SCOPED_TRACE(choice_name(engine));
+    LoadOptions options = depthwise_options(engine, 8);
+    options.run.pool_threads = 2;
+    const InferenceModelPtr model = load_inference_model(dir.file("depthwise.pt"), options);
+    ASSERT_TRUE(model->fp32_engine);
+    const Fp32EngineChoice& choice = *model->fp32_engine;
+    EXPECT_EQ(choice.batch, 8);
+    EXPECT_EQ(choice.batch_xnnpack_threads, 2) << choice.reason;
+    const Json json = to_json(choice);
+    EXPECT_EQ(json["batch_engine"], choice_name(choice.batch_engine));
+    EXPECT_EQ(json["batch_xnnpack_threads"], 2);
+    if (engine == Fp32Engine::xnnpack) {
+      EXPECT_EQ(choice.batch_engine, Fp32Engine::xnnpack) << choice.reason;
+      EXPECT_EQ(choice.batch_xnnpack_ms, 0.0);  // checked, not timed
+      EXPECT_NE(choice.reason.find("; batch 8 on XNNPACK runtime (checked, 2 thread(s))"), std::string::npos)
+          << choice.reason;
+    } else {
+      EXPECT_GT(choice.batch_xnnpack_ms, 0.0) << choice.reason;
+      EXPECT_NE(choice.reason.find("XNNPACK runtime at batch 8 "), std::string::npos) << choice.reason;
+      if (choice.batch_engine != Fp32Engine::xnnpack) {
+        EXPECT_EQ(choice.batch_engine, choice.engine);
+      }
+    }
+    const device::CallerOpenMpThreads two(2);
+    EXPECT_LT((model->forward(batch) - expected).abs().max().item<double>(), 1e-4);
+    EXPECT_LT((model->forward(batch.narrow(0, 0, 5)) - expected.narrow(0, 0, 5)).abs().max().item<double>(),
+              1e-4);
+    EXPECT_TRUE(model->forward(with_nan)[3].isnan().all().item<bool>());  // the NaN spreads, as in eager
+    const device::CallerOpenMpThreads one(1);
+    const int blas_before = device::blas_thread_count();
+    device::set_blas_threads(1);
+    EXPECT_LT((model->forward(batch) - expected).abs().max().item<double>(), 1e-4);
+    if (blas_before > 0) device::set_blas_threads(blas_before);
+  }
+}
+
+}  // namespace
+}  // namespace ipj::infer
