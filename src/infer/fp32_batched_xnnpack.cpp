@@ -27,23 +27,41 @@ constexpr double kMaxTimedBatchMs = 250.0;
 // xnnpack_batch_route's model (xnnpack_runtime.hpp).
 class SizedBatchRoute : public InferenceModel {
  public:
-  SizedBatchRoute(BatchRouteModels models, std::vector<std::int64_t> batch_shape, int threads)
-      : models_(std::move(models)), batch_shape_(std::move(batch_shape)), threads_(threads) {
+  SizedBatchRoute(BatchRouteModels models, std::vector<std::int64_t> batch_shape, int threads,
+                  std::int64_t min_rows)
+      : models_(std::move(models)),
+        batch_shape_(std::move(batch_shape)),
+        threads_(threads),
+        min_rows_(min_rows) {
     InferenceModel::operator=(*models_.chosen);
   }
   torch::Tensor forward(const torch::Tensor& input) const override {
-    // the run's plan: ATen's pool for convolutional models, OpenBLAS's for GEMM-bound ones (ATen at 1)
-    const int planned = std::max(device::caller_openmp_threads(), device::blas_thread_count());
-    if (!input.sizes().equals(batch_shape_) || planned < threads_) return models_.chosen->forward(input);
+    if (!fits(input)) return models_.chosen->forward(input);
     if (!(input.abs().max().item<float>() <= kLargestXnnpackInput))  // NaN fails too
       return models_.fallback->forward(input);
-    return models_.xnnpack->forward(input);
+    const std::int64_t rows = input.size(0);
+    if (rows == batch_shape_[0]) return models_.xnnpack->forward(input);
+    std::vector<std::int64_t> padding_shape = batch_shape_;
+    padding_shape[0] -= rows;
+    const torch::Tensor padded = torch::cat({input, torch::zeros(padding_shape, input.options())});
+    return models_.xnnpack->forward(padded).narrow(0, 0, rows);  // [rows, ...]
   }
 
  private:
+  // [min_rows, batch] rows of the sample shape, and the run's plan gives the runtime's threads: ATen's pool
+  // for convolutional models, OpenBLAS's for GEMM-bound ones (ATen at 1)
+  bool fits(const torch::Tensor& input) const {
+    if (input.dim() != static_cast<std::int64_t>(batch_shape_.size()) || input.size(0) < min_rows_ ||
+        input.size(0) > batch_shape_[0] || input.scalar_type() != torch::kFloat ||
+        !input.sizes().slice(1).equals(c10::IntArrayRef(batch_shape_).slice(1)))
+      return false;
+    return std::max(device::caller_openmp_threads(), device::blas_thread_count()) >= threads_;
+  }
+
   BatchRouteModels models_;
   std::vector<std::int64_t> batch_shape_;  // [batch, ...sample_shape]
   int threads_ = 1;
+  std::int64_t min_rows_ = 0;
 };
 
 Forward forward_on(const std::shared_ptr<InferenceModel>& model, int threads) {
@@ -88,8 +106,9 @@ std::shared_ptr<InferenceModel> checked_runtime(const std::shared_ptr<InferenceM
 }  // namespace
 
 std::shared_ptr<InferenceModel> xnnpack_batch_route(BatchRouteModels models,
-                                                    std::vector<std::int64_t> batch_shape, int threads) {
-  return std::make_shared<SizedBatchRoute>(std::move(models), std::move(batch_shape), threads);
+                                                    std::vector<std::int64_t> batch_shape, int threads,
+                                                    std::int64_t min_rows) {
+  return std::make_shared<SizedBatchRoute>(std::move(models), std::move(batch_shape), threads, min_rows);
 }
 
 std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<InferenceModel>& eager,
@@ -123,8 +142,9 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
   const std::string on_threads = ", " + std::to_string(threads) + " thread(s)";
   if (forced) {  // larger batches on XNNPACK's operators, batch `batch` on its runtime
     choice.batch_engine = Fp32Engine::xnnpack;
+    choice.batch_xnnpack_min_rows = batch;
     choice.reason += "; batch " + std::to_string(batch) + " on XNNPACK runtime (checked" + on_threads + ")";
-    return xnnpack_batch_route(BatchRouteModels{chosen, runtime, eager}, shape, threads);
+    return xnnpack_batch_route(BatchRouteModels{chosen, runtime, eager}, shape, threads, batch);
   }
   torch::NoGradGuard no_grad;
   const std::vector<double> fastest =
@@ -137,7 +157,17 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
                    " ms (" + choice_name(choice.engine) + ")" + on_threads;
   if (!wins) return chosen;
   choice.batch_engine = Fp32Engine::xnnpack;
-  return xnnpack_batch_route(BatchRouteModels{chosen, runtime, chosen}, shape, threads);
+  // Smaller batches (a server's partial ones) padded with zero rows up to `batch` where that still wins by
+  // the same margin, the chosen engine's time taken as proportional to the rows (an underestimate where it
+  // has a fixed cost per call). Never batch 1: its own route (one thread or XNNPACK on the calling thread)
+  // decides.
+  const double rows_to_win = std::ceil(static_cast<double>(batch) * fastest[1] / (0.9 * fastest[0]));
+  choice.batch_xnnpack_min_rows = std::clamp<std::int64_t>(static_cast<std::int64_t>(rows_to_win), 2, batch);
+  if (choice.batch_xnnpack_min_rows < batch)
+    choice.reason += "; batches of " + std::to_string(choice.batch_xnnpack_min_rows) + "-" +
+                     std::to_string(batch - 1) + " padded to it";
+  return xnnpack_batch_route(BatchRouteModels{chosen, runtime, chosen}, shape, threads,
+                             choice.batch_xnnpack_min_rows);
 }
 
 }  // namespace ipj::infer

@@ -134,7 +134,8 @@ Json to_json(const Fp32EngineChoice& choice) {
           {"batch1_xnnpack_form", choice_name(choice.batch1_xnnpack_form)},
           {"batch_engine", choice_name(choice.batch_engine)},
           {"batch_xnnpack_ms", choice.batch_xnnpack_ms},
-          {"batch_xnnpack_threads", choice.batch_xnnpack_threads}};
+          {"batch_xnnpack_threads", choice.batch_xnnpack_threads},
+          {"batch_xnnpack_min_rows", choice.batch_xnnpack_min_rows}};
 }
 
 Fp32EngineChoice choose_fp32_engine(const std::vector<Fp32Candidate>& candidates,

@@ -36,7 +36,7 @@ TEST(BatchedXnnpack, OnlyTheBuiltShapeOnEnoughThreadsAndTameValuesReachTheRuntim
   const auto chosen = std::make_shared<MarkModel>(1.0f), runtime = std::make_shared<MarkModel>(2.0f),
              fallback = std::make_shared<MarkModel>(3.0f);
   chosen->model_name = "chosen";
-  const auto route = xnnpack_batch_route({chosen, runtime, fallback}, {8, 1, 4, 4}, 2);
+  const auto route = xnnpack_batch_route({chosen, runtime, fallback}, {8, 1, 4, 4}, 2, 8);
   EXPECT_EQ(route->model_name, "chosen");  // describes itself as the chosen engine
   const device::CallerOpenMpThreads two(2);
   if (device::caller_openmp_threads() != 2) GTEST_SKIP() << "no OpenMP runtime to set the caller's threads";
@@ -61,6 +61,32 @@ TEST(BatchedXnnpack, OnlyTheBuiltShapeOnEnoughThreadsAndTameValuesReachTheRuntim
   }
   EXPECT_EQ(mark_of(*route, torch::rand({8, 1, 4, 4})), 2.0f);
   device::set_blas_threads(blas_before);
+}
+
+// Batches of min_rows..batch-1 rows are padded with zero rows to the runtime's batch; the caller gets its own
+// rows back.
+TEST(BatchedXnnpack, PartialBatchesFromMinRowsArePaddedToTheRuntimesBatch) {
+  // Answers [B, 2]: each row's sum and the batch size it was run at.
+  class RowSums : public InferenceModel {
+   public:
+    torch::Tensor forward(const torch::Tensor& input) const override {
+      const torch::Tensor sums = input.flatten(1).sum(1, true);  // [B, 1]
+      return torch::cat({sums, torch::full_like(sums, static_cast<float>(input.size(0)))}, 1);
+    }
+  };
+  const auto chosen = std::make_shared<MarkModel>(-1.0f);
+  const auto runtime = std::make_shared<RowSums>();
+  const auto route = xnnpack_batch_route({chosen, runtime, chosen}, {8, 3}, 1, 6);
+  const device::CallerOpenMpThreads one(1);
+  const torch::Tensor six = torch::rand({6, 3});
+  const torch::Tensor answer = route->forward(six);  // [6, 2]
+  ASSERT_EQ(answer.sizes(), torch::IntArrayRef({6, 2}));
+  EXPECT_TRUE(torch::allclose(answer.select(1, 0), six.sum(1)));
+  EXPECT_TRUE(answer.select(1, 1).eq(8.0f).all().item<bool>()) << answer;  // run as a batch of 8
+  EXPECT_EQ(route->forward(torch::rand({8, 3}))[7][1].item<float>(), 8.0f);
+  EXPECT_EQ(route->forward(torch::rand({5, 3}))[0][0].item<float>(), -1.0f);  // below min_rows
+  EXPECT_EQ(route->forward(torch::rand({9, 3}))[0][0].item<float>(), -1.0f);  // above the batch
+  EXPECT_EQ(route->forward(torch::rand({6, 3}).to(torch::kDouble))[0][0].item<float>(), -1.0f);
 }
 
 // Forced (--fp32-engine xnnpack) the timed batch runs on XNNPACK's runtime once checked; timed (auto) it is
@@ -91,7 +117,8 @@ TEST(BatchedXnnpack, ForcedOrTimedTheRoutedBatchAnswersAsEager) {
     EXPECT_EQ(json["batch_xnnpack_threads"], 2);
     if (engine == Fp32Engine::xnnpack) {
       EXPECT_EQ(choice.batch_engine, Fp32Engine::xnnpack) << choice.reason;
-      EXPECT_EQ(choice.batch_xnnpack_ms, 0.0);  // checked, not timed
+      EXPECT_EQ(choice.batch_xnnpack_ms, 0.0);      // checked, not timed
+      EXPECT_EQ(choice.batch_xnnpack_min_rows, 8);  // no padding
       EXPECT_NE(choice.reason.find("; batch 8 on XNNPACK runtime (checked, 2 thread(s))"), std::string::npos)
           << choice.reason;
     } else {
@@ -99,12 +126,20 @@ TEST(BatchedXnnpack, ForcedOrTimedTheRoutedBatchAnswersAsEager) {
       EXPECT_NE(choice.reason.find("XNNPACK runtime at batch 8 "), std::string::npos) << choice.reason;
       if (choice.batch_engine != Fp32Engine::xnnpack) {
         EXPECT_EQ(choice.batch_engine, choice.engine);
+        EXPECT_EQ(choice.batch_xnnpack_min_rows, 0);
+      } else {
+        EXPECT_GE(choice.batch_xnnpack_min_rows, 1);
+        EXPECT_LE(choice.batch_xnnpack_min_rows, 8);
       }
+      EXPECT_EQ(json["batch_xnnpack_min_rows"], choice.batch_xnnpack_min_rows);
     }
     const device::CallerOpenMpThreads two(2);
     EXPECT_LT((model->forward(batch) - expected).abs().max().item<double>(), 1e-4);
-    EXPECT_LT((model->forward(batch.narrow(0, 0, 5)) - expected.narrow(0, 0, 5)).abs().max().item<double>(),
-              1e-4);
+    for (const std::int64_t rows : {1, 5, 7})  // padded where min_rows allows it, else the chosen engine
+      EXPECT_LT(
+          (model->forward(batch.narrow(0, 0, rows)) - expected.narrow(0, 0, rows)).abs().max().item<double>(),
+          1e-4)
+          << rows << " rows";
     EXPECT_TRUE(model->forward(with_nan)[3].isnan().all().item<bool>());  // the NaN spreads, as in eager
     const device::CallerOpenMpThreads one(1);
     const int blas_before = device::blas_thread_count();

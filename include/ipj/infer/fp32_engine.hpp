@@ -67,11 +67,15 @@ struct Fp32EngineChoice {
   XnnpackForm batch1_xnnpack_form = XnnpackForm::none;  // which XNNPACK was timed (none: not timed)
   // What runs inputs of exactly `batch` (> 1): `engine`, or xnnpack (the graph IR as one XNNPACK runtime on a
   // pthreadpool of batch_xnnpack_threads, the run's pool) when it was exact at that size and timed >= 10%
-  // faster than `engine` on the same threads; it runs only while the caller's OpenMP threads are at least
-  // that many (a plan shrunk for a busy machine runs `engine`). batch_xnnpack_ms 0: XNNPACK not timed.
+  // faster than `engine` on the same threads; it runs only while the run's plan gives ATen's pool or OpenBLAS
+  // that many threads (a plan shrunk for a busy machine runs `engine`). batch_xnnpack_ms 0: not timed.
+  // Batches of batch_xnnpack_min_rows..batch-1 rows (a server's partial batches) run there too, padded with
+  // zero rows, where that timed faster with the chosen engine's time taken as proportional to the rows
+  // (= batch: no padding; 0: XNNPACK does not run).
   Fp32Engine batch_engine = Fp32Engine::eager;
   double batch_xnnpack_ms = 0.0;
   int batch_xnnpack_threads = 0;
+  std::int64_t batch_xnnpack_min_rows = 0;
 };
 
 // The largest relative difference from eager that still counts as the same fp32 model (rounding of folded

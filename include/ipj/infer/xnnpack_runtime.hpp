@@ -64,12 +64,14 @@ struct BatchRouteModels {
   std::shared_ptr<const InferenceModel> fallback;  // batch_shape inputs XNNPACK would tame (NaN, huge)
 };
 
-// Inputs of exactly `batch_shape` ([batch, ...sample]) on models.xnnpack while the run's plan gives at least
+// Float inputs of `batch_shape` ([batch, ...sample]) on models.xnnpack, and those of min_rows..batch-1 rows
+// padded there with zero rows (the answer's first rows returned), while the run's plan gives at least
 // `threads` (the runtime's pool) to the caller's OpenMP pool or to OpenBLAS (a plan shrunk for a busy machine
 // runs `chosen`, which follows it: a pool of two would wait for the busy core), unless they hold a NaN or a
 // magnitude above kLargestXnnpackInput (those on `fallback`); everything else on `chosen`. Describes itself
-// as `chosen`.
+// as `chosen`. min_rows = batch: no padding.
 std::shared_ptr<InferenceModel> xnnpack_batch_route(BatchRouteModels models,
-                                                    std::vector<std::int64_t> batch_shape, int threads);
+                                                    std::vector<std::int64_t> batch_shape, int threads,
+                                                    std::int64_t min_rows);
 
 }  // namespace ipj::infer
