@@ -5,7 +5,10 @@
 #include <torch/types.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -24,44 +27,91 @@ namespace {
 // Past this the batch's arithmetic takes the load time too (timing both sides costs >= 12 such calls).
 constexpr double kMaxTimedBatchMs = 250.0;
 
+using Clock = std::chrono::steady_clock;
+
+// The runtime's calls watched against their time at load: a slow one starts a back-off (the route runs the
+// chosen engine until it ends), the first call after it is a retry: slow again doubles the back-off, fast
+// ends it. Thread-safe (instances of a served model share the route).
+class SlowCallBackoff {
+ public:
+  explicit SlowCallBackoff(double expected_ms) : expected_ms_(expected_ms) {}
+  bool backing_off() const {
+    return expected_ms_ > 0.0 && Clock::now().time_since_epoch().count() < until_.load();
+  }
+  void record(double call_ms, std::int64_t batch) const {
+    if (expected_ms_ <= 0.0) return;
+    if (call_ms <= kSlowXnnpackCallFactor * expected_ms_) {
+      if (backoff_s_.exchange(0.0) > 0.0)
+        spdlog::info("batch {} back on XNNPACK's runtime ({:.3f} ms)", batch, call_ms);
+      return;
+    }
+    const double previous = backoff_s_.load();
+    const double backoff =
+        previous > 0.0 ? std::min(2.0 * previous, kXnnpackBackoffLongestS) : kXnnpackBackoffFirstS;
+    backoff_s_.store(backoff);
+    until_.store(
+        (Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(backoff)))
+            .time_since_epoch()
+            .count());
+    spdlog::info(
+        "batch {} on XNNPACK's runtime took {:.3f} ms vs {:.3f} ms at load (its pool waits for cores other "
+        "work "
+        "holds): the chosen engine runs such batches for {:.0f} s",
+        batch, call_ms, expected_ms_, backoff);
+  }
+
+ private:
+  double expected_ms_;
+  mutable std::atomic<Clock::rep> until_{0};    // steady_clock ticks: no runtime calls before then
+  mutable std::atomic<double> backoff_s_{0.0};  // the current back-off (0: none)
+};
+
 // xnnpack_batch_route's model (xnnpack_runtime.hpp).
 class SizedBatchRoute : public InferenceModel {
  public:
-  SizedBatchRoute(BatchRouteModels models, std::vector<std::int64_t> batch_shape, int threads,
-                  std::int64_t min_rows)
-      : models_(std::move(models)),
-        batch_shape_(std::move(batch_shape)),
-        threads_(threads),
-        min_rows_(min_rows) {
+  SizedBatchRoute(BatchRouteModels models, BatchRoutePlan plan)
+      : models_(std::move(models)), plan_(std::move(plan)), backoff_(plan_.expected_ms) {
     InferenceModel::operator=(*models_.chosen);
   }
   torch::Tensor forward(const torch::Tensor& input) const override {
-    if (!fits(input)) return models_.chosen->forward(input);
+    if (!fits(input) || backoff_.backing_off()) return models_.chosen->forward(input);
     if (!(input.abs().max().item<float>() <= kLargestXnnpackInput))  // NaN fails too
       return models_.fallback->forward(input);
-    const std::int64_t rows = input.size(0);
-    if (rows == batch_shape_[0]) return models_.xnnpack->forward(input);
-    std::vector<std::int64_t> padding_shape = batch_shape_;
-    padding_shape[0] -= rows;
-    const torch::Tensor padded = torch::cat({input, torch::zeros(padding_shape, input.options())});
-    return models_.xnnpack->forward(padded).narrow(0, 0, rows);  // [rows, ...]
+    // one call at a time on the runtime (its buffers); the others on the chosen engine, not waiting
+    std::unique_lock<std::mutex> lock(runtime_mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return models_.chosen->forward(input);
+    const std::int64_t rows = input.size(0), batch = plan_.batch_shape[0];
+    const Clock::time_point start = Clock::now();
+    torch::Tensor output;
+    if (rows == batch) {
+      output = models_.xnnpack->forward(input);
+    } else {
+      std::vector<std::int64_t> padding_shape = plan_.batch_shape;
+      padding_shape[0] -= rows;
+      const torch::Tensor padded = torch::cat({input, torch::zeros(padding_shape, input.options())});
+      output = models_.xnnpack->forward(padded).narrow(0, 0, rows);  // [rows, ...]
+    }
+    backoff_.record(std::chrono::duration<double, std::milli>(Clock::now() - start).count(), batch);
+    return output;
   }
 
  private:
   // [min_rows, batch] rows of the sample shape, and the run's plan gives the runtime's threads: ATen's pool
   // for convolutional models, OpenBLAS's for GEMM-bound ones (ATen at 1)
   bool fits(const torch::Tensor& input) const {
-    if (input.dim() != static_cast<std::int64_t>(batch_shape_.size()) || input.size(0) < min_rows_ ||
-        input.size(0) > batch_shape_[0] || input.scalar_type() != torch::kFloat ||
-        !input.sizes().slice(1).equals(c10::IntArrayRef(batch_shape_).slice(1)))
+    const std::vector<std::int64_t>& shape = plan_.batch_shape;
+    if (input.dim() != static_cast<std::int64_t>(shape.size()) ||
+        input.size(0) < std::min(plan_.min_rows, shape[0]) || input.size(0) > shape[0] ||
+        input.scalar_type() != torch::kFloat ||
+        !input.sizes().slice(1).equals(c10::IntArrayRef(shape).slice(1)))
       return false;
-    return std::max(device::caller_openmp_threads(), device::blas_thread_count()) >= threads_;
+    return std::max(device::caller_openmp_threads(), device::blas_thread_count()) >= plan_.threads;
   }
 
   BatchRouteModels models_;
-  std::vector<std::int64_t> batch_shape_;  // [batch, ...sample_shape]
-  int threads_ = 1;
-  std::int64_t min_rows_ = 0;
+  BatchRoutePlan plan_;
+  SlowCallBackoff backoff_;  // times runtime calls only (the lock keeps other calls off it)
+  mutable std::mutex runtime_mutex_;
 };
 
 Forward forward_on(const std::shared_ptr<InferenceModel>& model, int threads) {
@@ -78,18 +128,17 @@ double chosen_batch_ms(const Fp32EngineChoice& choice) {
   return 0.0;
 }
 
-// XNNPACK's runtime for [batch, ...sample_shape] on a pool of `threads` (on `busy` while another call holds
-// it), checked against eager on pixels and normal(0, 2) values; null when it cannot be built or differs
-// (the reason says which).
+// XNNPACK's runtime for [batch, ...sample_shape] on a pool of `threads` (concurrent calls wait: the route
+// keeps them off it), checked against eager on pixels and normal(0, 2) values; null when it cannot be built
+// or differs (the reason says which).
 std::shared_ptr<InferenceModel> checked_runtime(const std::shared_ptr<InferenceModel>& eager,
-                                                const std::shared_ptr<InferenceModel>& busy,
                                                 const GraphIrSource& graph_ir,
                                                 const std::vector<std::int64_t>& sample_shape,
                                                 std::int64_t batch, int threads, std::string& reason) {
   std::shared_ptr<InferenceModel> runtime;
   double difference = INFINITY;
   try {
-    runtime = xnnpack_runtime_model(graph_ir(), batch, threads, busy);
+    runtime = xnnpack_runtime_model(graph_ir(), batch, threads);
     const Forward reference = [&eager](const torch::Tensor& input) { return eager->forward(input); };
     const Forward candidate = [&runtime](const torch::Tensor& input) { return runtime->forward(input); };
     difference = std::max(fp32_difference(reference, candidate, sample_shape, batch),
@@ -105,10 +154,8 @@ std::shared_ptr<InferenceModel> checked_runtime(const std::shared_ptr<InferenceM
 
 }  // namespace
 
-std::shared_ptr<InferenceModel> xnnpack_batch_route(BatchRouteModels models,
-                                                    std::vector<std::int64_t> batch_shape, int threads,
-                                                    std::int64_t min_rows) {
-  return std::make_shared<SizedBatchRoute>(std::move(models), std::move(batch_shape), threads, min_rows);
+std::shared_ptr<InferenceModel> xnnpack_batch_route(BatchRouteModels models, BatchRoutePlan plan) {
+  return std::make_shared<SizedBatchRoute>(std::move(models), std::move(plan));
 }
 
 std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<InferenceModel>& eager,
@@ -120,7 +167,8 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
   const std::int64_t batch = choice.batch;
   const bool forced = choice.requested == Fp32Engine::xnnpack;
   if (forced && choice.engine != Fp32Engine::xnnpack) return chosen;  // its graph differed: eager runs
-  if (!graph_ir || sample_shape.empty() || batch <= 1 || !xnnpack_runtime_available()) return chosen;
+  if (!graph_ir || sample_shape.empty() || batch <= 1 || !run.batched_xnnpack || !xnnpack_runtime_available())
+    return chosen;
   if (!forced && chosen_batch_ms(choice) > kMaxTimedBatchMs) {
     choice.reason += "; xnnpack not tried at batch " + std::to_string(batch) + " (" +
                      format_number("%.0f", chosen_batch_ms(choice)) + " ms per batch)";
@@ -131,7 +179,7 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
       std::max(1, run.pool_threads > 0 ? run.pool_threads : device::read_cpu_limits().available_cpus);
   const std::string at_batch = "XNNPACK runtime at batch " + std::to_string(batch);
   std::string refused;
-  const auto runtime = checked_runtime(eager, chosen, graph_ir, sample_shape, batch, threads, refused);
+  const auto runtime = checked_runtime(eager, graph_ir, sample_shape, batch, threads, refused);
   if (!runtime) {
     choice.reason += "; " + at_batch + " not used: " + refused;
     return chosen;
@@ -144,7 +192,8 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
     choice.batch_engine = Fp32Engine::xnnpack;
     choice.batch_xnnpack_min_rows = batch;
     choice.reason += "; batch " + std::to_string(batch) + " on XNNPACK runtime (checked" + on_threads + ")";
-    return xnnpack_batch_route(BatchRouteModels{chosen, runtime, eager}, shape, threads, batch);
+    return xnnpack_batch_route(BatchRouteModels{chosen, runtime, eager},
+                               BatchRoutePlan{shape, threads, batch});
   }
   torch::NoGradGuard no_grad;
   const std::vector<double> fastest =
@@ -166,8 +215,8 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
   if (choice.batch_xnnpack_min_rows < batch)
     choice.reason += "; batches of " + std::to_string(choice.batch_xnnpack_min_rows) + "-" +
                      std::to_string(batch - 1) + " padded to it";
-  return xnnpack_batch_route(BatchRouteModels{chosen, runtime, chosen}, shape, threads,
-                             choice.batch_xnnpack_min_rows);
+  return xnnpack_batch_route(BatchRouteModels{chosen, runtime, chosen},
+                             BatchRoutePlan{shape, threads, choice.batch_xnnpack_min_rows, fastest[1]});
 }
 
 }  // namespace ipj::infer

@@ -105,6 +105,15 @@ double variant_accuracy(const InferenceModel& model, const data::Dataset& datase
   return train::pixel_accuracy([&](const torch::Tensor& x) { return model.forward(x); }, dataset.test, 256);
 }
 
+// fp32 engines are timed at batch 1 and at the largest batch benched up to 64 (loading stays quick), or at 64
+// when every batch benched is larger.
+std::int64_t fp32_timed_batch(const std::vector<std::int64_t>& batches) {
+  std::int64_t timed = 0;
+  for (const std::int64_t batch : batches)
+    if (batch <= 64) timed = std::max(timed, batch);
+  return timed > 1 ? timed : std::min<std::int64_t>(64, *std::max_element(batches.begin(), batches.end()));
+}
+
 }  // namespace
 
 ModelBenchReport run_model_bench(const ModelBenchOptions& options) {
@@ -123,9 +132,10 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& options) {
   std::optional<data::Dataset> dataset;  // read once, for the first variant that needs it
   std::optional<Error> first_failure;
   LoadOptions load = options.load;
-  // fp32 engines are timed at batch 1 and at the largest batch benched (at most 64: loading stays quick)
-  load.run.fp32_engine_batch =
-      std::min<std::int64_t>(64, *std::max_element(options.batches.begin(), options.batches.end()));
+  load.run.fp32_engine_batch = fp32_timed_batch(options.batches);
+  // a runtime for a batch size no row runs would cost load time and memory for nothing
+  load.run.batched_xnnpack = std::find(options.batches.begin(), options.batches.end(),
+                                       load.run.fp32_engine_batch) != options.batches.end();
   load.run.pool_threads = options.threads;  // batch 1 is timed against the pool the rows will run on
   const device::MachineState machine = device::read_machine_state();
   device::LoadSampler sampler(machine.limits);

@@ -102,6 +102,7 @@ ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger, ServeThreads*
     if (dim == -1) dim = 1;
   options.inputs.mean = config_.mean;
   options.run.fp32_engine_batch = std::clamp<std::int64_t>(config_.batching.max_batch_size, 1, 64);
+  options.run.pool_threads = threads_ ? threads_->fixed_threads() : 0;  // batches run on --threads N
   options.inputs.std = config_.std;
   options.run.engine = config_.engine;
   const std::string path = config_.model_path(version_);

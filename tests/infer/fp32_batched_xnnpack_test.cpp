@@ -4,12 +4,16 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "depthwise_model.hpp"
 #include "ipj/device/threading.hpp"
 #include "ipj/infer/fp32_engine.hpp"
 #include "ipj/infer/inference_model.hpp"
+#include "ipj/infer/model_bench.hpp"
 #include "ipj/infer/xnnpack_runtime.hpp"
 #include "support/test_support.hpp"
 
@@ -36,7 +40,7 @@ TEST(BatchedXnnpack, OnlyTheBuiltShapeOnEnoughThreadsAndTameValuesReachTheRuntim
   const auto chosen = std::make_shared<MarkModel>(1.0f), runtime = std::make_shared<MarkModel>(2.0f),
              fallback = std::make_shared<MarkModel>(3.0f);
   chosen->model_name = "chosen";
-  const auto route = xnnpack_batch_route({chosen, runtime, fallback}, {8, 1, 4, 4}, 2, 8);
+  const auto route = xnnpack_batch_route({chosen, runtime, fallback}, {{8, 1, 4, 4}, 2, 8});
   EXPECT_EQ(route->model_name, "chosen");  // describes itself as the chosen engine
   const device::CallerOpenMpThreads two(2);
   if (device::caller_openmp_threads() != 2) GTEST_SKIP() << "no OpenMP runtime to set the caller's threads";
@@ -76,7 +80,7 @@ TEST(BatchedXnnpack, PartialBatchesFromMinRowsArePaddedToTheRuntimesBatch) {
   };
   const auto chosen = std::make_shared<MarkModel>(-1.0f);
   const auto runtime = std::make_shared<RowSums>();
-  const auto route = xnnpack_batch_route({chosen, runtime, chosen}, {8, 3}, 1, 6);
+  const auto route = xnnpack_batch_route({chosen, runtime, chosen}, {{8, 3}, 1, 6});
   const device::CallerOpenMpThreads one(1);
   const torch::Tensor six = torch::rand({6, 3});
   const torch::Tensor answer = route->forward(six);  // [6, 2]
@@ -87,6 +91,40 @@ TEST(BatchedXnnpack, PartialBatchesFromMinRowsArePaddedToTheRuntimesBatch) {
   EXPECT_EQ(route->forward(torch::rand({5, 3}))[0][0].item<float>(), -1.0f);  // below min_rows
   EXPECT_EQ(route->forward(torch::rand({9, 3}))[0][0].item<float>(), -1.0f);  // above the batch
   EXPECT_EQ(route->forward(torch::rand({6, 3}).to(torch::kDouble))[0][0].item<float>(), -1.0f);
+}
+
+// A runtime call far slower than at load (its pool waiting for cores other work holds) sends batches to the
+// chosen engine for a back-off; the retry after it doubles the back-off while slow and ends it when fast.
+TEST(BatchedXnnpack, SlowRuntimeCallsBackOffToTheChosenEngineAndRetry) {
+  class Sleepy : public InferenceModel {
+   public:
+    torch::Tensor forward(const torch::Tensor& input) const override {
+      std::this_thread::sleep_for(std::chrono::milliseconds(slow ? 20 : 0));
+      return torch::full({input.size(0), 1}, 2.0f);
+    }
+    std::atomic<bool> slow{true};
+  };
+  const auto chosen = std::make_shared<MarkModel>(1.0f);
+  const auto runtime = std::make_shared<Sleepy>();
+  const auto route = xnnpack_batch_route({chosen, runtime, chosen}, {{4, 3}, 1, 4, /*expected_ms=*/5.0});
+  const device::CallerOpenMpThreads one(1);
+  const torch::Tensor batch = torch::rand({4, 3});
+  const auto seconds = [](double value) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(value));
+  };
+  EXPECT_EQ(mark_of(*route, batch), 2.0f);  // slow: 20 ms vs 5 at load
+  EXPECT_EQ(mark_of(*route, batch), 1.0f);  // backing off for kXnnpackBackoffFirstS
+  seconds(kXnnpackBackoffFirstS + 0.1);
+  EXPECT_EQ(mark_of(*route, batch), 2.0f);  // the retry, slow again: twice the back-off
+  seconds(kXnnpackBackoffFirstS + 0.1);
+  EXPECT_EQ(mark_of(*route, batch), 1.0f);
+  seconds(kXnnpackBackoffFirstS);
+  runtime->slow = false;
+  EXPECT_EQ(mark_of(*route, batch), 2.0f);  // the retry, fast: no more back-off
+  EXPECT_EQ(mark_of(*route, batch), 2.0f);
+  const auto unwatched = xnnpack_batch_route({chosen, std::make_shared<Sleepy>(), chosen}, {{4, 3}, 1, 4});
+  EXPECT_EQ(mark_of(*unwatched, batch), 2.0f);
+  EXPECT_EQ(mark_of(*unwatched, batch), 2.0f);  // expected_ms 0: never backs off
 }
 
 // Forced (--fp32-engine xnnpack) the timed batch runs on XNNPACK's runtime once checked; timed (auto) it is
@@ -146,6 +184,38 @@ TEST(BatchedXnnpack, ForcedOrTimedTheRoutedBatchAnswersAsEager) {
     device::set_blas_threads(1);
     EXPECT_LT((model->forward(batch) - expected).abs().max().item<double>(), 1e-4);
     if (blas_before > 0) device::set_blas_threads(blas_before);
+  }
+}
+
+// ipj bench times the largest batch it runs up to 64; where every batch run is larger, the engines are timed
+// at 64 and no XNNPACK runtime is built for a size no row uses.
+TEST(BatchedXnnpack, BenchTimesABatchItsRowsRun) {
+  testing::TempDir dir;
+  depthwise_module().save(dir.file("depthwise.pt"));
+  ModelBenchOptions options;
+  options.model_path = dir.file("depthwise.pt");
+  options.load.inputs.input_shape = {1, 12, 12};
+  options.variants = {Variant::fp32};
+  options.bench.warmup_s = 0.01;
+  options.bench.window_s = 0.02;
+  options.bench.max_windows = 1;
+  options.measure_accuracy = false;
+  options.measure_energy = false;
+  options.batches = {1, 100};
+  ModelBenchReport report = run_model_bench(options);
+  ASSERT_EQ(report.variants.size(), 1u);
+  ASSERT_TRUE(report.variants[0].fp32_engine);
+  EXPECT_EQ(report.variants[0].fp32_engine->batch, 64);
+  EXPECT_EQ(report.variants[0].fp32_engine->batch_engine, report.variants[0].fp32_engine->engine);
+  EXPECT_EQ(report.variants[0].fp32_engine->batch_xnnpack_threads, 0)
+      << report.variants[0].fp32_engine->reason;
+  options.batches = {1, 8, 100};
+  report = run_model_bench(options);
+  ASSERT_TRUE(report.variants[0].fp32_engine);
+  EXPECT_EQ(report.variants[0].fp32_engine->batch, 8);
+  if (xnnpack_runtime_available()) {  // built, checked and timed at 8
+    EXPECT_GT(report.variants[0].fp32_engine->batch_xnnpack_ms, 0.0)
+        << report.variants[0].fp32_engine->reason;
   }
 }
 

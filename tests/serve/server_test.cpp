@@ -27,6 +27,7 @@
 #include "ipj/core/error.hpp"
 #include "ipj/core/json_io.hpp"
 #include "ipj/infer/inference_model.hpp"
+#include "ipj/infer/xnnpack_runtime.hpp"
 #include "ipj/serve/inference_server.hpp"
 #include "ipj/train/checkpoint.hpp"
 #include "raw_http.hpp"
@@ -654,6 +655,24 @@ TEST(ServeTorchScript, AUserTorchScriptModelServesPyTorchsOwnOutputs) {
 
 namespace ipj::serve {
 namespace {
+
+// --threads N: the fp32 engines are timed, and a batch runtime built, on N threads, the pool batches run on
+// (a runtime on every CPU would never run under a smaller fixed plan while the log said it did).
+TEST(ServeThreads, FixedThreadsAreThePoolTheEnginesAreTimedOn) {
+  if (!infer::xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK";
+  testing::TempDir repo;
+  write_repository(repo.path(), kContractConfig);
+  ServeOptions options;
+  options.model_repository = repo.path();
+  options.port = 0;
+  options.threads = 3;  // not this machine's CPU count (1 or 2 where the tests run)
+  const InferenceServer server(options);
+  ASSERT_EQ(server.models().size(), 1u);
+  const auto& choice = server.models()[0]->model().fp32_engine;
+  ASSERT_TRUE(choice);
+  EXPECT_EQ(choice->batch, 64);
+  EXPECT_EQ(choice->batch_xnnpack_threads, 3) << choice->reason;
+}
 
 TEST(ServeLifecycle, ASignalDuringLoadingMeansServeReturnsAtOnce) {
   testing::TempDir repo;

@@ -58,6 +58,7 @@ struct RunOptions {
   std::string engine = "auto";      // quantized engine for int8 variants and int8 files ("auto": the file's)
   Fp32Engine fp32_engine = Fp32Engine::auto_select;  // how fp32 runs (auto: the faster exact one, measured)
   std::int64_t fp32_engine_batch = 64;               // the batch size the engines are timed at besides 1
+  bool batched_xnnpack = true;  // whether fp32_engine_batch may run on XNNPACK's runtime (fp32_engine.hpp)
   int pool_threads = 0;  // the run's thread count (--threads) batch 1 is timed against; 0: the CPUs available
 };
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/quant/graph.hpp"
@@ -64,14 +65,30 @@ struct BatchRouteModels {
   std::shared_ptr<const InferenceModel> fallback;  // batch_shape inputs XNNPACK would tame (NaN, huge)
 };
 
-// Float inputs of `batch_shape` ([batch, ...sample]) on models.xnnpack, and those of min_rows..batch-1 rows
-// padded there with zero rows (the answer's first rows returned), while the run's plan gives at least
-// `threads` (the runtime's pool) to the caller's OpenMP pool or to OpenBLAS (a plan shrunk for a busy machine
-// runs `chosen`, which follows it: a pool of two would wait for the busy core), unless they hold a NaN or a
-// magnitude above kLargestXnnpackInput (those on `fallback`); everything else on `chosen`. Describes itself
-// as `chosen`. min_rows = batch: no padding.
-std::shared_ptr<InferenceModel> xnnpack_batch_route(BatchRouteModels models,
-                                                    std::vector<std::int64_t> batch_shape, int threads,
-                                                    std::int64_t min_rows);
+// Where a route sends inputs to its XNNPACK runtime.
+struct BatchRoutePlan {
+  std::vector<std::int64_t> batch_shape;  // [batch, ...sample]: the runtime's input
+  int threads = 1;                        // the runtime's pool
+  std::int64_t min_rows = 0;              // the fewest rows padded to `batch` (>= batch: no padding)
+  double expected_ms = 0.0;               // the runtime's time per call at load (0: calls are not watched)
+};
+
+// A runtime call this many times slower than at load is waiting for cores other work holds.
+inline constexpr double kSlowXnnpackCallFactor = 2.0;
+// How long the route then runs `chosen` before it tries the runtime again (doubling while the retries stay
+// slow, up to the longest).
+inline constexpr double kXnnpackBackoffFirstS = 1.0;
+inline constexpr double kXnnpackBackoffLongestS = 64.0;
+
+// Float inputs of plan.batch_shape on models.xnnpack, and those of plan.min_rows..batch-1 rows padded there
+// with zero rows (the answer's first rows returned), while the run's plan gives at least plan.threads to the
+// caller's OpenMP pool or to OpenBLAS (a plan shrunk for a busy machine runs `chosen`, which follows it: a
+// pool of two would wait for the busy core), unless they hold a NaN or a magnitude above kLargestXnnpackInput
+// (those on `fallback`); everything else on `chosen`, as are calls made while another holds the runtime
+// (instances of a served model). With plan.expected_ms, a call slower than
+// kSlowXnnpackCallFactor times it (a fixed thread plan on a machine that got busy: XNNPACK's pool spins on
+// every operator for the cores other work holds) sends batches to `chosen` for a back-off period, logged.
+// Describes itself as `chosen`.
+std::shared_ptr<InferenceModel> xnnpack_batch_route(BatchRouteModels models, BatchRoutePlan plan);
 
 }  // namespace ipj::infer

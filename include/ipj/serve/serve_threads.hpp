@@ -24,6 +24,8 @@ class ServeThreads {
   // `fixed_threads` > 0 (--threads N): that many, never re-planned; 0: ipj's plan, re-planned (unless
   // IPJ_STATIC_THREADS=1).
   explicit ServeThreads(int fixed_threads = 0);
+  // --threads N's N (0: ipj's plan): the pool the models' engines are timed on at load.
+  int fixed_threads() const { return fixed_threads_; }
   ~ServeThreads();
   ServeThreads(const ServeThreads&) = delete;
   ServeThreads& operator=(const ServeThreads&) = delete;
