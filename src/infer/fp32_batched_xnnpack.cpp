@@ -29,9 +29,10 @@ constexpr double kMaxTimedBatchMs = 250.0;
 
 using Clock = std::chrono::steady_clock;
 
-// The runtime's calls watched against their time at load: a slow one starts a back-off (the route runs the
-// chosen engine until it ends), the first call after it is a retry: slow again doubles the back-off, fast
-// ends it. Thread-safe (instances of a served model share the route).
+// The runtime's calls watched against their time at load: kSlowXnnpackCallsInARow slow ones start a
+// back-off (the route runs the chosen engine until it ends; one slow call is a scheduler hiccup, a pool
+// waiting for busy cores is slow on every call), the first call after it is a retry: slow again doubles the
+// back-off, fast ends it. Thread-safe (instances of a served model share the route).
 class SlowCallBackoff {
  public:
   explicit SlowCallBackoff(double expected_ms) : expected_ms_(expected_ms) {}
@@ -41,18 +42,19 @@ class SlowCallBackoff {
   void record(double call_ms, std::int64_t batch) const {
     if (expected_ms_ <= 0.0) return;
     if (call_ms <= kSlowXnnpackCallFactor * expected_ms_) {
+      slow_in_a_row_.store(0);
       if (backoff_s_.exchange(0.0) > 0.0)
         spdlog::info("batch {} back on XNNPACK's runtime ({:.3f} ms)", batch, call_ms);
       return;
     }
     const double previous = backoff_s_.load();
+    if (previous == 0.0 && slow_in_a_row_.fetch_add(1) + 1 < kSlowXnnpackCallsInARow) return;
+    slow_in_a_row_.store(0);
     const double backoff =
         previous > 0.0 ? std::min(2.0 * previous, kXnnpackBackoffLongestS) : kXnnpackBackoffFirstS;
     backoff_s_.store(backoff);
-    until_.store(
-        (Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(backoff)))
-            .time_since_epoch()
-            .count());
+    const auto length = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(backoff));
+    until_.store((Clock::now() + length).time_since_epoch().count());
     spdlog::info(
         "batch {} on XNNPACK's runtime took {:.3f} ms vs {:.3f} ms at load (its pool waits for cores other "
         "work "
@@ -64,6 +66,7 @@ class SlowCallBackoff {
   double expected_ms_;
   mutable std::atomic<Clock::rep> until_{0};    // steady_clock ticks: no runtime calls before then
   mutable std::atomic<double> backoff_s_{0.0};  // the current back-off (0: none)
+  mutable std::atomic<int> slow_in_a_row_{0};
 };
 
 // xnnpack_batch_route's model (xnnpack_runtime.hpp).

@@ -73,8 +73,10 @@ struct BatchRoutePlan {
   double expected_ms = 0.0;               // the runtime's time per call at load (0: calls are not watched)
 };
 
-// A runtime call this many times slower than at load is waiting for cores other work holds.
+// A runtime call this many times slower than at load is slow; this many in a row are waiting for cores other
+// work holds (one alone is a scheduler hiccup).
 inline constexpr double kSlowXnnpackCallFactor = 2.0;
+inline constexpr int kSlowXnnpackCallsInARow = 3;
 // How long the route then runs `chosen` before it tries the runtime again (doubling while the retries stay
 // slow, up to the longest).
 inline constexpr double kXnnpackBackoffFirstS = 1.0;
@@ -85,9 +87,9 @@ inline constexpr double kXnnpackBackoffLongestS = 64.0;
 // caller's OpenMP pool or to OpenBLAS (a plan shrunk for a busy machine runs `chosen`, which follows it: a
 // pool of two would wait for the busy core), unless they hold a NaN or a magnitude above kLargestXnnpackInput
 // (those on `fallback`); everything else on `chosen`, as are calls made while another holds the runtime
-// (instances of a served model). With plan.expected_ms, a call slower than
+// (instances of a served model). With plan.expected_ms, kSlowXnnpackCallsInARow calls slower than
 // kSlowXnnpackCallFactor times it (a fixed thread plan on a machine that got busy: XNNPACK's pool spins on
-// every operator for the cores other work holds) sends batches to `chosen` for a back-off period, logged.
+// every operator for the cores other work holds) send batches to `chosen` for a back-off period, logged.
 // Describes itself as `chosen`.
 std::shared_ptr<InferenceModel> xnnpack_batch_route(BatchRouteModels models, BatchRoutePlan plan);
 
