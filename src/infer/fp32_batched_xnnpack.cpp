@@ -5,13 +5,13 @@
 #include <torch/types.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "engine_race.hpp"
 #include "graph_models.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/core/log.hpp"
@@ -29,73 +29,33 @@ constexpr double kMaxTimedBatchMs = 250.0;
 
 using Clock = std::chrono::steady_clock;
 
-// The runtime's calls watched against their time at load: kSlowXnnpackCallsInARow slow ones start a
-// back-off (the route runs the chosen engine until it ends; one slow call is a scheduler hiccup, a pool
-// waiting for busy cores is slow on every call), the first call after it is a retry: slow again doubles the
-// back-off, fast ends it. Thread-safe (instances of a served model share the route).
-class SlowCallBackoff {
- public:
-  explicit SlowCallBackoff(double expected_ms) : expected_ms_(expected_ms) {}
-  bool backing_off() const {
-    return expected_ms_ > 0.0 && Clock::now().time_since_epoch().count() < until_.load();
-  }
-  void record(double call_ms, std::int64_t batch) const {
-    if (expected_ms_ <= 0.0) return;
-    if (call_ms <= kSlowXnnpackCallFactor * expected_ms_) {
-      slow_in_a_row_.store(0);
-      if (backoff_s_.exchange(0.0) > 0.0)
-        spdlog::info("batch {} back on XNNPACK's runtime ({:.3f} ms)", batch, call_ms);
-      return;
-    }
-    const double previous = backoff_s_.load();
-    if (previous == 0.0 && slow_in_a_row_.fetch_add(1) + 1 < kSlowXnnpackCallsInARow) return;
-    slow_in_a_row_.store(0);
-    const double backoff =
-        previous > 0.0 ? std::min(2.0 * previous, kXnnpackBackoffLongestS) : kXnnpackBackoffFirstS;
-    backoff_s_.store(backoff);
-    const auto length = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(backoff));
-    until_.store((Clock::now() + length).time_since_epoch().count());
-    spdlog::info(
-        "batch {} on XNNPACK's runtime took {:.3f} ms vs {:.3f} ms at load (its pool waits for cores other "
-        "work "
-        "holds): the chosen engine runs such batches for {:.0f} s",
-        batch, call_ms, expected_ms_, backoff);
-  }
-
- private:
-  double expected_ms_;
-  mutable std::atomic<Clock::rep> until_{0};    // steady_clock ticks: no runtime calls before then
-  mutable std::atomic<double> backoff_s_{0.0};  // the current back-off (0: none)
-  mutable std::atomic<int> slow_in_a_row_{0};
-};
-
 // xnnpack_batch_route's model (xnnpack_runtime.hpp).
 class SizedBatchRoute : public InferenceModel {
  public:
   SizedBatchRoute(BatchRouteModels models, BatchRoutePlan plan)
-      : models_(std::move(models)), plan_(std::move(plan)), backoff_(plan_.expected_ms) {
+      : models_(std::move(models)), plan_(std::move(plan)) {
     InferenceModel::operator=(*models_.chosen);
+    if (plan_.chosen_ms > 0.0 && plan_.xnnpack_ms > 0.0)
+      race_ = std::make_unique<EngineRace>(plan_.chosen_ms, plan_.xnnpack_ms,
+                                           "batch " + std::to_string(plan_.batch_shape[0]));
   }
   torch::Tensor forward(const torch::Tensor& input) const override {
-    if (!fits(input) || backoff_.backing_off()) return models_.chosen->forward(input);
+    if (!fits(input)) return models_.chosen->forward(input);
     if (!(input.abs().max().item<float>() <= kLargestXnnpackInput))  // NaN fails too
       return models_.fallback->forward(input);
-    // one call at a time on the runtime (its buffers); the others on the chosen engine, not waiting
-    std::unique_lock<std::mutex> lock(runtime_mutex_, std::try_to_lock);
-    if (!lock.owns_lock()) return models_.chosen->forward(input);
-    const std::int64_t rows = input.size(0), batch = plan_.batch_shape[0];
-    const Clock::time_point start = Clock::now();
-    torch::Tensor output;
-    if (rows == batch) {
-      output = models_.xnnpack->forward(input);
-    } else {
-      std::vector<std::int64_t> padding_shape = plan_.batch_shape;
-      padding_shape[0] -= rows;
-      const torch::Tensor padded = torch::cat({input, torch::zeros(padding_shape, input.options())});
-      output = models_.xnnpack->forward(padded).narrow(0, 0, rows);  // [rows, ...]
+    const EngineRace::Pick pick = race_ ? race_->pick() : EngineRace::Pick{};
+    if (pick.side == RaceSide::xnnpack) {
+      // one call at a time on the runtime (its buffers); the others on the chosen engine, not waiting
+      std::unique_lock<std::mutex> lock(runtime_mutex_, std::try_to_lock);
+      if (lock.owns_lock())
+        return timed(
+            RaceSide::xnnpack, pick.probe, [&] { return on_runtime(input); }, 1.0);
+      if (pick.probe) race_->cancel_probe();
     }
-    backoff_.record(std::chrono::duration<double, std::milli>(Clock::now() - start).count(), batch);
-    return output;
+    const double full_batch = static_cast<double>(plan_.batch_shape[0]) / static_cast<double>(input.size(0));
+    return timed(
+        RaceSide::chosen, pick.probe && pick.side == RaceSide::chosen,
+        [&] { return models_.chosen->forward(input); }, full_batch);
   }
 
  private:
@@ -111,9 +71,31 @@ class SizedBatchRoute : public InferenceModel {
     return std::max(device::caller_openmp_threads(), device::blas_thread_count()) >= plan_.threads;
   }
 
+  // input [rows <= batch, ...sample] padded with zero rows to the runtime's batch -> the first `rows` answers
+  torch::Tensor on_runtime(const torch::Tensor& input) const {
+    const std::int64_t rows = input.size(0);
+    if (rows == plan_.batch_shape[0]) return models_.xnnpack->forward(input);
+    std::vector<std::int64_t> padding_shape = plan_.batch_shape;
+    padding_shape[0] -= rows;
+    const torch::Tensor padded = torch::cat({input, torch::zeros(padding_shape, input.options())});
+    return models_.xnnpack->forward(padded).narrow(0, 0, rows);  // [rows, ...]
+  }
+
+  // `call` timed for the race, its time scaled by `to_full_batch` (the chosen engine's time is taken as
+  // proportional to the rows)
+  template <typename Call>
+  torch::Tensor timed(RaceSide side, bool probe, const Call& call, double to_full_batch) const {
+    if (!race_) return call();
+    const Clock::time_point start = Clock::now();
+    torch::Tensor output = call();
+    race_->record(
+        side, std::chrono::duration<double, std::milli>(Clock::now() - start).count() * to_full_batch, probe);
+    return output;
+  }
+
   BatchRouteModels models_;
   BatchRoutePlan plan_;
-  SlowCallBackoff backoff_;  // times runtime calls only (the lock keeps other calls off it)
+  std::unique_ptr<EngineRace> race_;  // null: XNNPACK whenever the input fits (--fp32-engine xnnpack)
   mutable std::mutex runtime_mutex_;
 };
 
@@ -170,8 +152,11 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
   const std::int64_t batch = choice.batch;
   const bool forced = choice.requested == Fp32Engine::xnnpack;
   if (forced && choice.engine != Fp32Engine::xnnpack) return chosen;  // its graph differed: eager runs
-  if (!graph_ir || sample_shape.empty() || batch <= 1 || !run.batched_xnnpack || !xnnpack_runtime_available())
+  if (!graph_ir || sample_shape.empty() || batch <= 1 || !xnnpack_runtime_available()) return chosen;
+  if (!run.batched_xnnpack) {
+    choice.reason += "; no XNNPACK runtime for batch " + std::to_string(batch) + " (no row runs that size)";
     return chosen;
+  }
   if (!forced && chosen_batch_ms(choice) > kMaxTimedBatchMs) {
     choice.reason += "; xnnpack not tried at batch " + std::to_string(batch) + " (" +
                      format_number("%.0f", chosen_batch_ms(choice)) + " ms per batch)";
@@ -218,8 +203,9 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
   if (choice.batch_xnnpack_min_rows < batch)
     choice.reason += "; batches of " + std::to_string(choice.batch_xnnpack_min_rows) + "-" +
                      std::to_string(batch - 1) + " padded to it";
-  return xnnpack_batch_route(BatchRouteModels{chosen, runtime, chosen},
-                             BatchRoutePlan{shape, threads, choice.batch_xnnpack_min_rows, fastest[1]});
+  return xnnpack_batch_route(
+      BatchRouteModels{chosen, runtime, chosen},
+      BatchRoutePlan{shape, threads, choice.batch_xnnpack_min_rows, fastest[0], fastest[1]});
 }
 
 }  // namespace ipj::infer

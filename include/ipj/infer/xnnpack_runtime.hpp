@@ -65,32 +65,29 @@ struct BatchRouteModels {
   std::shared_ptr<const InferenceModel> fallback;  // batch_shape inputs XNNPACK would tame (NaN, huge)
 };
 
+// A raced route (below) probes the engine behind this long after a switch, doubling while it stays behind,
+// up to the longest.
+inline constexpr double kEngineProbeFirstS = 1.0;
+inline constexpr double kEngineProbeLongestS = 32.0;
+
 // Where a route sends inputs to its XNNPACK runtime.
 struct BatchRoutePlan {
   std::vector<std::int64_t> batch_shape;  // [batch, ...sample]: the runtime's input
   int threads = 1;                        // the runtime's pool
   std::int64_t min_rows = 0;              // the fewest rows padded to `batch` (>= batch: no padding)
-  double expected_ms = 0.0;               // the runtime's time per call at load (0: calls are not watched)
+  // Load-time ms per full batch of the chosen engine and of the runtime (0: no race, XNNPACK runs them all)
+  double chosen_ms = 0.0, xnnpack_ms = 0.0;
 };
 
-// A runtime call this many times slower than at load is slow; this many in a row are waiting for cores other
-// work holds (one alone is a scheduler hiccup).
-inline constexpr double kSlowXnnpackCallFactor = 2.0;
-inline constexpr int kSlowXnnpackCallsInARow = 3;
-// How long the route then runs `chosen` before it tries the runtime again (doubling while the retries stay
-// slow, up to the longest).
-inline constexpr double kXnnpackBackoffFirstS = 1.0;
-inline constexpr double kXnnpackBackoffLongestS = 64.0;
-
-// Float inputs of plan.batch_shape on models.xnnpack, and those of plan.min_rows..batch-1 rows padded there
-// with zero rows (the answer's first rows returned), while the run's plan gives at least plan.threads to the
-// caller's OpenMP pool or to OpenBLAS (a plan shrunk for a busy machine runs `chosen`, which follows it: a
-// pool of two would wait for the busy core), unless they hold a NaN or a magnitude above kLargestXnnpackInput
-// (those on `fallback`); everything else on `chosen`, as are calls made while another holds the runtime
-// (instances of a served model). With plan.expected_ms, kSlowXnnpackCallsInARow calls slower than
-// kSlowXnnpackCallFactor times it (a fixed thread plan on a machine that got busy: XNNPACK's pool spins on
-// every operator for the cores other work holds) send batches to `chosen` for a back-off period, logged.
-// Describes itself as `chosen`.
+// Float inputs of plan.batch_shape, and those of plan.min_rows..batch-1 rows padded with zero rows (the
+// answer's first rows returned), while the run's plan gives at least plan.threads to the caller's OpenMP pool
+// or to OpenBLAS (a plan shrunk for a busy machine runs `chosen`, which follows it: a pool of two would wait
+// for the busy core), unless they hold a NaN or a magnitude above kLargestXnnpackInput (those on
+// `fallback`), run on models.xnnpack or, raced call by call (the plan's load-time timings as the start),
+// `chosen`: the one whose recent calls cost less per full batch, the other probed at 1, 2, 4 ... 32 s
+// (a fixed thread plan on a machine that got busy: XNNPACK's pool waits on every operator for the cores
+// other work holds, and loses after one call); a switch is logged. Calls made while another holds the
+// runtime (instances of a served model) run on `chosen`; everything else too. Describes itself as `chosen`.
 std::shared_ptr<InferenceModel> xnnpack_batch_route(BatchRouteModels models, BatchRoutePlan plan);
 
 }  // namespace ipj::infer
