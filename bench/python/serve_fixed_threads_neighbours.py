@@ -100,9 +100,9 @@ def main():
                     server.wait(60)
                 text = open(log_path).read()
                 choice = re.search(r"XNNPACK runtime at batch \d+ (runs it|kept out)[^;)]*", text)
-                backoffs = re.findall(r"on XNNPACK's runtime took [^:]*", text)
+                switches = re.findall(r"batch \d+: [^(]* now runs it \([^)]*\)", text)
                 print(f"      log: {choice.group(0) if choice else 'no XNNPACK batch runtime'}; "
-                      f"{len(backoffs)} back-off(s){': first ' + backoffs[0] if backoffs else ''}")
+                      f"{len(switches)} switch(es){': first ' + switches[0] if switches else ''}")
     finally:
         shutil.rmtree(repo, ignore_errors=True)
 
