@@ -69,10 +69,12 @@ void add_bench_data_flags(CLI::App& command, BenchFlags& flags) {
       ->capture_default_str();
   command.add_option("--engine", flags.load.run.engine, "Quantized engine for int8 variants")
       ->capture_default_str();
-  add_choice_option(command, "--fp32-engine", flags.load.run.fp32_engine,
-                    "How fp32 runs: auto (eager and frozen timed at load, the faster exact one; batch 1 on "
-                    "XNNPACK where faster) | eager | frozen (BN folded, oneDNN layouts, batch-1 linear as "
-                    "matrix-vector) | xnnpack (XNNPACK convolutions and linear layers, for every batch)");
+  add_choice_option(
+      command, "--fp32-engine", flags.load.run.fp32_engine,
+      "How fp32 runs: auto (eager and frozen timed at load, the faster exact one; batch 1 and "
+      "the largest --batch up to 64 on XNNPACK where faster) | eager | frozen (BN folded, oneDNN "
+      "layouts, batch-1 linear as matrix-vector) | xnnpack (XNNPACK convolutions and linear "
+      "layers, for every batch)");
   command.add_flag("--no-accuracy", flags.no_accuracy, "Skip the test-set accuracy of each variant");
   command.add_flag("--no-energy", flags.no_energy, "Do not measure energy");
   command.add_option("--cpu-tdp-w", flags.tdp, "CPU power at full load for the energy estimate")
