@@ -1,7 +1,7 @@
 // The fp32 variant's larger batches on XNNPACK's runtime of the graph IR (a pthreadpool of the run's threads)
 // where that is exact and timed faster at load than the engine chosen (MobileNetV2's depthwise convolutions:
-// XNNPACK's kernels beat oneDNN's). Limits: one batch size (the one timed); other sizes run the chosen
-// engine.
+// XNNPACK's kernels beat oneDNN's), then raced against it call by call. Limits: one runtime, for the batch
+// size timed; somewhat smaller batches are padded to it, other sizes run the chosen engine.
 #include <torch/types.h>
 
 #include <algorithm>

@@ -54,9 +54,10 @@ std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel
 // Inputs of exactly choice.batch (> 1) on XNNPACK's runtime of `graph_ir` (a pthreadpool of the run's
 // threads, on `chosen` while another call holds it) where it is exact against `eager` (pixels and normal(0,
 // 2) values) and, for auto, timed >= 10% faster than `chosen` on the same threads (--fp32-engine xnnpack:
-// once checked): returns that route, else `chosen`. Such inputs holding a NaN, an infinity or a huge value
-// run on `chosen` (auto) or `eager` (forced). Records choice.batch_engine / batch_xnnpack_ms /
-// batch_xnnpack_threads and says why in its reason.
+// once checked): returns that route (xnnpack_batch_route: auto pads partial batches from
+// choice.batch_xnnpack_min_rows and races the two engines call by call), else `chosen`. Such inputs holding a
+// NaN, an infinity or a huge value run on `chosen` (auto) or `eager` (forced). Records choice.batch_engine /
+// batch_xnnpack_ms / batch_xnnpack_threads / batch_xnnpack_min_rows and says why in its reason.
 std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<InferenceModel>& eager,
                                                      std::shared_ptr<InferenceModel> chosen,
                                                      const GraphIrSource& graph_ir,
