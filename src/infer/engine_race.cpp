@@ -70,14 +70,4 @@ void EngineRace::record(RaceSide side, double full_batch_ms, bool probe) {
   }
 }
 
-RaceSide EngineRace::ahead() const {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  return ahead_;
-}
-
-double EngineRace::average_ms(RaceSide side) const {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  return average_ms_[index_of(side)];
-}
-
 }  // namespace ipj::infer

@@ -33,12 +33,10 @@ class EngineRace {
   // What a call of `side` took, per full batch (probe: as picked); logs a switch.
   void record(RaceSide side, double full_batch_ms, bool probe);
   void cancel_probe();  // the probe picked could not run (another call held the runtime)
-  RaceSide ahead() const;
-  double average_ms(RaceSide side) const;
 
  private:
   using Clock = std::chrono::steady_clock;
-  mutable std::mutex mutex_;
+  std::mutex mutex_;
   double average_ms_[2];
   RaceSide ahead_ = RaceSide::xnnpack;
   bool probing_ = false;  // a probe call of the side behind is out

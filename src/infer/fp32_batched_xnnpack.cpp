@@ -126,8 +126,8 @@ std::shared_ptr<InferenceModel> checked_runtime(const std::shared_ptr<InferenceM
     runtime = xnnpack_runtime_model(graph_ir(), batch, threads);
     const Forward reference = [&eager](const torch::Tensor& input) { return eager->forward(input); };
     const Forward candidate = [&runtime](const torch::Tensor& input) { return runtime->forward(input); };
-    difference = std::max(fp32_difference(reference, candidate, sample_shape, batch),
-                          fp32_wide_difference(reference, candidate, sample_shape, batch));
+    difference = xnnpack_difference(*eager, *runtime, sample_shape,
+                                    fp32_difference(reference, candidate, sample_shape, batch), batch);
   } catch (const std::exception& error) {  // a node XNNPACK cannot take, or it fails on this model
     reason = error_cause(error.what());
     return nullptr;

@@ -100,14 +100,6 @@ std::string batch_shape_text(std::int64_t batch, const std::vector<std::int64_t>
   return "[" + shape + "]";
 }
 
-// The largest difference from eager of an XNNPACK graph: the pixel batch `difference` already measured, and
-// batch 1 on normal(0, 2) values (a fused clamp turns an internal NaN into a number; a graph pass may move an
-// in-place clamp of the input). Throws what either forward throws on those values.
-double xnnpack_difference(const InferenceModel& eager, const InferenceModel& xnnpack,
-                          const std::vector<std::int64_t>& sample_shape, double difference) {
-  return std::max(difference, fp32_wide_difference(forward_of(eager), forward_of(xnnpack), sample_shape));
-}
-
 // `frozen` or `xnnpack` as asked (--fp32-engine, the jit variant), checked once against eager on a random
 // batch: LibTorch 1.13's optimize_for_inference miscomputes some graphs (a depthwise convolution + batch
 // norm + hardswish), and a forced engine must not serve wrong numbers. An inexact graph leaves eager running.
@@ -339,6 +331,13 @@ std::shared_ptr<InferenceModel> built_graph(const GraphBuilder& build_graph, Fp3
 }
 
 }  // namespace
+
+double xnnpack_difference(const InferenceModel& eager, const InferenceModel& xnnpack,
+                          const std::vector<std::int64_t>& sample_shape, double difference,
+                          std::int64_t batch) {
+  return std::max(difference,
+                  fp32_wide_difference(forward_of(eager), forward_of(xnnpack), sample_shape, batch));
+}
 
 std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel> eager,
                                                   const GraphBuilder& build_graph,

@@ -51,6 +51,13 @@ std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel
                                                   const std::vector<std::int64_t>& sample_shape,
                                                   const RunOptions& run, const GraphIrSource& graph_ir = {});
 
+// The largest difference from eager of an XNNPACK model: the pixel `difference` the caller measured, and
+// [batch, ...sample_shape] normal(0, 2) values (a fused clamp turns an internal NaN into a number; a graph
+// pass may move an in-place clamp of the input). Throws what either forward throws on those values.
+double xnnpack_difference(const InferenceModel& eager, const InferenceModel& xnnpack,
+                          const std::vector<std::int64_t>& sample_shape, double difference,
+                          std::int64_t batch = 1);
+
 // Inputs of exactly choice.batch (> 1) on XNNPACK's runtime of `graph_ir` (a pthreadpool of the run's
 // threads, on `chosen` while another call holds it) where it is exact against `eager` (pixels and normal(0,
 // 2) values) and, for auto, timed >= 10% faster than `chosen` on the same threads (--fp32-engine xnnpack:
