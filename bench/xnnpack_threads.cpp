@@ -1,6 +1,6 @@
 // XNNPACK's runtime at batch 1 on one thread vs on a two-thread pthreadpool whose worker sleeps or spins
-// after each call: latency and process CPU per call back to back, and CPU per call when calls come 5 ms apart
-// (what a lightly loaded server pays for a spinning worker). Fresh runtimes each round, sides alternating.
+// after each call: p50 latency and process CPU per call back to back and with 0.1-5 ms between calls (what
+// a lightly loaded server pays for waking or spinning workers). Fresh runtimes each round, sides in turn.
 // Usage: ipj_bench_xnnpack_threads MODEL.pt C,H,W [MEAN STD] [rounds=3] [batch=1]   (TorchScript the graph
 // IR takes)
 #include <torch/torch.h>
@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -37,11 +38,12 @@ struct Side {
 };
 
 struct Measured {
-  double p50_ms, cpu_per_call_ms, spaced_cpu_per_call_ms;
+  double p50_ms, cpu_per_call_ms;
 };
 
-Measured measure(const ipj::infer::InferenceModel& model, const torch::Tensor& input) {
-  const int calls = std::max<int>(100, static_cast<int>(1000 / input.size(0)));  // ~1000 images
+// p50 latency and process CPU per call with `gap_ms` of sleep after each call (0: back to back).
+Measured measure(const ipj::infer::InferenceModel& model, const torch::Tensor& input, double gap_ms) {
+  const int calls = gap_ms > 0 ? 100 : std::max<int>(100, static_cast<int>(1000 / input.size(0)));
   for (int call = 0; call < calls / 10; ++call)
     model.forward(input);
   std::vector<double> times;
@@ -50,15 +52,11 @@ Measured measure(const ipj::infer::InferenceModel& model, const torch::Tensor& i
     const double start = wall_ms();
     model.forward(input);
     times.push_back(wall_ms() - start);
+    if (gap_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(gap_ms));
   }
-  const double cpu_back_to_back = (process_cpu_ms() - cpu_start) / calls;
+  const double cpu_per_call = (process_cpu_ms() - cpu_start) / calls;
   std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-  const double spaced_start = process_cpu_ms();
-  for (int call = 0; call < 100; ++call) {
-    model.forward(input);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return {times[times.size() / 2], cpu_back_to_back, (process_cpu_ms() - spaced_start) / 100.0};
+  return {times[times.size() / 2], cpu_per_call};
 }
 
 std::vector<std::int64_t> parse_shape(const std::string& text) {
@@ -68,6 +66,9 @@ std::vector<std::int64_t> parse_shape(const std::string& text) {
     shape.push_back(std::stoll(item));
   return shape;
 }
+
+// Sleep after each call: back to back, then a server's gaps between requests.
+constexpr double kGapsMs[] = {0.0, 0.1, 0.5, 1.0, 2.0, 5.0};
 
 }  // namespace
 
@@ -92,16 +93,19 @@ int main(int argc, char** argv) {
   const std::vector<Side> sides{{"one thread", 1, ipj::infer::XnnpackIdle::sleep},
                                 {"pool of 2, worker sleeps", 2, ipj::infer::XnnpackIdle::sleep},
                                 {"pool of 2, worker spins", 2, ipj::infer::XnnpackIdle::spin}};
-  std::printf("%-5s %-26s %9s %13s %22s %10s\n", "round", "side", "p50_ms", "cpu_ms/call",
-              "cpu_ms/call_5ms_apart", "p50_ratio");
+  std::printf("%-5s %-26s %7s %9s %13s %10s %10s\n", "round", "side", "gap_ms", "p50_ms", "cpu_ms/call",
+              "p50_ratio", "cpu_ratio");
   for (int round = 1; round <= rounds; ++round) {
-    double reference_p50 = 0.0;
+    std::vector<Measured> one_thread;  // per gap
     for (const Side& side : sides) {
       const auto model = ipj::infer::xnnpack_runtime_model(graph, batch, side.threads, nullptr, side.idle);
-      const Measured measured = measure(*model, input);
-      if (side.threads == 1) reference_p50 = measured.p50_ms;
-      std::printf("%-5d %-26s %9.3f %13.3f %22.3f %9.2fx\n", round, side.name, measured.p50_ms,
-                  measured.cpu_per_call_ms, measured.spaced_cpu_per_call_ms, reference_p50 / measured.p50_ms);
+      for (std::size_t gap = 0; gap < std::size(kGapsMs); ++gap) {
+        const Measured measured = measure(*model, input, kGapsMs[gap]);
+        if (side.threads == 1) one_thread.push_back(measured);
+        std::printf("%-5d %-26s %7.1f %9.3f %13.3f %9.2fx %9.2fx\n", round, side.name, kGapsMs[gap],
+                    measured.p50_ms, measured.cpu_per_call_ms, one_thread[gap].p50_ms / measured.p50_ms,
+                    measured.cpu_per_call_ms / one_thread[gap].cpu_per_call_ms);
+      }
     }
   }
   return 0;

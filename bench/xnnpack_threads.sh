@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # XNNPACK's batch-1 runtime on one thread vs a two-thread pool whose worker sleeps or spins after each call
-# (latency, CPU per call back to back and with calls 5 ms apart), on the cnn-like net, ResNet-18 and
+# (p50 latency and CPU per call back to back and with 0.1-5 ms between calls), on the cnn-like net, ResNet-18 and
 # MobileNetV2 of tests/quant/make_graph_models.py (1x28x28). Prints the table per model and exits 0.
 # Usage: bash bench/xnnpack_threads.sh [rounds=3]   (needs build/bin/ipj_bench_xnnpack_threads: scripts/build.sh)
 set -euo pipefail

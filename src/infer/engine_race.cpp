@@ -1,4 +1,4 @@
-// EngineRace (engine_race.hpp): the averages, the probe schedule and the switch rule.
+// EngineRace (engine_race.hpp): the recent calls' medians, the probe schedule and the switch rule.
 #include "engine_race.hpp"
 
 #include <algorithm>
@@ -8,8 +8,7 @@
 namespace ipj::infer {
 namespace {
 
-constexpr double kCallWeight = 0.3;    // of a new call in its side's average
-constexpr double kSwitchMargin = 0.9;  // the side behind takes over at <= 90% of the ahead side's average
+constexpr double kSwitchMargin = 0.9;  // the side behind takes over at <= 90% of the ahead side's time
 
 int index_of(RaceSide side) {
   return side == RaceSide::xnnpack ? 1 : 0;
@@ -26,16 +25,25 @@ const char* name_of(RaceSide side) {
 }  // namespace
 
 EngineRace::EngineRace(double chosen_ms, double xnnpack_ms, std::string label)
-    : average_ms_{chosen_ms, xnnpack_ms},
-      ahead_(xnnpack_ms <= chosen_ms ? RaceSide::xnnpack : RaceSide::chosen),
+    : ahead_(xnnpack_ms <= chosen_ms ? RaceSide::xnnpack : RaceSide::chosen),
       next_probe_(Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                      std::chrono::duration<double>(kEngineProbeFirstS))),
-      label_(std::move(label)) {}
+      label_(std::move(label)) {
+  recent_ms_[index_of(RaceSide::chosen)].fill(chosen_ms);
+  recent_ms_[index_of(RaceSide::xnnpack)].fill(xnnpack_ms);
+}
+
+double EngineRace::time_ms(RaceSide side) const {
+  std::array<double, kRecentCalls> recent = recent_ms_[index_of(side)];
+  std::nth_element(recent.begin(), recent.begin() + kRecentCalls / 2, recent.end());
+  return recent[kRecentCalls / 2];
+}
 
 EngineRace::Pick EngineRace::pick() {
   const std::lock_guard<std::mutex> lock(mutex_);
-  if (!probing_ && Clock::now() >= next_probe_) {
-    probing_ = true;
+  if (!probe_out_ && (probe_calls_left_ > 0 || Clock::now() >= next_probe_)) {
+    if (probe_calls_left_ == 0) probe_calls_left_ = 2;
+    probe_out_ = true;
     return {other(ahead_), true};
   }
   return {ahead_, false};
@@ -43,28 +51,37 @@ EngineRace::Pick EngineRace::pick() {
 
 void EngineRace::cancel_probe() {
   const std::lock_guard<std::mutex> lock(mutex_);
-  probing_ = false;
+  probe_out_ = false;
 }
 
 void EngineRace::record(RaceSide side, double full_batch_ms, bool probe) {
   const std::lock_guard<std::mutex> lock(mutex_);
-  double& average = average_ms_[index_of(side)];
-  // a probe's side has no recent calls: its average is this call (a side that just fell behind keeps
-  // blending: its last calls are recent)
-  average = probe ? full_batch_ms : (1.0 - kCallWeight) * average + kCallWeight * full_batch_ms;
+  std::array<double, kRecentCalls>& recent = recent_ms_[index_of(side)];
+  if (probe) {
+    probe_out_ = false;
+    if (probe_calls_left_ > 0 && --probe_calls_left_ > 0) return;  // the warm-up call: not counted
+    recent.fill(full_batch_ms);  // the side behind has no recent calls: its history is this one
+  } else {
+    int& slot = next_slot_[index_of(side)];
+    recent[static_cast<std::size_t>(slot)] = full_batch_ms;
+    slot = (slot + 1) % kRecentCalls;
+  }
+  switch_if_overtaken(probe);
+}
+
+void EngineRace::switch_if_overtaken(bool probed) {
   const RaceSide behind = other(ahead_);
-  const bool overtaken = average_ms_[index_of(behind)] <= kSwitchMargin * average_ms_[index_of(ahead_)];
+  const bool overtaken = time_ms(behind) <= kSwitchMargin * time_ms(ahead_);
   if (overtaken) {
     spdlog::info("{}: {} now runs it ({:.3f} ms per batch lately vs {:.3f} ms on {})", label_,
-                 name_of(behind), average_ms_[index_of(behind)], average_ms_[index_of(ahead_)],
-                 name_of(ahead_));
+                 name_of(behind), time_ms(behind), time_ms(ahead_), name_of(ahead_));
     ahead_ = behind;
+    probe_calls_left_ = 0;  // a probe of the side now behind starts afresh when due
     probe_interval_s_ = kEngineProbeFirstS;
-  } else if (probe) {
+  } else if (probed) {
     probe_interval_s_ = std::min(2.0 * probe_interval_s_, kEngineProbeLongestS);
   }
-  if (probe) probing_ = false;
-  if (probe || overtaken) {
+  if (probed || overtaken) {
     next_probe_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                      std::chrono::duration<double>(probe_interval_s_));
   }

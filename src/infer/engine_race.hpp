@@ -1,8 +1,9 @@
 // Private to infer: which of two engines runs a batch route's calls, decided call by call from what they cost
-// now (exponential averages seeded with the load-time timings), with rare probe calls of the other engine.
+// now (medians of recent calls seeded with the load-time timings), with rare probes of the other engine.
 // Limits: one number per engine (time per full batch); thread-safe behind one mutex.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -14,17 +15,19 @@ namespace ipj::infer {
 
 enum class RaceSide { chosen, xnnpack };
 
-// The engine ahead runs; the other gets one probe call once its probe is due. A side's calls update its
-// average (weight 0.3 per call: one scheduler hiccup does not switch), a probe replaces the probed side's
-// average (its history is stale). The side behind takes over when its average is >= 10% lower. So a pool
-// that waits for busy cores (XNNPACK's: a second per call beside neighbours) loses after one call and is
-// retried at 1, 2, 4 ... 32 s, and a slowdown both sides share (the server's own load) switches nothing.
+// The engine ahead runs; the other gets a probe once it is due. A side's time is the median of its last three
+// calls (seeded with the load-time timing): one slow call of any size (a scheduler hiccup, a worker woken
+// from a deep sleep) switches nothing, two do. A probe is two calls of the side behind: the first wakes its
+// threads and brings its weights back into cache (not counted), the second replaces that side's history
+// (stale). The side behind takes over when its time is >= 10% lower. So a pool that waits for busy cores
+// (XNNPACK's: a second per call beside neighbours) loses after two calls and is retried at 1, 2, 4 ... 32 s,
+// and a slowdown both sides share (the server's own load) switches nothing.
 class EngineRace {
  public:
   // Load-time milliseconds per full batch of each side; `label` names the route in the log ("batch 64").
   EngineRace(double chosen_ms, double xnnpack_ms, std::string label);
-  // Which side runs this call, and whether it is the other side's probe (then record() or cancel() must
-  // follow: no other probe goes out before).
+  // Which side runs this call, and whether it is a probe call of the side behind (then record() or
+  // cancel_probe() must follow: no other probe call goes out before).
   struct Pick {
     RaceSide side = RaceSide::xnnpack;
     bool probe = false;
@@ -32,14 +35,19 @@ class EngineRace {
   Pick pick();
   // What a call of `side` took, per full batch (probe: as picked); logs a switch.
   void record(RaceSide side, double full_batch_ms, bool probe);
-  void cancel_probe();  // the probe picked could not run (another call held the runtime)
+  void cancel_probe();  // the probe call picked could not run (another call held the runtime): retried
 
  private:
   using Clock = std::chrono::steady_clock;
+  static constexpr int kRecentCalls = 3;
+  double time_ms(RaceSide side) const;  // the median of its recent calls
+  void switch_if_overtaken(bool probed);
   std::mutex mutex_;
-  double average_ms_[2];
+  std::array<std::array<double, kRecentCalls>, 2> recent_ms_{};  // [side][call], a ring per side
+  std::array<int, 2> next_slot_{};
   RaceSide ahead_ = RaceSide::xnnpack;
-  bool probing_ = false;  // a probe call of the side behind is out
+  int probe_calls_left_ = 0;  // of the current probe (2 when one starts)
+  bool probe_out_ = false;    // a probe call is running
   double probe_interval_s_ = kEngineProbeFirstS;
   Clock::time_point next_probe_;
   std::string label_;

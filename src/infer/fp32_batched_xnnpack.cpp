@@ -1,12 +1,15 @@
 // The fp32 variant's larger batches on XNNPACK's runtime of the graph IR (a pthreadpool of the run's threads)
 // where that is exact and timed faster at load than the engine chosen (MobileNetV2's depthwise convolutions:
-// XNNPACK's kernels beat oneDNN's), then raced against it call by call. Limits: one runtime, for the batch
-// size timed; somewhat smaller batches are padded to it, other sizes run the chosen engine.
+// XNNPACK's kernels beat oneDNN's), then raced against it call by call; and batch 1 on such a pool where it
+// runs on the calling thread, for calls that come back to back. Limits: one runtime per route, for the
+// batch size timed; somewhat smaller batches are padded to it, other sizes run the chosen engine.
 #include <torch/types.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -18,6 +21,7 @@
 #include "ipj/core/number_format.hpp"
 #include "ipj/device/machine_load.hpp"
 #include "ipj/device/threading.hpp"
+#include "ipj/energy/meter.hpp"
 #include "ipj/infer/fp32_engine.hpp"
 #include "ipj/infer/xnnpack_runtime.hpp"
 
@@ -40,7 +44,8 @@ class SizedBatchRoute : public InferenceModel {
                                            "batch " + std::to_string(plan_.batch_shape[0]));
   }
   torch::Tensor forward(const torch::Tensor& input) const override {
-    if (!fits(input)) return models_.chosen->forward(input);
+    const CallEnd call_end(plan_.max_gap_ms > 0.0 ? &last_call_end_ns_ : nullptr);
+    if (!fits(input) || !call_end.within(plan_.max_gap_ms)) return models_.chosen->forward(input);
     if (!(input.abs().max().item<float>() <= kLargestXnnpackInput))  // NaN fails too
       return models_.fallback->forward(input);
     const EngineRace::Pick pick = race_ ? race_->pick() : EngineRace::Pick{};
@@ -93,8 +98,34 @@ class SizedBatchRoute : public InferenceModel {
     return output;
   }
 
+  // Stamps the route's last call end (steady clock ns) when it goes out of scope; within(): whether this
+  // call started within `gap_ms` of the previous one's end (always without a stamp to keep).
+  class CallEnd {
+   public:
+    explicit CallEnd(std::atomic<std::int64_t>* last_end_ns)
+        : last_end_ns_(last_end_ns), start_ns_(last_end_ns ? now_ns() : 0) {}
+    ~CallEnd() {
+      if (last_end_ns_) last_end_ns_->store(now_ns(), std::memory_order_relaxed);
+    }
+    CallEnd(const CallEnd&) = delete;
+    CallEnd& operator=(const CallEnd&) = delete;
+    bool within(double gap_ms) const {
+      return !last_end_ns_ ||
+             static_cast<double>(start_ns_ - last_end_ns_->load(std::memory_order_relaxed)) <= gap_ms * 1e6;
+    }
+
+   private:
+    static std::int64_t now_ns() {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+    }
+    std::atomic<std::int64_t>* last_end_ns_;
+    std::int64_t start_ns_;
+  };
+
   BatchRouteModels models_;
   BatchRoutePlan plan_;
+  // when the route's last call ended (max_gap_ms > 0); long ago at first: the first call runs `chosen`
+  mutable std::atomic<std::int64_t> last_call_end_ns_{std::numeric_limits<std::int64_t>::min() / 2};
   std::unique_ptr<EngineRace> race_;  // null: XNNPACK whenever the input fits (--fp32-engine xnnpack)
   mutable std::mutex runtime_mutex_;
 };
@@ -137,7 +168,71 @@ std::shared_ptr<InferenceModel> checked_runtime(const std::shared_ptr<InferenceM
   return nullptr;
 }
 
+// Process CPU ms per call of each forward on `input`, back to back: three rounds of blocks taking them in
+// turn (a warm-up call, then `calls` counted), about 20 ms of calls per block for the fastest.
+std::vector<double> cpu_ms_per_call(const std::vector<Forward>& forwards, const torch::Tensor& input,
+                                    double fastest_ms) {
+  const int calls = static_cast<int>(std::clamp(20.0 / std::max(fastest_ms, 1e-3), 10.0, 200.0));
+  std::vector<double> cpu_ms(forwards.size(), 0.0);
+  for (int round = 0; round < 3; ++round)
+    for (std::size_t side = 0; side < forwards.size(); ++side) {
+      forwards[side](input);
+      const double start_s = energy::process_cpu_seconds();
+      for (int call = 0; call < calls; ++call)
+        forwards[side](input);
+      cpu_ms[side] += (energy::process_cpu_seconds() - start_s) * 1e3 / (3.0 * calls);
+    }
+  return cpu_ms;
+}
+
+// The threads of the pool as the run sets it later (--threads, else every CPU the process may use).
+int run_pool_threads(const RunOptions& run) {
+  return std::max(1, run.pool_threads > 0 ? run.pool_threads : device::read_cpu_limits().available_cpus);
+}
+
 }  // namespace
+
+std::shared_ptr<InferenceModel> with_batch1_xnnpack_pool(const std::shared_ptr<InferenceModel>& eager,
+                                                         std::shared_ptr<InferenceModel> chosen,
+                                                         const GraphIrSource& graph_ir,
+                                                         const std::vector<std::int64_t>& sample_shape,
+                                                         const RunOptions& run, Fp32EngineChoice& choice) {
+  const int threads = run_pool_threads(run);
+  if (choice.requested != Fp32Engine::auto_select || choice.batch1_engine != Fp32Engine::xnnpack ||
+      choice.batch1_xnnpack_form != XnnpackForm::runtime || !graph_ir || sample_shape.empty() || threads < 2)
+    return chosen;
+  std::string refused;
+  const auto pool = checked_runtime(eager, graph_ir, sample_shape, 1, threads, refused);
+  if (!pool) {
+    choice.reason += "; no XNNPACK pool at batch 1: " + refused;
+    return chosen;
+  }
+  std::vector<std::int64_t> shape{1};
+  shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+  torch::NoGradGuard no_grad;
+  const torch::Tensor single = torch::rand(shape);  // [1, ...sample] in [0, 1)
+  const std::vector<Forward> sides{forward_on(chosen, threads), forward_on(pool, threads)};
+  const std::vector<double> fastest = fastest_alternating_ms(sides, single);
+  const std::vector<double> cpu_ms = cpu_ms_per_call(sides, single, fastest[1]);
+  choice.batch1_pool_ms = fastest[1];
+  choice.batch1_pool_cpu_ratio = cpu_ms[0] > 0.0 ? cpu_ms[1] / cpu_ms[0] : 0.0;
+  // the pool spends more CPU per call (its worker's wake-up and hand-offs): it has to buy >= 1.25x the
+  // speed for at most 1.15x the CPU (joules), else the calling thread keeps batch 1
+  const bool wins = fastest[1] * 1.25 <= fastest[0] && choice.batch1_pool_cpu_ratio > 0.0 &&
+                    choice.batch1_pool_cpu_ratio <= 1.15;
+  choice.reason +=
+      "; batch 1 on XNNPACK's pool of " + std::to_string(threads) +
+      (wins ? " when calls come within " + format_number("%.1f", kBatch1PoolGapMs) + " ms of each other: "
+            : " kept out: ") +
+      format_number("%.3f", fastest[1]) + " ms vs " + format_number("%.3f", fastest[0]) +
+      " ms on the calling thread at " + format_number("%.2f", choice.batch1_pool_cpu_ratio) +
+      "x its CPU per call";
+  if (!wins) return chosen;
+  choice.batch1_pool_threads = threads;
+  BatchRoutePlan plan{shape, threads, 1, fastest[0], fastest[1]};
+  plan.max_gap_ms = kBatch1PoolGapMs;
+  return xnnpack_batch_route(BatchRouteModels{chosen, pool, chosen}, std::move(plan));
+}
 
 std::shared_ptr<InferenceModel> xnnpack_batch_route(BatchRouteModels models, BatchRoutePlan plan) {
   return std::make_shared<SizedBatchRoute>(std::move(models), std::move(plan));
@@ -162,9 +257,7 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
                      format_number("%.0f", chosen_batch_ms(choice)) + " ms per batch)";
     return chosen;
   }
-  // the pool as the run sets it later (--threads, else every CPU the process may use)
-  const int threads =
-      std::max(1, run.pool_threads > 0 ? run.pool_threads : device::read_cpu_limits().available_cpus);
+  const int threads = run_pool_threads(run);
   const std::string at_batch = "XNNPACK runtime at batch " + std::to_string(batch);
   std::string refused;
   const auto runtime = checked_runtime(eager, graph_ir, sample_shape, batch, threads, refused);

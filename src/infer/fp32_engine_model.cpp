@@ -368,6 +368,7 @@ std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel
   }
   if (batch1) {
     chosen = with_batch1_route(eager, build_graph, graph_ir, chosen, *batch1, sample_shape, run, choice);
+    chosen = with_batch1_xnnpack_pool(eager, chosen, graph_ir, sample_shape, run, choice);
     // batch1_threads tells the same story as fp32_engine (batch1_engine, batch1_xnnpack_ms)
     batch1->xnnpack = choice.batch1_engine == Fp32Engine::xnnpack;
     batch1->xnnpack_ms = choice.batch1_xnnpack_ms;

@@ -71,6 +71,20 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
                                                      const std::vector<std::int64_t>& sample_shape,
                                                      const RunOptions& run, Fp32EngineChoice& choice);
 
+// Where `chosen` runs batch 1 on XNNPACK's runtime on the calling thread (choice.batch1_engine xnnpack,
+// form runtime) and the run has >= 2 threads: the same runtime on a pthreadpool of the run's threads,
+// checked against `eager` and timed against `chosen` at batch 1; >= 1.25x faster at <= 1.15x the process CPU
+// per call (back to back): a route that runs batch-1
+// calls starting within kBatch1PoolGapMs of the previous call's end there (back to back: a bench, a busy
+// server), raced call by call against `chosen` (a core taken by a neighbour: the pool waits for it and
+// loses), sparse calls on `chosen` (waking an idle core's worker costs more CPU than the call). Else
+// `chosen`. Records choice.batch1_pool_ms / batch1_pool_threads and says why in its reason.
+std::shared_ptr<InferenceModel> with_batch1_xnnpack_pool(const std::shared_ptr<InferenceModel>& eager,
+                                                         std::shared_ptr<InferenceModel> chosen,
+                                                         const GraphIrSource& graph_ir,
+                                                         const std::vector<std::int64_t>& sample_shape,
+                                                         const RunOptions& run, Fp32EngineChoice& choice);
+
 // The jit variant: the frozen graph `build_graph` makes, checked once against `eager` on a random batch of
 // `sample_shape` (eager runs instead, with a warning, if they differ); fp32_engine says which runs and why.
 std::shared_ptr<InferenceModel> jit_model(std::shared_ptr<InferenceModel> eager,

@@ -93,9 +93,10 @@ TEST(BatchedXnnpack, PartialBatchesFromMinRowsArePaddedToTheRuntimesBatch) {
   EXPECT_EQ(route->forward(torch::rand({6, 3}).to(torch::kDouble))[0][0].item<float>(), -1.0f);
 }
 
-// Raced (bench and serve's auto engine): the engine whose recent calls cost less runs; a runtime that turns
-// slow (its pool waiting for cores other work holds) loses after one call, is probed at 1 s, then 2 s, and
-// takes over again when a probe is faster; one slow call (a scheduler hiccup) switches nothing.
+// Raced (bench and serve's auto engine): the engine whose last three calls cost less (median) runs; a
+// runtime that turns slow (its pool waiting for cores other work holds) loses after two calls, is probed at
+// 1 s, then 2 s (two calls each, the first a warm-up not counted), and takes over again when a probe is
+// faster; one slow call of any size (a scheduler hiccup, a worker woken from deep sleep) switches nothing.
 TEST(BatchedXnnpack, TheEngineWhoseRecentCallsCostLessRunsAndTheOtherIsProbed) {
   class Sleepy : public InferenceModel {
    public:
@@ -116,26 +117,94 @@ TEST(BatchedXnnpack, TheEngineWhoseRecentCallsCostLessRunsAndTheOtherIsProbed) {
   const auto seconds = [](double value) {
     std::this_thread::sleep_for(std::chrono::duration<double>(value));
   };
-  EXPECT_EQ(mark_of(*route, batch), 2.0f);  // XNNPACK ahead: 100 ms now
-  EXPECT_EQ(mark_of(*route, batch), 1.0f);  // behind after one such call
+  EXPECT_EQ(mark_of(*route, batch), 2.0f);  // XNNPACK ahead: 100 ms now (one slow call)
+  EXPECT_EQ(mark_of(*route, batch), 2.0f);  // still ahead: its median is 5 ms
+  EXPECT_EQ(mark_of(*route, batch), 1.0f);  // behind after two such calls
   EXPECT_EQ(mark_of(*route, batch), 1.0f);
   seconds(kEngineProbeFirstS + 0.1);
+  EXPECT_EQ(mark_of(*route, batch), 2.0f);  // the probe's warm-up call
   EXPECT_EQ(mark_of(*route, batch), 2.0f);  // the probe: still slow, the next one in 2 s
   EXPECT_EQ(mark_of(*route, batch), 1.0f);
   seconds(kEngineProbeFirstS + 0.1);
   EXPECT_EQ(mark_of(*route, batch), 1.0f);  // not yet
   seconds(kEngineProbeFirstS);
+  runtime->ms = 200;                        // a cold first call does not count
+  EXPECT_EQ(mark_of(*route, batch), 2.0f);  // warm-up
   runtime->ms = 2;
   EXPECT_EQ(mark_of(*route, batch), 2.0f);  // the probe: 2 ms, ahead again
   EXPECT_EQ(mark_of(*route, batch), 2.0f);
-  runtime->ms = 20;  // one hiccup
+  runtime->ms = 400;  // one hiccup, however long
   EXPECT_EQ(mark_of(*route, batch), 2.0f);
   runtime->ms = 2;
+  EXPECT_EQ(mark_of(*route, batch), 2.0f);
   EXPECT_EQ(mark_of(*route, batch), 2.0f);
   const auto unraced =
       xnnpack_batch_route({chosen, std::make_shared<Sleepy>(2.0f, 30), chosen}, {{4, 3}, 1, 4});
   EXPECT_EQ(mark_of(*unraced, batch), 2.0f);
   EXPECT_EQ(mark_of(*unraced, batch), 2.0f);  // no load-time timings (forced): XNNPACK always
+}
+
+// With a gap (batch 1 on a pool): only calls that start within it of the previous call's end reach the
+// runtime; the first call, and one after a pause, run on the chosen engine (the calling thread).
+TEST(BatchedXnnpack, WithAGapOnlyBackToBackCallsReachTheRuntime) {
+  const auto chosen = std::make_shared<MarkModel>(1.0f), runtime = std::make_shared<MarkModel>(2.0f);
+  BatchRoutePlan plan{{1, 3}, 1, 1};
+  plan.max_gap_ms = 50.0;
+  const auto route = xnnpack_batch_route({chosen, runtime, chosen}, plan);
+  const device::CallerOpenMpThreads one(1);
+  const torch::Tensor single = torch::rand({1, 3});
+  EXPECT_EQ(mark_of(*route, single), 1.0f);  // nothing before it
+  EXPECT_EQ(mark_of(*route, single), 2.0f);
+  EXPECT_EQ(mark_of(*route, single), 2.0f);
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  EXPECT_EQ(mark_of(*route, single), 1.0f);  // after a pause
+  EXPECT_EQ(mark_of(*route, single), 2.0f);
+  EXPECT_EQ(mark_of(*route, torch::rand({2, 3})), 1.0f);  // another size: the chosen engine, and a call
+  EXPECT_EQ(mark_of(*route, single), 2.0f);
+}
+
+// Auto at batch 1: where XNNPACK's runtime on the calling thread runs batch 1, the same runtime on a pool of
+// the run's threads is checked, timed (latency and CPU per call) and recorded; whichever runs, back-to-back
+// and spaced batch-1 calls answer as eager.
+TEST(BatchedXnnpack, Batch1OnAPoolIsTimedRecordedAndAnswersAsEager) {
+  if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK";
+  testing::TempDir dir;
+  depthwise_module().save(dir.file("depthwise.pt"));
+  torch::jit::Module reference = torch::jit::load(dir.file("depthwise.pt"));
+  reference.eval();
+  LoadOptions options = depthwise_options(Fp32Engine::auto_select, 8);
+  options.run.pool_threads = 2;
+  const InferenceModelPtr model = load_inference_model(dir.file("depthwise.pt"), options);
+  ASSERT_TRUE(model->fp32_engine);
+  const Fp32EngineChoice& choice = *model->fp32_engine;
+  const Json json = to_json(choice);
+  if (choice.batch1_engine == Fp32Engine::xnnpack && choice.batch1_xnnpack_form == XnnpackForm::runtime) {
+    EXPECT_GT(choice.batch1_pool_ms, 0.0) << choice.reason;
+    EXPECT_GT(choice.batch1_pool_cpu_ratio, 0.0) << choice.reason;
+    EXPECT_NE(choice.reason.find("; batch 1 on XNNPACK's pool of 2 "), std::string::npos) << choice.reason;
+    EXPECT_TRUE(choice.batch1_pool_threads == 0 || choice.batch1_pool_threads == 2) << choice.reason;
+    if (choice.batch1_pool_threads == 2) {  // what won
+      EXPECT_LE(choice.batch1_pool_cpu_ratio, 1.15) << choice.reason;
+    }
+  } else {
+    EXPECT_EQ(choice.batch1_pool_ms, 0.0) << choice.reason;
+    EXPECT_EQ(choice.batch1_pool_threads, 0) << choice.reason;
+  }
+  EXPECT_EQ(json["batch1_pool_threads"], choice.batch1_pool_threads);
+  EXPECT_EQ(json["batch1_pool_ms"], choice.batch1_pool_ms);
+  EXPECT_EQ(json["batch1_pool_cpu_ratio"], choice.batch1_pool_cpu_ratio);
+  torch::NoGradGuard no_grad;
+  const device::CallerOpenMpThreads two(2);
+  for (int call = 0; call < 40; ++call) {
+    if (call % 10 == 9) std::this_thread::sleep_for(std::chrono::milliseconds(3));  // past the gap
+    const torch::Tensor single = torch::rand({1, 1, 12, 12});
+    EXPECT_LT((model->forward(single) - reference.forward({single}).toTensor()).abs().max().item<double>(),
+              1e-4)
+        << "call " << call;
+  }
+  torch::Tensor with_nan = torch::rand({1, 1, 12, 12});
+  with_nan[0][0][6][6] = NAN;
+  EXPECT_TRUE(model->forward(with_nan).isnan().all().item<bool>());  // as in eager
 }
 
 // Forced (--fp32-engine xnnpack) the timed batch runs on XNNPACK's runtime once checked; timed (auto) it is

@@ -65,6 +65,14 @@ struct Fp32EngineChoice {
   Fp32Engine batch1_engine = Fp32Engine::eager;
   double batch1_xnnpack_ms = 0.0;
   XnnpackForm batch1_xnnpack_form = XnnpackForm::none;  // which XNNPACK was timed (none: not timed)
+  // Where batch 1 runs on XNNPACK's runtime on the calling thread: the same runtime on a pthreadpool of the
+  // run's threads, timed against it (0: not timed); batch1_pool_threads > 0 when batch-1 calls that come
+  // back to back (within kBatch1PoolGapMs of the previous call) run there, raced against the calling thread
+  // (it was exact, >= 1.25x faster and at most 1.15x the CPU per call back to back: batch1_pool_cpu_ratio,
+  // 0: not measured).
+  double batch1_pool_ms = 0.0;
+  double batch1_pool_cpu_ratio = 0.0;
+  int batch1_pool_threads = 0;
   // What runs inputs of exactly `batch` (> 1): `engine`, or xnnpack (the graph IR as one XNNPACK runtime on a
   // pthreadpool of batch_xnnpack_threads, the run's pool) when it was exact at that size and timed >= 10%
   // faster than `engine` on the same threads; it runs only while the run's plan gives ATen's pool or OpenBLAS

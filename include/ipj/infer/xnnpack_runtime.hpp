@@ -77,17 +77,29 @@ struct BatchRoutePlan {
   std::int64_t min_rows = 0;              // the fewest rows padded to `batch` (>= batch: no padding)
   // Load-time ms per full batch of the chosen engine and of the runtime (0: no race, XNNPACK runs them all)
   double chosen_ms = 0.0, xnnpack_ms = 0.0;
+  // > 0: only calls that start within this many ms of the route's previous call's end may run on the
+  // runtime (and count in the race); calls further apart run `chosen`. For batch 1 on a pool: waking a
+  // worker whose core went idle costs more CPU than the call (kBatch1PoolGapMs).
+  double max_gap_ms = 0.0;
 };
+
+// The gap for batch 1 on XNNPACK's pool: measured on EPYC-BF16 (12-05) with ResNet-18 at 1x28x28 (a pool
+// of 2 whose worker sleeps after each call vs the calling thread, bench/xnnpack_threads.sh): calls up to
+// 0.5 ms apart cost 1.0-1.17x the calling thread's CPU per call at 1.7x its speed, 1 ms apart 0.9-1.3x,
+// 2 ms 1.3-2.0x, 5 ms 1.6-2.8x.
+inline constexpr double kBatch1PoolGapMs = 0.5;
 
 // Float inputs of plan.batch_shape, and those of plan.min_rows..batch-1 rows padded with zero rows (the
 // answer's first rows returned), while the run's plan gives at least plan.threads to the caller's OpenMP pool
 // or to OpenBLAS (a plan shrunk for a busy machine runs `chosen`, which follows it: a pool of two would wait
 // for the busy core), unless they hold a NaN or a magnitude above kLargestXnnpackInput (those on
 // `fallback`), run on models.xnnpack or, raced call by call (the plan's load-time timings as the start),
-// `chosen`: the one whose recent calls cost less per full batch, the other probed at 1, 2, 4 ... 32 s
-// (a fixed thread plan on a machine that got busy: XNNPACK's pool waits on every operator for the cores
-// other work holds, and loses after one call); a switch is logged. Calls made while another holds the
-// runtime (instances of a served model) run on `chosen`; everything else too. Describes itself as `chosen`.
+// `chosen`: the one whose last three calls cost less per full batch (median), the other probed (two calls,
+// the second counted) at 1, 2, 4 ... 32 s (a fixed thread plan on a machine that got busy: XNNPACK's pool
+// waits on every operator for the cores other work holds, and loses after two calls); a switch is logged.
+// Calls made while another holds the runtime (instances of a served model), and with plan.max_gap_ms those
+// further apart than that from the previous call, run on `chosen`; everything else too. Describes itself as
+// `chosen`.
 std::shared_ptr<InferenceModel> xnnpack_batch_route(BatchRouteModels models, BatchRoutePlan plan);
 
 }  // namespace ipj::infer
