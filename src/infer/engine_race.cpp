@@ -42,7 +42,7 @@ double EngineRace::time_ms(RaceSide side) const {
 EngineRace::Pick EngineRace::pick() {
   const std::lock_guard<std::mutex> lock(mutex_);
   if (!probe_out_ && (probe_calls_left_ > 0 || Clock::now() >= next_probe_)) {
-    if (probe_calls_left_ == 0) probe_calls_left_ = 2;
+    if (probe_calls_left_ == 0) probe_calls_left_ = 3;
     probe_out_ = true;
     return {other(ahead_), true};
   }
@@ -59,8 +59,19 @@ void EngineRace::record(RaceSide side, double full_batch_ms, bool probe) {
   std::array<double, kRecentCalls>& recent = recent_ms_[index_of(side)];
   if (probe) {
     probe_out_ = false;
-    if (probe_calls_left_ > 0 && --probe_calls_left_ > 0) return;  // the warm-up call: not counted
-    recent.fill(full_batch_ms);  // the side behind has no recent calls: its history is this one
+    if (probe_calls_left_ == 3) {  // the warm-up call: not counted
+      probe_calls_left_ = 2;
+      return;
+    }
+    if (probe_calls_left_ == 2) {
+      probe_calls_left_ = 1;
+      probe_first_ms_ = full_batch_ms;
+      return;
+    }
+    // the side behind has no recent calls: its history is the slower of the two counted ones (a probe that
+    // a switch made moot, probe_calls_left_ 0, counts as a call of its side)
+    recent.fill(probe_calls_left_ == 1 ? std::max(probe_first_ms_, full_batch_ms) : full_batch_ms);
+    probe_calls_left_ = 0;
   } else {
     int& slot = next_slot_[index_of(side)];
     recent[static_cast<std::size_t>(slot)] = full_batch_ms;
@@ -75,9 +86,15 @@ void EngineRace::switch_if_overtaken(bool probed) {
   if (overtaken) {
     spdlog::info("{}: {} now runs it ({:.3f} ms per batch lately vs {:.3f} ms on {})", label_,
                  name_of(behind), time_ms(behind), time_ms(ahead_), name_of(ahead_));
+    // a lead won in the race and lost within the longest interval: flapping, keep backing off
+    const Clock::time_point now = Clock::now();
+    const bool flapping = lead_won_at_ != Clock::time_point{} &&
+                          now - lead_won_at_ < std::chrono::duration<double>(kEngineProbeLongestS);
+    probe_interval_s_ =
+        flapping ? std::min(2.0 * probe_interval_s_, kEngineProbeLongestS) : kEngineProbeFirstS;
     ahead_ = behind;
+    lead_won_at_ = now;
     probe_calls_left_ = 0;  // a probe of the side now behind starts afresh when due
-    probe_interval_s_ = kEngineProbeFirstS;
   } else if (probed) {
     probe_interval_s_ = std::min(2.0 * probe_interval_s_, kEngineProbeLongestS);
   }

@@ -17,10 +17,13 @@ enum class RaceSide { chosen, xnnpack };
 
 // The engine ahead runs; the other gets a probe once it is due. A side's time is the median of its last three
 // calls (seeded with the load-time timing): one slow call of any size (a scheduler hiccup, a worker woken
-// from a deep sleep) switches nothing, two do. A probe is two calls of the side behind: the first wakes its
-// threads and brings its weights back into cache (not counted), the second replaces that side's history
-// (stale). The side behind takes over when its time is >= 10% lower. So a pool that waits for busy cores
-// (XNNPACK's: a second per call beside neighbours) loses after two calls and is retried at 1, 2, 4 ... 32 s,
+// from a deep sleep) switches nothing, two do. A probe is three calls of the side behind: the first wakes its
+// threads and brings its weights back into cache (not counted), the slower of the other two replaces that
+// side's history (stale), so a pool that only sometimes gets the core it waits for does not win on one lucky
+// call. The side behind takes over when its time is >= 10% lower. Probes come 1 s after a switch, then 2, 4
+// ... 32 s while the side stays behind; a side that won the lead in the race and loses it again within 32 s
+// (flapping: a neighbour on the pool's core) keeps the doubled interval instead of starting again at 1 s. So
+// a pool that waits for busy cores (XNNPACK's: a second per call beside neighbours) loses after two calls,
 // and a slowdown both sides share (the server's own load) switches nothing.
 class EngineRace {
  public:
@@ -46,8 +49,10 @@ class EngineRace {
   std::array<std::array<double, kRecentCalls>, 2> recent_ms_{};  // [side][call], a ring per side
   std::array<int, 2> next_slot_{};
   RaceSide ahead_ = RaceSide::xnnpack;
-  int probe_calls_left_ = 0;  // of the current probe (2 when one starts)
-  bool probe_out_ = false;    // a probe call is running
+  int probe_calls_left_ = 0;       // of the current probe (3 when one starts)
+  double probe_first_ms_ = 0.0;    // its first counted call
+  bool probe_out_ = false;         // a probe call is running
+  Clock::time_point lead_won_at_;  // when the side ahead took the lead in the race (epoch: it led from load)
   double probe_interval_s_ = kEngineProbeFirstS;
   Clock::time_point next_probe_;
   std::string label_;

@@ -169,10 +169,10 @@ std::shared_ptr<InferenceModel> checked_runtime(const std::shared_ptr<InferenceM
 }
 
 // Process CPU ms per call of each forward on `input`, back to back: three rounds of blocks taking them in
-// turn (a warm-up call, then `calls` counted), about 20 ms of calls per block for the fastest.
+// turn (a warm-up call, then `calls` counted), about 30 ms of calls per block for the fastest.
 std::vector<double> cpu_ms_per_call(const std::vector<Forward>& forwards, const torch::Tensor& input,
                                     double fastest_ms) {
-  const int calls = static_cast<int>(std::clamp(20.0 / std::max(fastest_ms, 1e-3), 10.0, 200.0));
+  const int calls = static_cast<int>(std::clamp(30.0 / std::max(fastest_ms, 1e-3), 10.0, 300.0));
   std::vector<double> cpu_ms(forwards.size(), 0.0);
   for (int round = 0; round < 3; ++round)
     for (std::size_t side = 0; side < forwards.size(); ++side) {
@@ -216,10 +216,10 @@ std::shared_ptr<InferenceModel> with_batch1_xnnpack_pool(const std::shared_ptr<I
   const std::vector<double> cpu_ms = cpu_ms_per_call(sides, single, fastest[1]);
   choice.batch1_pool_ms = fastest[1];
   choice.batch1_pool_cpu_ratio = cpu_ms[0] > 0.0 ? cpu_ms[1] / cpu_ms[0] : 0.0;
-  // the pool spends more CPU per call (its worker's wake-up and hand-offs): it has to buy >= 1.25x the
-  // speed for at most 1.15x the CPU (joules), else the calling thread keeps batch 1
-  const bool wins = fastest[1] * 1.25 <= fastest[0] && choice.batch1_pool_cpu_ratio > 0.0 &&
-                    choice.batch1_pool_cpu_ratio <= 1.15;
+  // the pool spends more CPU per call (its worker's wake-up and hand-offs): it has to buy speed for little
+  // more CPU (joules), else the calling thread keeps batch 1
+  const bool wins = fastest[1] * kBatch1PoolMinSpeedup <= fastest[0] && choice.batch1_pool_cpu_ratio > 0.0 &&
+                    choice.batch1_pool_cpu_ratio <= kBatch1PoolMaxCpuRatio;
   choice.reason +=
       "; batch 1 on XNNPACK's pool of " + std::to_string(threads) +
       (wins ? " when calls come within " + format_number("%.1f", kBatch1PoolGapMs) + " ms of each other: "

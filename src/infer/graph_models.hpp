@@ -73,8 +73,8 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
 
 // Where `chosen` runs batch 1 on XNNPACK's runtime on the calling thread (choice.batch1_engine xnnpack,
 // form runtime) and the run has >= 2 threads: the same runtime on a pthreadpool of the run's threads,
-// checked against `eager` and timed against `chosen` at batch 1; >= 1.25x faster at <= 1.15x the process CPU
-// per call (back to back): a route that runs batch-1
+// checked against `eager` and timed against `chosen` at batch 1; >= kBatch1PoolMinSpeedup faster at <=
+// kBatch1PoolMaxCpuRatio the process CPU per call (back to back): a route that runs batch-1
 // calls starting within kBatch1PoolGapMs of the previous call's end there (back to back: a bench, a busy
 // server), raced call by call against `chosen` (a core taken by a neighbour: the pool waits for it and
 // loses), sparse calls on `chosen` (waking an idle core's worker costs more CPU than the call). Else

@@ -68,7 +68,7 @@ struct Fp32EngineChoice {
   // Where batch 1 runs on XNNPACK's runtime on the calling thread: the same runtime on a pthreadpool of the
   // run's threads, timed against it (0: not timed); batch1_pool_threads > 0 when batch-1 calls that come
   // back to back (within kBatch1PoolGapMs of the previous call) run there, raced against the calling thread
-  // (it was exact, >= 1.25x faster and at most 1.15x the CPU per call back to back: batch1_pool_cpu_ratio,
+  // (it was exact, >= 1.25x faster and at most 1.2x the CPU per call back to back: batch1_pool_cpu_ratio,
   // 0: not measured).
   double batch1_pool_ms = 0.0;
   double batch1_pool_cpu_ratio = 0.0;

@@ -88,18 +88,23 @@ struct BatchRoutePlan {
 // 0.5 ms apart cost 1.0-1.17x the calling thread's CPU per call at 1.7x its speed, 1 ms apart 0.9-1.3x,
 // 2 ms 1.3-2.0x, 5 ms 1.6-2.8x.
 inline constexpr double kBatch1PoolGapMs = 0.5;
+// What the pool must buy at load to run batch 1: this speed-up over the calling thread, for at most this
+// process CPU per call over the calling thread's (joules; ResNet-18 at 1x28x28 measured 1.07-1.13x, the test
+// cnn 1.25-1.33x and MobileNetV2 1.45x on EPYC-BF16 (12-05)).
+inline constexpr double kBatch1PoolMinSpeedup = 1.25;
+inline constexpr double kBatch1PoolMaxCpuRatio = 1.2;
 
 // Float inputs of plan.batch_shape, and those of plan.min_rows..batch-1 rows padded with zero rows (the
 // answer's first rows returned), while the run's plan gives at least plan.threads to the caller's OpenMP pool
 // or to OpenBLAS (a plan shrunk for a busy machine runs `chosen`, which follows it: a pool of two would wait
 // for the busy core), unless they hold a NaN or a magnitude above kLargestXnnpackInput (those on
 // `fallback`), run on models.xnnpack or, raced call by call (the plan's load-time timings as the start),
-// `chosen`: the one whose last three calls cost less per full batch (median), the other probed (two calls,
-// the second counted) at 1, 2, 4 ... 32 s (a fixed thread plan on a machine that got busy: XNNPACK's pool
-// waits on every operator for the cores other work holds, and loses after two calls); a switch is logged.
-// Calls made while another holds the runtime (instances of a served model), and with plan.max_gap_ms those
-// further apart than that from the previous call, run on `chosen`; everything else too. Describes itself as
-// `chosen`.
+// `chosen`: the one whose last three calls cost less per full batch (median), the other probed (three calls:
+// a warm-up, then the slower of two counts) at 1, 2, 4 ... 32 s (a fixed thread plan on a machine that got
+// busy: XNNPACK's pool waits on every operator for the cores other work holds, and loses after two calls); a
+// switch is logged. Calls made while another holds the runtime (instances of a served model), and with
+// plan.max_gap_ms those further apart than that from the previous call, run on `chosen`; everything else too.
+// Describes itself as `chosen`.
 std::shared_ptr<InferenceModel> xnnpack_batch_route(BatchRouteModels models, BatchRoutePlan plan);
 
 }  // namespace ipj::infer
