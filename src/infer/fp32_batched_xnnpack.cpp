@@ -45,7 +45,9 @@ class SizedBatchRoute : public InferenceModel {
   }
   torch::Tensor forward(const torch::Tensor& input) const override {
     const CallEnd call_end(plan_.max_gap_ms > 0.0 ? &last_call_end_ns_ : nullptr);
-    if (!fits(input) || !call_end.within(plan_.max_gap_ms)) return models_.chosen->forward(input);
+    const Overlap overlap(running_, started_);
+    if (!fits(input) || !call_end.within(plan_.max_gap_ms) || (plan_.alone_only && !overlap.alone_at_start()))
+      return models_.chosen->forward(input);
     if (!(input.abs().max().item<float>() <= kLargestXnnpackInput))  // NaN fails too
       return models_.fallback->forward(input);
     const EngineRace::Pick pick = race_ ? race_->pick() : EngineRace::Pick{};
@@ -54,13 +56,13 @@ class SizedBatchRoute : public InferenceModel {
       std::unique_lock<std::mutex> lock(runtime_mutex_, std::try_to_lock);
       if (lock.owns_lock())
         return timed(
-            RaceSide::xnnpack, pick.probe, [&] { return on_runtime(input); }, 1.0);
+            RaceSide::xnnpack, pick.probe, [&] { return on_runtime(input); }, 1.0, overlap);
       if (pick.probe) race_->cancel_probe();
+      return models_.chosen->forward(input);  // another call holds it: not the chosen engine's own pace
     }
     const double full_batch = static_cast<double>(plan_.batch_shape[0]) / static_cast<double>(input.size(0));
     return timed(
-        RaceSide::chosen, pick.probe && pick.side == RaceSide::chosen,
-        [&] { return models_.chosen->forward(input); }, full_batch);
+        RaceSide::chosen, pick.probe, [&] { return models_.chosen->forward(input); }, full_batch, overlap);
   }
 
  private:
@@ -86,17 +88,26 @@ class SizedBatchRoute : public InferenceModel {
     return models_.xnnpack->forward(padded).narrow(0, 0, rows);  // [rows, ...]
   }
 
-  // `call` timed for the race, its time scaled by `to_full_batch` (the chosen engine's time is taken as
-  // proportional to the rows)
-  template <typename Call>
-  torch::Tensor timed(RaceSide side, bool probe, const Call& call, double to_full_batch) const {
-    if (!race_) return call();
-    const Clock::time_point start = Clock::now();
-    torch::Tensor output = call();
-    race_->record(
-        side, std::chrono::duration<double, std::milli>(Clock::now() - start).count() * to_full_batch, probe);
-    return output;
-  }
+  // This call among the route's calls: whether another was running when it started, or started while it ran.
+  class Overlap {
+   public:
+    Overlap(std::atomic<int>& running, std::atomic<std::uint64_t>& started)
+        : running_(running),
+          others_at_start_(running.fetch_add(1)),
+          ticket_(started.fetch_add(1) + 1),
+          started_(started) {}
+    ~Overlap() { running_.fetch_sub(1); }
+    Overlap(const Overlap&) = delete;
+    Overlap& operator=(const Overlap&) = delete;
+    bool alone_at_start() const { return others_at_start_ == 0; }
+    bool alone_throughout() const { return others_at_start_ == 0 && started_.load() == ticket_; }
+
+   private:
+    std::atomic<int>& running_;
+    int others_at_start_;
+    std::uint64_t ticket_;
+    std::atomic<std::uint64_t>& started_;
+  };
 
   // Stamps the route's last call end (steady clock ns) when it goes out of scope; within(): whether this
   // call started within `gap_ms` of the previous one's end (always without a stamp to keep).
@@ -122,10 +133,29 @@ class SizedBatchRoute : public InferenceModel {
     std::int64_t start_ns_;
   };
 
+  // `call` timed for the race, its time scaled by `to_full_batch` (the chosen engine's time is taken as
+  // proportional to the rows); with plan_.alone_only a call that overlapped another is not counted (the
+  // route's own concurrency, not the engine, set its pace), and a probe that did runs again at the next call
+  template <typename Call>
+  torch::Tensor timed(RaceSide side, bool probe, const Call& call, double to_full_batch,
+                      const Overlap& overlap) const {
+    if (!race_) return call();
+    const Clock::time_point start = Clock::now();
+    torch::Tensor output = call();
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    if (!plan_.alone_only || overlap.alone_throughout())
+      race_->record(side, ms * to_full_batch, probe);
+    else if (probe)
+      race_->cancel_probe();
+    return output;
+  }
+
   BatchRouteModels models_;
   BatchRoutePlan plan_;
   // when the route's last call ended (max_gap_ms > 0); long ago at first: the first call runs `chosen`
   mutable std::atomic<std::int64_t> last_call_end_ns_{std::numeric_limits<std::int64_t>::min() / 2};
+  mutable std::atomic<int> running_{0};            // calls of the route running now
+  mutable std::atomic<std::uint64_t> started_{0};  // calls of the route started so far
   std::unique_ptr<EngineRace> race_;  // null: XNNPACK whenever the input fits (--fp32-engine xnnpack)
   mutable std::mutex runtime_mutex_;
 };
@@ -168,19 +198,20 @@ std::shared_ptr<InferenceModel> checked_runtime(const std::shared_ptr<InferenceM
   return nullptr;
 }
 
-// Process CPU ms per call of each forward on `input`, back to back: three rounds of blocks taking them in
-// turn (a warm-up call, then `calls` counted), about 30 ms of calls per block for the fastest.
+// Process CPU ms per call of each forward on `input`, back to back: five rounds of blocks taking them in turn
+// (a warm-up call, then `calls` counted), about 20 ms of calls per block for the fastest; each side's
+// cheapest block counts (like the fastest call for latency: other work in the process only adds CPU).
 std::vector<double> cpu_ms_per_call(const std::vector<Forward>& forwards, const torch::Tensor& input,
                                     double fastest_ms) {
-  const int calls = static_cast<int>(std::clamp(30.0 / std::max(fastest_ms, 1e-3), 10.0, 300.0));
-  std::vector<double> cpu_ms(forwards.size(), 0.0);
-  for (int round = 0; round < 3; ++round)
+  const int calls = static_cast<int>(std::clamp(20.0 / std::max(fastest_ms, 1e-3), 10.0, 200.0));
+  std::vector<double> cpu_ms(forwards.size(), INFINITY);
+  for (int round = 0; round < 5; ++round)
     for (std::size_t side = 0; side < forwards.size(); ++side) {
       forwards[side](input);
       const double start_s = energy::process_cpu_seconds();
       for (int call = 0; call < calls; ++call)
         forwards[side](input);
-      cpu_ms[side] += (energy::process_cpu_seconds() - start_s) * 1e3 / (3.0 * calls);
+      cpu_ms[side] = std::min(cpu_ms[side], (energy::process_cpu_seconds() - start_s) * 1e3 / calls);
     }
   return cpu_ms;
 }
@@ -215,7 +246,7 @@ std::shared_ptr<InferenceModel> with_batch1_xnnpack_pool(const std::shared_ptr<I
   const std::vector<double> fastest = fastest_alternating_ms(sides, single);
   const std::vector<double> cpu_ms = cpu_ms_per_call(sides, single, fastest[1]);
   choice.batch1_pool_ms = fastest[1];
-  choice.batch1_pool_cpu_ratio = cpu_ms[0] > 0.0 ? cpu_ms[1] / cpu_ms[0] : 0.0;
+  choice.batch1_pool_cpu_ratio = cpu_ms[0] > 0.0 && std::isfinite(cpu_ms[1]) ? cpu_ms[1] / cpu_ms[0] : 0.0;
   // the pool spends more CPU per call (its worker's wake-up and hand-offs): it has to buy speed for little
   // more CPU (joules), else the calling thread keeps batch 1
   const bool wins = fastest[1] * kBatch1PoolMinSpeedup <= fastest[0] && choice.batch1_pool_cpu_ratio > 0.0 &&
@@ -231,6 +262,7 @@ std::shared_ptr<InferenceModel> with_batch1_xnnpack_pool(const std::shared_ptr<I
   choice.batch1_pool_threads = threads;
   BatchRoutePlan plan{shape, threads, 1, fastest[0], fastest[1]};
   plan.max_gap_ms = kBatch1PoolGapMs;
+  plan.alone_only = true;  // concurrent requests: one core each beats a pool of two for one of them
   return xnnpack_batch_route(BatchRouteModels{chosen, pool, chosen}, std::move(plan));
 }
 

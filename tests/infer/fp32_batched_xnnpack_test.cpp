@@ -177,6 +177,52 @@ TEST(BatchedXnnpack, AnEngineThatKeepsWinningAndLosingIsProbedLessAndLessOften) 
   EXPECT_EQ(mark_of(*route, batch), 1.0f);  // nor at 2 s
 }
 
+// alone_only (batch 1 on a pool): a call that starts while another call of the route runs (a served model's
+// instances) takes the chosen engine, and calls that overlapped another are not counted in the race (their
+// pace is the route's own concurrency, not the engine's).
+TEST(BatchedXnnpack, AloneOnlyCallsThatOverlapAnotherTakeTheChosenEngineAndAreNotCounted) {
+  class Blocking : public InferenceModel {  // blocks 2-row inputs until released; answers 1
+   public:
+    torch::Tensor forward(const torch::Tensor& input) const override {
+      if (input.size(0) == 2) {
+        entered = true;
+        while (!released)
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      return torch::full({input.size(0), 1}, 1.0f);
+    }
+    mutable std::atomic<bool> entered{false}, released{false};
+  };
+  const auto blocking = std::make_shared<Blocking>();
+  BatchRoutePlan alone{{1, 3}, 1, 1};
+  alone.alone_only = true;
+  const auto unraced = xnnpack_batch_route({blocking, std::make_shared<MarkModel>(2.0f), blocking}, alone);
+  const device::CallerOpenMpThreads one(1);
+  std::thread other([&] { unraced->forward(torch::rand({2, 3})); });  // on the chosen engine, held
+  while (!blocking->entered)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(mark_of(*unraced, torch::rand({1, 3})), 1.0f);  // another call runs: not the runtime
+  blocking->released = true;
+  other.join();
+  EXPECT_EQ(mark_of(*unraced, torch::rand({1, 3})), 2.0f);  // alone again
+
+  const auto chosen = std::make_shared<Sleepy>(1.0f, 1);
+  const auto runtime = std::make_shared<Sleepy>(2.0f, 100);
+  BatchRoutePlan raced_plan{{4, 3}, 1, 4, 10.0, 5.0};
+  raced_plan.alone_only = true;
+  const auto raced = xnnpack_batch_route({chosen, runtime, chosen}, raced_plan);
+  const torch::Tensor batch = torch::rand({4, 3});
+  for (int overlapped = 0; overlapped < 2; ++overlapped) {
+    std::thread slow([&] { EXPECT_EQ(mark_of(*raced, batch), 2.0f); });  // alone at its start: the runtime
+    sleep_seconds(0.03);
+    EXPECT_EQ(mark_of(*raced, batch), 1.0f);  // started during it: the chosen engine
+    slow.join();
+  }
+  EXPECT_EQ(mark_of(*raced, batch), 2.0f);  // the two overlapped 100 ms calls were not counted
+  EXPECT_EQ(mark_of(*raced, batch), 2.0f);  // two solo ones are
+  EXPECT_EQ(mark_of(*raced, batch), 1.0f);
+}
+
 // With a gap (batch 1 on a pool): only calls that start within it of the previous call's end reach the
 // runtime; the first call, and one after a pause, run on the chosen engine (the calling thread).
 TEST(BatchedXnnpack, WithAGapOnlyBackToBackCallsReachTheRuntime) {

@@ -26,9 +26,11 @@
 #include "ipj/core/atomic_file.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/core/json_io.hpp"
+#include "ipj/device/threading.hpp"
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/infer/xnnpack_runtime.hpp"
 #include "ipj/serve/inference_server.hpp"
+#include "ipj/serve/serve_threads.hpp"
 #include "ipj/train/checkpoint.hpp"
 #include "raw_http.hpp"
 #include "support/test_cache.hpp"
@@ -672,6 +674,27 @@ TEST(ServeThreads, FixedThreadsAreThePoolTheEnginesAreTimedOn) {
   ASSERT_TRUE(choice);
   EXPECT_EQ(choice->batch, 64);
   EXPECT_EQ(choice->batch_xnnpack_threads, 3) << choice->reason;
+}
+
+// Batches running at once share the plan's ATen threads (plan / batches running, at least 1); --threads N
+// gives each N.
+TEST(ServeThreads, BatchesRunningAtOnceShareThePlansThreads) {
+  for (const int fixed : {0, 2}) {
+    ServeThreads threads(fixed);
+    threads.start({device::ThreadWorkload::onednn});
+    const ServeThreads::BatchScope first = threads.enter_batch();
+    const int alone = device::caller_openmp_threads();
+    if (fixed == 0 && alone < 2)
+      GTEST_SKIP() << "the plan has one ATen thread here (one CPU, or a busy machine)";
+    EXPECT_EQ(alone, fixed == 0 ? alone : 2);
+    int beside = 0;
+    std::thread other([&] {
+      const ServeThreads::BatchScope second = threads.enter_batch();
+      beside = device::caller_openmp_threads();
+    });
+    other.join();
+    EXPECT_EQ(beside, fixed == 0 ? std::max(1, alone / 2) : 2) << "--threads " << fixed;
+  }
 }
 
 TEST(ServeLifecycle, ASignalDuringLoadingMeansServeReturnsAtOnce) {

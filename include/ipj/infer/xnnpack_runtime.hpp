@@ -81,6 +81,10 @@ struct BatchRoutePlan {
   // runtime (and count in the race); calls further apart run `chosen`. For batch 1 on a pool: waking a
   // worker whose core went idle costs more CPU than the call (kBatch1PoolGapMs).
   double max_gap_ms = 0.0;
+  // Only calls that start while no other call of the route runs reach the runtime, and only calls that no
+  // other overlapped count in the race (batch 1 on a pool: concurrent requests, a served model's instances,
+  // are better on one core each, and their pace is the route's own concurrency, not the engine's).
+  bool alone_only = false;
 };
 
 // The gap for batch 1 on XNNPACK's pool: measured on EPYC-BF16 (12-05) with ResNet-18 at 1x28x28 (a pool
@@ -102,9 +106,9 @@ inline constexpr double kBatch1PoolMaxCpuRatio = 1.2;
 // `chosen`: the one whose last three calls cost less per full batch (median), the other probed (three calls:
 // a warm-up, then the slower of two counts) at 1, 2, 4 ... 32 s (a fixed thread plan on a machine that got
 // busy: XNNPACK's pool waits on every operator for the cores other work holds, and loses after two calls); a
-// switch is logged. Calls made while another holds the runtime (instances of a served model), and with
-// plan.max_gap_ms those further apart than that from the previous call, run on `chosen`; everything else too.
-// Describes itself as `chosen`.
+// switch is logged. Calls made while another holds the runtime (instances of a served model), with
+// plan.max_gap_ms those further apart than that from the previous call, and with plan.alone_only those that
+// start while another call runs, run on `chosen`; everything else too. Describes itself as `chosen`.
 std::shared_ptr<InferenceModel> xnnpack_batch_route(BatchRouteModels models, BatchRoutePlan plan);
 
 }  // namespace ipj::infer

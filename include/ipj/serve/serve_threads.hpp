@@ -36,7 +36,7 @@ class ServeThreads {
 
   // Held by a batcher worker while it runs one batch: on entry, the change the sampler's readings call for
   // is applied first (once the batches on other workers are done), then the plan's ATen threads on this
-  // thread.
+  // thread: its share of them while other batches run (plan / batches running, at least 1; --threads N: N).
   class BatchScope {
    public:
     explicit BatchScope(ServeThreads* threads) : threads_(threads) {}
@@ -67,8 +67,7 @@ class ServeThreads {
   device::ThreadPlan plan_;
   std::optional<device::BusyReplanner> replanner_;
   std::unique_ptr<device::LoadSampler> sampler_;
-  std::atomic<int> torch_threads_{0};         // 0 until start(): batches leave their threads alone
-  std::atomic<std::uint64_t> generation_{0};  // process-wide unique per plan applied (workers compare it)
+  std::atomic<int> torch_threads_{0};  // 0 until start(): batches leave their threads alone
   std::atomic<int> shrinks_{0}, grows_{0};
 };
 
