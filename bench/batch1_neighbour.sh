@@ -43,7 +43,8 @@ for round in $(seq 1 "$rounds"); do
       line=$(/usr/bin/python3 -c '
 import json, sys
 d = json.loads(sys.argv[1]); r = d["rows"][0]; e = d["variants"][0]["fp32_engine"]
-pool = "on %d threads" % e["batch1_pool_threads"] if e["batch1_pool_threads"] else "kept out"
+pool = "on %d threads" % e["batch1_pool_threads"] if e["batch1_pool_threads"] else (
+    "kept out" if e["batch1_pool_ms"] else "not timed")
 pool += " (%.2fx CPU)" % e["batch1_pool_cpu_ratio"] if e["batch1_pool_cpu_ratio"] else ""
 print("%.3f %.3f %.3f %.3f" % (r["p50_ms"], r["p99_ms"], r["mean_ms"], r["cpu_ms_per_call"]), pool)
 ' "$out" 2>/dev/null) || line="- - - - (bench failed: $(tail -1 "$work/log"))"
