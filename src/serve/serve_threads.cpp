@@ -83,19 +83,27 @@ void ServeThreads::replan_if_due() {
 
 ServeThreads::BatchScope ServeThreads::enter_batch() {
   replan_if_due();
-  int running = 0;
+  int sharing = 0;
   {
     std::unique_lock<std::mutex> lock(mutex_);
     gate_.wait(lock, [this] { return !changing_; });
-    running = ++running_batches_;
+    const int running = ++running_batches_;
+    // the most batches that ran at once lately: a batch that starts alone under a steady concurrent load
+    // would otherwise take every thread and share the cores with the next one a moment later
+    const Clock::time_point now = Clock::now();
+    if (running >= recent_peak_ || now - recent_peak_at_ > kRecentPeakWindow) {
+      recent_peak_ = running;
+      recent_peak_at_ = now;
+    }
+    sharing = recent_peak_;
   }
   // Batches running at once (a model's instances, several models) share the plan's ATen threads: each takes
-  // plan / batches running, at least 1, so that they do not wait on each other's cores (two instances of a
-  // ResNet-18 on two CPUs at two threads each served 0.62-0.70x the requests of one thread each). --threads N
-  // gives every batch N, as asked.
+  // plan / the most batches running at once in the last 0.2 s, at least 1, so that they do not wait on each
+  // other's cores (two instances of a ResNet-18 on two CPUs at two threads each served 0.62-0.70x the
+  // requests of one thread each). --threads N gives every batch N, as asked.
   const int plan_threads = torch_threads_.load();
   if (plan_threads > 0) {
-    const int share = fixed_threads_ > 0 ? plan_threads : std::max(1, plan_threads / running);
+    const int share = fixed_threads_ > 0 ? plan_threads : std::max(1, plan_threads / sharing);
     if (device::caller_openmp_threads() != share) device::set_caller_openmp_threads(share);
   }
   return BatchScope(this);

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -676,13 +677,13 @@ TEST(ServeThreads, FixedThreadsAreThePoolTheEnginesAreTimedOn) {
   EXPECT_EQ(choice->batch_xnnpack_threads, 3) << choice->reason;
 }
 
-// Batches running at once share the plan's ATen threads (plan / batches running, at least 1); --threads N
-// gives each N.
+// Batches running at once share the plan's ATen threads (plan / the most batches running at once in the last
+// 0.2 s, at least 1); --threads N gives each N.
 TEST(ServeThreads, BatchesRunningAtOnceShareThePlansThreads) {
   for (const int fixed : {0, 2}) {
     ServeThreads threads(fixed);
     threads.start({device::ThreadWorkload::onednn});
-    const ServeThreads::BatchScope first = threads.enter_batch();
+    std::optional<ServeThreads::BatchScope> first(threads.enter_batch());
     const int alone = device::caller_openmp_threads();
     if (fixed == 0 && alone < 2)
       GTEST_SKIP() << "the plan has one ATen thread here (one CPU, or a busy machine)";
@@ -694,6 +695,21 @@ TEST(ServeThreads, BatchesRunningAtOnceShareThePlansThreads) {
     });
     other.join();
     EXPECT_EQ(beside, fixed == 0 ? std::max(1, alone / 2) : 2) << "--threads " << fixed;
+    first.reset();
+    int soon_after = 0, later = 0;
+    std::thread next([&] {
+      {
+        const ServeThreads::BatchScope third = threads.enter_batch();
+        soon_after = device::caller_openmp_threads();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      const ServeThreads::BatchScope fourth = threads.enter_batch();
+      later = device::caller_openmp_threads();
+    });
+    next.join();
+    // alone within 0.2 s of two at once: still its share; alone after that: the plan
+    EXPECT_EQ(soon_after, fixed == 0 ? std::max(1, alone / 2) : 2) << "--threads " << fixed;
+    EXPECT_EQ(later, fixed == 0 ? alone : 2) << "--threads " << fixed;
   }
 }
 

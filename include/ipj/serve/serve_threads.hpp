@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -36,7 +37,8 @@ class ServeThreads {
 
   // Held by a batcher worker while it runs one batch: on entry, the change the sampler's readings call for
   // is applied first (once the batches on other workers are done), then the plan's ATen threads on this
-  // thread: its share of them while other batches run (plan / batches running, at least 1; --threads N: N).
+  // thread: its share of them while other batches run (plan / the most batches running at once in the last
+  // 0.2 s, at least 1; --threads N: N).
   class BatchScope {
    public:
     explicit BatchScope(ServeThreads* threads) : threads_(threads) {}
@@ -63,6 +65,11 @@ class ServeThreads {
   mutable std::mutex mutex_;  // plan_, replanner_, the gate below
   std::condition_variable gate_;
   int running_batches_ = 0;
+  // The most batches running at once lately (a window of kRecentPeakWindow from when it was seen).
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::chrono::milliseconds kRecentPeakWindow{200};
+  int recent_peak_ = 0;
+  Clock::time_point recent_peak_at_{};
   bool changing_ = false;  // a change waits for the running batches; new batches wait for it
   device::ThreadPlan plan_;
   std::optional<device::BusyReplanner> replanner_;
