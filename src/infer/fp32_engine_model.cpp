@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -330,6 +332,27 @@ std::shared_ptr<InferenceModel> built_graph(const GraphBuilder& build_graph, Fp3
   }
 }
 
+// `source` run once, on first use, for every XNNPACK runtime the engine choice builds (batch 1, its pool, the
+// timed batch): a TorchScript file is imported once (and says once what its graph leaves out); a failure is
+// kept and thrown again. The graph (its tensors shared, not copied) lives as long as the returned source.
+GraphIrSource built_once(GraphIrSource source) {
+  if (!source) return source;
+  auto graph = std::make_shared<std::optional<quant::Graph>>();
+  auto failure = std::make_shared<std::exception_ptr>();
+  return [source = std::move(source), graph, failure]() -> quant::Graph {
+    if (*failure) std::rethrow_exception(*failure);
+    if (!*graph) {
+      try {
+        *graph = source();
+      } catch (...) {  // rethrown to this caller and to every later one
+        *failure = std::current_exception();
+        throw;
+      }
+    }
+    return **graph;
+  };
+}
+
 }  // namespace
 
 double xnnpack_difference(const InferenceModel& eager, const InferenceModel& xnnpack,
@@ -342,7 +365,9 @@ double xnnpack_difference(const InferenceModel& eager, const InferenceModel& xnn
 std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel> eager,
                                                   const GraphBuilder& build_graph,
                                                   const std::vector<std::int64_t>& sample_shape,
-                                                  const RunOptions& run, const GraphIrSource& graph_ir) {
+                                                  const RunOptions& run,
+                                                  const GraphIrSource& graph_ir_source) {
+  const GraphIrSource graph_ir = built_once(graph_ir_source);
   Fp32EngineChoice choice;
   choice.requested = run.fp32_engine;
   const std::shared_ptr<InferenceModel> graph =
