@@ -1,4 +1,5 @@
-// ONNX Runtime (npm onnxruntime-node, CPU, default session options; $IPJ_ORT_THREADS sets intra-op threads) latency
+// ONNX Runtime (npm onnxruntime-node, CPU, default session options; $IPJ_ORT_THREADS sets intra-op threads,
+// IPJ_ORT_SPIN=0 turns off their spinning) latency
 // of one model per batch size: warm-up, then session.run calls for `seconds`; prints one JSON line {"rows": [{"batch",
 // "p50_ms", "mean_ms", "runs", "cpu_ms_per_run"}]} (cpu: user + system time of the whole process, spinning included).
 // Usage: node bench/onnxruntime_bench.js MODEL.onnx 1,64,256 [seconds=2]   (package dir: $IPJ_ONNXRUNTIME_NODE or
@@ -10,7 +11,10 @@ const ort = require(packageDir(path.resolve(process.env.IPJ_ONNXRUNTIME_NODE || 
 const [, , modelPath, batchList, secondsText] = process.argv;
 (async () => {
   const threads = Number(process.env.IPJ_ORT_THREADS || 0);
-  const session = await ort.InferenceSession.create(modelPath, threads > 0 ? {intraOpNumThreads: threads} : {});
+  const options = threads > 0 ? {intraOpNumThreads: threads} : {};
+  // IPJ_ORT_SPIN=0: intra-op workers sleep between parallel regions instead of spinning (ORT's default is to spin)
+  if (process.env.IPJ_ORT_SPIN === '0') options.extra = {session: {intra_op: {allow_spinning: '0'}}};
+  const session = await ort.InferenceSession.create(modelPath, options);
   const input = session.inputNames[0];
   const sample = JSON.parse(process.env.IPJ_SAMPLE_SHAPE || '[1,28,28]');
   const rows = [];
