@@ -3,8 +3,8 @@
 # and static int8, and a user's residual net and MobileNetV2 (torchvision, TorchScript, 1x28x28: made by
 # tests/quant/make_graph_models.py) as fp32 and static int8 (`ipj quantize`), each exported with `ipj export
 # --verify`. Per batch: ipj bench's p50 of its default fp32 variant or the int8 file (the engine it picks at load
-# for that batch size, shown: int8 at batch 1 may run on XNNPACK's int8 runtime, else on LibTorch's int8
-# kernels), and ONNX Runtime's p50
+# for that batch size, shown: static int8 may run on XNNPACK's int8 runtime, at batch 1 on the calling
+# thread, at larger batches on a pool; else on LibTorch's int8 kernels), and ONNX Runtime's p50
 # (onnxruntime-node 1.30 through Node.js, CPU, default options), alternating sides; each side's process CPU time
 # per run too (what the energy estimate counts: a side that keeps two cores busy for one answer costs twice).
 # Usage: bench/onnx.sh [rounds=2] [seconds_per_row=2] [batches=1,64]
@@ -58,7 +58,7 @@ for round in $(seq 1 "$rounds"); do
       for batch in ${batches//,/ }; do
         ours=$("$ipj" bench --model "$source" "${flags[@]}" --variants "$variants" --batch "$batch" \
                --window-s "$seconds" --warmup-s 0.5 --max-windows 4 --no-accuracy --no-energy --json --quiet 2>/dev/null \
-               | fields "d['rows'][0]['p50_ms'], (d['variants'][0]['fp32_engine'] or {}).get('batch1_engine' if $batch == 1 else 'batch_engine') or ((d['variants'][0]['batch1_threads'] or {}).get('engine', 'libtorch') if $batch == 1 else 'libtorch'), d['rows'][0]['cpu_ms_per_call']")
+               | fields "d['rows'][0]['p50_ms'], (d['variants'][0]['fp32_engine'] or {}).get('batch1_engine' if $batch == 1 else 'batch_engine') or ((d['variants'][0]['batch1_threads'] or {}).get('engine', 'libtorch') if $batch == 1 else (d['variants'][0].get('int8_batch_engine') or {}).get('engine', 'libtorch')), d['rows'][0]['cpu_ms_per_call']")
         theirs=$(IPJ_SAMPLE_SHAPE='[1,28,28]' node bench/onnxruntime_bench.js "$work/$model-$precision.onnx" "$batch" \
                  "$seconds" | fields "d['rows'][0]['p50_ms'], d['rows'][0]['cpu_ms_per_run']")
         read -r ours_ms engine ours_cpu <<<"$ours"

@@ -129,6 +129,8 @@ void print_bench_table(const infer::ModelBenchReport& report) {
                 << variant.fp32_engine->reason << ")\n";
     else if (variant.batch1_threads && !variant.batch1_threads->describe().empty())
       std::cout << variant.variant << ": " << variant.batch1_threads->describe() << "\n";
+    if (variant.int8_batch_engine)
+      std::cout << variant.variant << ": " << variant.int8_batch_engine->reason << "\n";
   }
   for (const infer::SkippedRow& skipped : report.skipped)
     std::cout << "skipped: " << skipped.variant

@@ -160,13 +160,6 @@ class SizedBatchRoute : public InferenceModel {
   mutable std::mutex runtime_mutex_;
 };
 
-Forward forward_on(const std::shared_ptr<InferenceModel>& model, int threads) {
-  return [model, threads](const torch::Tensor& input) {
-    const device::CallerOpenMpThreads scope(threads);
-    return model->forward(input);
-  };
-}
-
 // The chosen engine's batch time as the engine choice measured it (0: not measured).
 double chosen_batch_ms(const Fp32EngineChoice& choice) {
   for (const EngineMeasurement& measured : choice.measured)
@@ -216,12 +209,18 @@ std::vector<double> cpu_ms_per_call(const std::vector<Forward>& forwards, const 
   return cpu_ms;
 }
 
-// The threads of the pool as the run sets it later (--threads, else every CPU the process may use).
+}  // namespace
+
+Forward forward_on(const std::shared_ptr<const InferenceModel>& model, int threads) {
+  return [model, threads](const torch::Tensor& input) {
+    const device::CallerOpenMpThreads scope(threads);
+    return model->forward(input);
+  };
+}
+
 int run_pool_threads(const RunOptions& run) {
   return std::max(1, run.pool_threads > 0 ? run.pool_threads : device::read_cpu_limits().available_cpus);
 }
-
-}  // namespace
 
 std::shared_ptr<InferenceModel> with_batch1_xnnpack_pool(const std::shared_ptr<InferenceModel>& eager,
                                                          std::shared_ptr<InferenceModel> chosen,

@@ -242,6 +242,16 @@ Json to_json(const Batch1Threads& measured) {
           {"engine", measured.xnnpack ? "xnnpack" : "libtorch"}};
 }
 
+Json to_json(const Int8BatchEngine& engine) {
+  return {{"batch", engine.batch},
+          {"threads", engine.threads},
+          {"engine", engine.xnnpack ? "xnnpack" : "libtorch"},
+          {"libtorch_ms", engine.libtorch_ms},
+          {"xnnpack_ms", engine.xnnpack_ms},
+          {"min_rows", engine.min_rows},
+          {"reason", engine.reason}};
+}
+
 Batch1Threads measure_batch1_threads(const std::function<torch::Tensor(const torch::Tensor&)>& forward,
                                      const std::vector<std::int64_t>& sample_shape, int pool_threads) {
   Batch1Threads measured;

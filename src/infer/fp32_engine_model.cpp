@@ -413,7 +413,7 @@ InferenceModelPtr timed_batch1_candidate(const InferenceModelPtr& model, const B
                                          Batch1Threads& measured) {
   std::shared_ptr<InferenceModel> built;
   try {
-    built = candidate.build(model);
+    built = candidate.build(model, 1, 1);
   } catch (const std::exception& error) {
     spdlog::debug("{}: XNNPACK not used at batch 1 ({})", model->model_name, error_cause(error.what()));
     return model;

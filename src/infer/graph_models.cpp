@@ -109,8 +109,8 @@ Batch1Candidate xnnpack_int8_graph_candidate(const InferenceModel& model, const 
       !xnnpack_runtime_available())
     return {};
   Batch1Candidate candidate;
-  candidate.build = [graph = int8->graph()](InferenceModelPtr busy) {
-    return xnnpack_int8_graph_runtime_model(graph, 1, std::move(busy));
+  candidate.build = [graph = int8->graph()](InferenceModelPtr busy, std::int64_t batch, int threads) {
+    return xnnpack_int8_graph_runtime_model(graph, batch, std::move(busy), threads);
   };
   const std::vector<std::int64_t> shape = batch1_shape(model.sample_shape);
   candidate.disagreement = [graph = int8->graph(), shape](const Forward& libtorch, const Forward& xnnpack) {

@@ -71,6 +71,12 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
                                                      const std::vector<std::int64_t>& sample_shape,
                                                      const RunOptions& run, Fp32EngineChoice& choice);
 
+// `model` called with `threads` OpenMP threads on the calling thread (LibTorch's kernels; XNNPACK's runtimes
+// have their own pool).
+Forward forward_on(const std::shared_ptr<const InferenceModel>& model, int threads);
+// The threads of the pool as the run sets it later (--threads, else every CPU the process may use).
+int run_pool_threads(const RunOptions& run);
+
 // Where `chosen` runs batch 1 on XNNPACK's runtime on the calling thread (choice.batch1_engine xnnpack,
 // form runtime) and the run has >= 2 threads: the same runtime on a pthreadpool of the run's threads,
 // checked against `eager` and timed against `chosen` at batch 1; >= kBatch1PoolMinSpeedup faster at <=
@@ -105,9 +111,11 @@ std::vector<std::int64_t> batch1_shape(const std::vector<std::int64_t>& sample_s
 // With a `candidate` (XNNPACK's int8 runtime of a static int8 program) that is also timed at batch 1 against
 // the setting measured, and runs batch 1 when it agrees and is faster (Batch1Threads::xnnpack).
 struct Batch1Candidate {
-  // Builds the candidate for [1, ...sample_shape] inputs, answering on `busy` while another call holds it;
-  // throws ipj::Error(unsupported) when it cannot. Empty: no candidate.
-  std::function<std::shared_ptr<InferenceModel>(InferenceModelPtr busy)> build;
+  // Builds the candidate for [batch, ...sample_shape] inputs on `threads` (1: the calling thread), answering
+  // on `busy` while another call holds it; throws ipj::Error(unsupported) when it cannot. Empty: no
+  // candidate.
+  std::function<std::shared_ptr<InferenceModel>(InferenceModelPtr busy, std::int64_t batch, int threads)>
+      build;
   // "" when the candidate answers close enough to the model (each a batch-1 forward), else why not.
   std::function<std::string(const Forward& model, const Forward& candidate)> disagreement;
 };
@@ -119,6 +127,14 @@ struct Batch1Candidate {
 Batch1Candidate xnnpack_int8_graph_candidate(const InferenceModel& model, const RunOptions& run);
 InferenceModelPtr with_measured_batch1_threads(InferenceModelPtr model, int pool_threads,
                                                const Batch1Candidate& candidate = {});
+// `routed` (`int8` with its batch-1 route) with batches of run.fp32_engine_batch (> 1, where a row runs that
+// size: run.batched_xnnpack) on the `candidate`'s XNNPACK int8 runtime built for that batch on a pthreadpool
+// of the run's threads, where it passes the candidate's check (on the last row of a full batch) and times
+// >= 10% faster than `int8` on the same threads (Int8BatchEngine); raced call by call, smaller batches
+// padded to it where that still wins. Always records int8_batch_engine (what was timed, or why not) unless
+// there is no candidate (dynamic int8, an engine asked for by name) or no sample shape.
+InferenceModelPtr with_batched_int8_xnnpack(InferenceModelPtr routed, const InferenceModelPtr& int8,
+                                            const Batch1Candidate& candidate, const RunOptions& run);
 
 // fp32 | bf16 | int8-dynamic | int8-static (calibrated on options.calibration_samples images of
 // options.calibration_data, else `data_dir`, else the default data set). Throws ipj::Error(unsupported) for

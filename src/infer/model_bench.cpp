@@ -153,7 +153,7 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& options) {
     report.threads = device::to_json(threads.threads());
     BenchedVariant benched{choice_name(model->variant), choice_name(model->format), model->path,
                            model->model_name,           model->parameter_bytes,     std::nullopt,
-                           model->fp32_engine,          model->batch1_threads};
+                           model->fp32_engine,          model->batch1_threads,      model->int8_batch_engine};
     if (options.measure_accuracy) {
       if (!dataset) {
         dataset =
@@ -215,7 +215,9 @@ Json to_json(const ModelBenchReport& report) {
          {"parameter_bytes", variant.parameter_bytes},
          {"test_acc", variant.test_acc ? Json(*variant.test_acc) : Json(nullptr)},
          {"fp32_engine", variant.fp32_engine ? to_json(*variant.fp32_engine) : Json(nullptr)},
-         {"batch1_threads", variant.batch1_threads ? to_json(*variant.batch1_threads) : Json(nullptr)}});
+         {"batch1_threads", variant.batch1_threads ? to_json(*variant.batch1_threads) : Json(nullptr)},
+         {"int8_batch_engine",
+          variant.int8_batch_engine ? to_json(*variant.int8_batch_engine) : Json(nullptr)}});
   Json rows = Json::array();
   for (const BenchRow& row : report.rows)
     rows.push_back(to_json(row));

@@ -249,7 +249,8 @@ void build_graph_subgraph(GraphBuild& build) {
 
 std::shared_ptr<InferenceModel> xnnpack_int8_graph_runtime_model(const quant::QuantizedGraph& int8,
                                                                  std::int64_t batch,
-                                                                 std::shared_ptr<const InferenceModel> busy) {
+                                                                 std::shared_ptr<const InferenceModel> busy,
+                                                                 int threads) {
   quant::Graph preprocessing = int8.graph();
   preprocessing.nodes.clear();  // what prepare_graph_input reads stays: shape, normalisation, padding
   const xnnpack::PrepareInput prepare = [preprocessing](const torch::Tensor& input) {
@@ -263,7 +264,8 @@ std::shared_ptr<InferenceModel> xnnpack_int8_graph_runtime_model(const quant::Qu
     build_graph_subgraph(build);
     return std::pair<Shape, Shape>{shapes.front(), shapes.back()};
   };
-  return xnnpack::int8_runtime_model(int8.mode(), define, int8.graph().input_shape, prepare, std::move(busy));
+  return xnnpack::int8_runtime_model(int8.mode(), define, int8.graph().input_shape, prepare, std::move(busy),
+                                     threads);
 }
 
 #endif

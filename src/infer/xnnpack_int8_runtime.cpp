@@ -139,7 +139,8 @@ std::pair<Shape, Shape> build_int8_subgraph(Int8Subgraph& subgraph, const quant:
 
 std::shared_ptr<InferenceModel> xnnpack_int8_runtime_model(const quant::QuantizedProgram& int8,
                                                            std::int64_t batch,
-                                                           std::shared_ptr<const InferenceModel> busy) {
+                                                           std::shared_ptr<const InferenceModel> busy,
+                                                           int threads) {
   quant::LayerProgram preprocessing = int8.program();
   preprocessing.layers.clear();  // what pad_input reads stays
   const xnnpack::PrepareInput prepare = [preprocessing](const torch::Tensor& pixels) {
@@ -147,7 +148,7 @@ std::shared_ptr<InferenceModel> xnnpack_int8_runtime_model(const quant::Quantize
   };
   return xnnpack::int8_runtime_model(
       int8.mode(), [&](Int8Subgraph& subgraph) { return build_int8_subgraph(subgraph, int8, batch); },
-      int8.program().input_shape, prepare, std::move(busy));
+      int8.program().input_shape, prepare, std::move(busy), threads);
 }
 
 #endif

@@ -2,6 +2,8 @@
 // zero point 0 (what ipj's int8 weights are); int32 biases saturate at +-2^31.
 #ifdef IPJ_WITH_XNNPACK
 
+#include <algorithm>
+
 #include "xnnpack_int8_subgraph.hpp"
 
 #include "ipj/core/error.hpp"
@@ -129,8 +131,8 @@ void define_int8_convolution(Int8Subgraph& subgraph, const Int8Convolution& conv
 
 std::shared_ptr<InferenceModel> int8_runtime_model(
     quant::QuantMode mode, const std::function<std::pair<Shape, Shape>(Int8Subgraph&)>& define,
-    std::vector<std::int64_t> sample_shape, PrepareInput prepare,
-    std::shared_ptr<const InferenceModel> busy) {
+    std::vector<std::int64_t> sample_shape, PrepareInput prepare, std::shared_ptr<const InferenceModel> busy,
+    int threads) {
   if (!initialised())
     fail(ErrorCategory::unsupported, "XNNPACK int8 runtime: XNNPACK does not initialise on this CPU");
   if (mode == quant::QuantMode::dynamic)
@@ -147,9 +149,9 @@ std::shared_ptr<InferenceModel> int8_runtime_model(
     xnn_delete_subgraph(subgraph.handle);
     throw;
   }
-  return std::make_shared<PlannedRuntimeModel>(subgraph.handle, std::move(shapes.first),
-                                               std::move(shapes.second), std::move(sample_shape),
-                                               std::move(prepare), 1, std::move(busy), XnnpackIdle::sleep);
+  return std::make_shared<PlannedRuntimeModel>(
+      subgraph.handle, std::move(shapes.first), std::move(shapes.second), std::move(sample_shape),
+      std::move(prepare), std::max(1, threads), std::move(busy), XnnpackIdle::sleep);
 }
 
 }  // namespace ipj::infer::xnnpack

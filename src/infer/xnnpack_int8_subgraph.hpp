@@ -66,13 +66,15 @@ struct Int8Convolution {
 void define_int8_convolution(Int8Subgraph& subgraph, const Int8Convolution& convolution,
                              const Int8Value& input, const Int8Value& output, const std::string& where);
 
-// An int8 runtime on the calling thread: refuses (ipj::Error(unsupported)) when XNNPACK does not initialise
+// An int8 runtime on the calling thread (threads 1) or a pthreadpool of `threads` whose workers sleep between
+// calls: refuses (ipj::Error(unsupported)) when XNNPACK does not initialise
 // or `mode` is dynamic (its scales change per batch), else creates a subgraph, lets `define` fill it and
 // return the ATen shapes of external values 0 and 1, and makes the runtime (the subgraph is deleted whatever
 // happens).
 std::shared_ptr<InferenceModel> int8_runtime_model(
     quant::QuantMode mode, const std::function<std::pair<Shape, Shape>(Int8Subgraph&)>& define,
-    std::vector<std::int64_t> sample_shape, PrepareInput prepare, std::shared_ptr<const InferenceModel> busy);
+    std::vector<std::int64_t> sample_shape, PrepareInput prepare, std::shared_ptr<const InferenceModel> busy,
+    int threads);
 
 }  // namespace ipj::infer::xnnpack
 

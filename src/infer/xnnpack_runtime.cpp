@@ -39,12 +39,12 @@ std::shared_ptr<InferenceModel> xnnpack_runtime_model(const quant::Graph&, std::
 }
 
 std::shared_ptr<InferenceModel> xnnpack_int8_runtime_model(const quant::QuantizedProgram&, std::int64_t,
-                                                           std::shared_ptr<const InferenceModel>) {
+                                                           std::shared_ptr<const InferenceModel>, int) {
   xnnpack_missing();
 }
 
 std::shared_ptr<InferenceModel> xnnpack_int8_graph_runtime_model(const quant::QuantizedGraph&, std::int64_t,
-                                                                 std::shared_ptr<const InferenceModel>) {
+                                                                 std::shared_ptr<const InferenceModel>, int) {
   xnnpack_missing();
 }
 

@@ -116,6 +116,8 @@ ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger, ServeThreads*
     else if (model_->batch1_threads && !model_->batch1_threads->describe().empty())
       spdlog::info("model '{}' version {}: {} {}", config_.name, version_, choice_name(model_->variant),
                    model_->batch1_threads->describe());
+    if (model_->int8_batch_engine)
+      spdlog::info("model '{}' version {}: {}", config_.name, version_, model_->int8_batch_engine->reason);
   } catch (const Error& error) {
     fail(error.category(), "model '" + config_.name + "': " + error.what());
   } catch (const std::exception& error) {  // LibTorch or the model itself, on the configured input shape

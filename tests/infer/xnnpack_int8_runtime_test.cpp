@@ -7,6 +7,8 @@
 
 #include "inference_fixture.hpp"
 #include "ipj/core/error.hpp"
+#include "ipj/device/threading.hpp"
+#include "ipj/infer/fp32_engine.hpp"
 #include "ipj/infer/xnnpack_runtime.hpp"
 #include "ipj/quant/quantize.hpp"
 #include "ipj/quant/quantized_graph.hpp"
@@ -73,6 +75,70 @@ TEST_P(XnnpackInt8, RefusesDynamicInt8AndOtherShapes) {
   EXPECT_THROW(runtime->forward(torch::rand({1, 1, 27, 28})), Error);
 }
 
+// A pool splits the work, not the arithmetic: the same integers as on the calling thread.
+TEST_P(XnnpackInt8, APoolAnswersExactlyAsTheCallingThread) {
+  if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK";
+  const QuantizedProgram int8 = static_int8(GetParam());
+  const torch::Tensor pixels = testing::test_pixels(16);  // [16, 1, 28, 28]
+  const torch::Tensor alone = xnnpack_int8_runtime_model(int8, 16)->forward(pixels);
+  const torch::Tensor pooled = xnnpack_int8_runtime_model(int8, 16, nullptr, 2)->forward(pixels);
+  EXPECT_TRUE(torch::equal(alone, pooled)) << (alone - pooled).abs().max().item<double>();
+}
+
+// Loading a static int8 variant times the batch size the run names on XNNPACK's int8 runtime (a pool of the
+// run's threads) against LibTorch's int8 kernels and records it; whichever runs, the answers at that size
+// and at padded partial sizes are LibTorch's up to requantization rounding. No record without a batch row,
+// for an engine asked for by name, or for dynamic int8.
+TEST_P(XnnpackInt8, LoadingTimesTheRunsBatchOnXnnpacksInt8Runtime) {
+  if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK";
+  LoadOptions options;
+  options.run.variant = Variant::int8_static;
+  options.run.pool_threads = 2;
+  options.run.fp32_engine_batch = 8;
+  options.calibration.samples = 256;
+  const std::string checkpoint = testing::trained_checkpoint(GetParam());
+  const InferenceModelPtr loaded = load_inference_model(checkpoint, options);
+  ASSERT_TRUE(loaded->int8_batch_engine) << GetParam();
+  const Int8BatchEngine& engine = *loaded->int8_batch_engine;
+  EXPECT_EQ(engine.batch, 8);
+  EXPECT_EQ(engine.threads, 2);
+  EXPECT_GT(engine.libtorch_ms, 0.0) << engine.reason;
+  EXPECT_GT(engine.xnnpack_ms, 0.0) << engine.reason;
+  EXPECT_EQ(engine.reason.rfind("batch 8 on XNNPACK's int8 runtime (2 thread(s)) ", 0), 0u) << engine.reason;
+  EXPECT_EQ(engine.xnnpack, engine.xnnpack_ms <= 0.9 * engine.libtorch_ms) << engine.reason;
+  if (engine.xnnpack) {
+    EXPECT_GE(engine.min_rows, 2);
+    EXPECT_LE(engine.min_rows, 8);
+  }
+  EXPECT_EQ(to_json(engine)["engine"], engine.xnnpack ? "xnnpack" : "libtorch");
+  EXPECT_TRUE(loaded->batch1_threads);  // the batch-1 route is still there beneath
+
+  // against the same model one row at a time (batch 1: its own route): LibTorch's and XNNPACK's int8
+  // rounding differ by a quantum or two, about 1% of the logits' range; a row out of place by far more
+  const torch::Tensor pixels = testing::test_pixels(8);  // [8, 1, 28, 28]
+  std::vector<torch::Tensor> singles;
+  for (std::int64_t row = 0; row < 8; ++row)
+    singles.push_back(loaded->forward(pixels.narrow(0, row, 1)));
+  const torch::Tensor expected = torch::cat(singles);  // [8, 10]
+  const double range = (expected.max() - expected.min()).item<double>();
+  for (const std::int64_t rows : {8, 7, 3}) {
+    const device::CallerOpenMpThreads two(2);  // the route needs the threads its pool has
+    const torch::Tensor logits = loaded->forward(pixels.narrow(0, 0, rows));  // [rows, 10]
+    ASSERT_EQ(logits.size(0), rows);
+    EXPECT_LE((logits - expected.narrow(0, 0, rows)).abs().max().item<double>(), 0.02 * range)
+        << GetParam() << " rows " << rows;
+  }
+
+  options.run.batched_xnnpack = false;  // no bench row or server batch of that size
+  EXPECT_FALSE(load_inference_model(checkpoint, options)->int8_batch_engine);
+  options.run.batched_xnnpack = true;
+  options.run.engine = "onednn";
+  EXPECT_FALSE(load_inference_model(checkpoint, options)->int8_batch_engine);
+  options.run.engine = "auto";
+  options.run.variant = Variant::int8_dynamic;
+  EXPECT_FALSE(load_inference_model(checkpoint, options)->int8_batch_engine);
+}
+
 INSTANTIATE_TEST_SUITE_P(MlpAndCnn, XnnpackInt8, ::testing::Values("mlp", "cnn"));
 
 quant::QuantizedGraph static_int8_graph(const std::string& model) {
@@ -112,6 +178,11 @@ TEST_P(XnnpackInt8Graph, IsAsCloseToTheFloatGraphAsLibTorchsInt8Kernels) {
       EXPECT_LT((logits - libtorch).abs().max().item<double>(), 0.01 * libtorch.abs().max().item<double>());
     }
   }
+  // on a pool of two: the same integers
+  const torch::Tensor first = pixels.narrow(0, 0, 4);
+  EXPECT_TRUE(torch::equal(xnnpack_int8_graph_runtime_model(int8, 4)->forward(first),
+                           xnnpack_int8_graph_runtime_model(int8, 4, nullptr, 2)->forward(first)))
+      << GetParam();
 }
 
 INSTANTIATE_TEST_SUITE_P(PythonModels, XnnpackInt8Graph,

@@ -117,6 +117,20 @@ struct Batch1Threads {
   std::string describe() const;
 };
 Json to_json(const Batch1Threads& measured);
+
+// Static and QAT int8 variants: batches of one size (RunOptions::fp32_engine_batch, the bench's or server's
+// largest) on XNNPACK's int8 runtime on a pthreadpool of the run's threads, where it agrees with LibTorch's
+// int8 kernels (their batch-1 check, on a row of a full batch) and times >= 10% faster on the same threads
+// at load; then raced call by call like fp32's batch route.
+struct Int8BatchEngine {
+  std::int64_t batch = 0;
+  int threads = 0;
+  double libtorch_ms = 0.0, xnnpack_ms = 0.0;  // per batch at load (0: not timed)
+  bool xnnpack = false;                        // batches of `batch` run on XNNPACK's runtime
+  std::int64_t min_rows = 0;                   // and batches from this many rows, padded to `batch`
+  std::string reason;                          // what was timed or why not
+};
+Json to_json(const Int8BatchEngine& engine);
 // `pool_threads`: the threads of the pool the run will use (0: the CPUs this process may use: affinity and
 // cgroup quota); nothing is measured when that is one.
 Batch1Threads measure_batch1_threads(const std::function<torch::Tensor(const torch::Tensor&)>& forward,

@@ -39,6 +39,8 @@ class InferenceModel {
   // Batch-1 threads measured at load (fp32 with the auto engine, int8 variants with a known sample shape);
   // empty when not measured.
   std::optional<Batch1Threads> batch1_threads;
+  // Static and QAT int8 variants with a known sample shape: their batch engine as measured at load.
+  std::optional<Int8BatchEngine> int8_batch_engine;
   // What the file records about its training data (class and channel count, ...); unknown for files that
   // record nothing (TorchScript files not written by `ipj train`, older ipj files).
   data::DataRecord trained_data;

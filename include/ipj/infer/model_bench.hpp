@@ -38,9 +38,10 @@ struct ModelBenchOptions {
 struct BenchedVariant {
   std::string variant, format, path, model_name;
   std::int64_t parameter_bytes = 0;
-  std::optional<double> test_acc;               // empty without the accuracy pass
-  std::optional<Fp32EngineChoice> fp32_engine;  // fp32 variants: eager or frozen, and why
-  std::optional<Batch1Threads> batch1_threads;  // measured at load (fp32 auto engine, int8 variants)
+  std::optional<double> test_acc;                    // empty without the accuracy pass
+  std::optional<Fp32EngineChoice> fp32_engine;       // fp32 variants: eager or frozen, and why
+  std::optional<Batch1Threads> batch1_threads;       // measured at load (fp32 auto engine, int8 variants)
+  std::optional<Int8BatchEngine> int8_batch_engine;  // static / QAT int8: XNNPACK or LibTorch for batches
 };
 
 // A variant (batch 0: all its batches) or one batch of it that could not be benched, and why.

@@ -36,15 +36,16 @@ std::shared_ptr<InferenceModel> xnnpack_runtime_model(const quant::Graph& graph,
                                                       std::shared_ptr<const InferenceModel> busy = nullptr,
                                                       XnnpackIdle idle = XnnpackIdle::sleep);
 
-// A static or QAT int8 program as an XNNPACK runtime in signed 8 bits on the calling thread, for [batch,
-// ...input_shape] pixels: the same quantized values as QuantizedProgram::forward up to requantization
-// rounding (XNNPACK rounds biases to int32 at input x weight scale and applies its own rounding; where
-// ipj's oneDNN/FBGEMM kernels need 7-bit weights XNNPACK runs the stored 8 bits). Throws
-// ipj::Error(unsupported) for dynamic int8 or a layer XNNPACK refuses (naming it); the caller checks the
-// result against QuantizedProgram::forward before use. Concurrency as xnnpack_runtime_model's.
+// A static or QAT int8 program as an XNNPACK runtime in signed 8 bits, for [batch, ...input_shape] pixels, on
+// the calling thread (threads 1) or a pthreadpool of `threads` whose workers sleep between calls: the same
+// quantized values as QuantizedProgram::forward up to requantization rounding (XNNPACK rounds biases to int32
+// at input x weight scale and applies its own rounding; where ipj's oneDNN/FBGEMM kernels need 7-bit weights
+// XNNPACK runs the stored 8 bits). Throws ipj::Error(unsupported) for dynamic int8 or a layer XNNPACK refuses
+// (naming it); the caller checks the result against QuantizedProgram::forward before use. Concurrency as
+// xnnpack_runtime_model's.
 std::shared_ptr<InferenceModel> xnnpack_int8_runtime_model(
     const quant::QuantizedProgram& int8, std::int64_t batch,
-    std::shared_ptr<const InferenceModel> busy = nullptr);
+    std::shared_ptr<const InferenceModel> busy = nullptr, int threads = 1);
 
 // The same for a static or QAT int8 graph (any architecture the importer takes): QuantizedGraph::forward's
 // values up to requantization rounding (adds, pools and clamps round on their own too), float logits as it
@@ -52,7 +53,7 @@ std::shared_ptr<InferenceModel> xnnpack_int8_runtime_model(
 // int8, and what XNNPACK refuses.
 std::shared_ptr<InferenceModel> xnnpack_int8_graph_runtime_model(
     const quant::QuantizedGraph& int8, std::int64_t batch,
-    std::shared_ptr<const InferenceModel> busy = nullptr);
+    std::shared_ptr<const InferenceModel> busy = nullptr, int threads = 1);
 
 // XNNPACK's fused clamps turn a NaN into a number, and float inside it may overflow where eager's does not:
 // inputs with a larger magnitude (or a NaN) never reach an XNNPACK runtime that serves a route.
