@@ -217,7 +217,11 @@ TEST(Fp32Engine, Int8VariantsMeasureBatch1ThreadsAndAnswerAsInABatch) {
   EXPECT_FALSE(fp32->batch1_threads);
   const bool on_xnnpack = fp32->fp32_engine->batch1_engine == Fp32Engine::xnnpack;
   EXPECT_EQ(fp32->fp32_engine->batch1_threads, on_xnnpack ? 1 : 0) << fp32->fp32_engine->reason;
-  EXPECT_GT(fp32->fp32_engine->batch1_xnnpack_ms, 0.0) << fp32->fp32_engine->reason;
+  // timed unless batch 1 itself took longer than XNNPACK is tried for (a CI run under ctest -j2 saw the mlp's
+  // fastest batch-1 call take 7.9 ms, eager and frozen alike, beside another test)
+  if (fp32->fp32_engine->reason.find("xnnpack not tried (batch 1 takes") == std::string::npos) {
+    EXPECT_GT(fp32->fp32_engine->batch1_xnnpack_ms, 0.0) << fp32->fp32_engine->reason;
+  }
   // On the pool a run plans for, batch1_threads says what fp32_engine says of batch 1 (a hostile pass found
   // "engine": "libtorch" there beside "batch1_engine": "xnnpack").
   if (device::read_cpu_limits().available_cpus > 1) {
