@@ -101,6 +101,7 @@ infer::InferenceModelPtr load_reference(const std::string& model_path, const qua
   infer::LoadOptions options;
   options.run.engine = engine;
   options.run.fp32_engine = infer::Fp32Engine::eager;  // the model as written is the reference; no timing
+  options.run.int8_routes = false;
   options.inputs.input_shape = import.input_shape;
   options.inputs.mean = import.mean;
   options.inputs.std = import.std;

@@ -237,10 +237,8 @@ std::shared_ptr<InferenceModel> with_batch1_xnnpack_pool(const std::shared_ptr<I
     choice.reason += "; no XNNPACK pool at batch 1: " + refused;
     return chosen;
   }
-  std::vector<std::int64_t> shape{1};
-  shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
   torch::NoGradGuard no_grad;
-  const torch::Tensor single = torch::rand(shape);  // [1, ...sample] in [0, 1)
+  const torch::Tensor single = torch::rand(batch_shape(1, sample_shape));  // [1, ...sample] in [0, 1)
   const std::vector<Forward> sides{forward_on(chosen, threads), forward_on(pool, threads)};
   const std::vector<double> fastest = fastest_alternating_ms(sides, single);
   const std::vector<double> cpu_ms = cpu_ms_per_call(sides, single, fastest[1]);
@@ -259,7 +257,7 @@ std::shared_ptr<InferenceModel> with_batch1_xnnpack_pool(const std::shared_ptr<I
       "x its CPU per call";
   if (!wins) return chosen;
   choice.batch1_pool_threads = threads;
-  BatchRoutePlan plan{shape, threads, 1, fastest[0], fastest[1]};
+  BatchRoutePlan plan{batch_shape(1, sample_shape), threads, 1, fastest[0], fastest[1]};
   plan.max_gap_ms = kBatch1PoolGapMs;
   plan.alone_only = true;  // concurrent requests: one core each beats a pool of two for one of them
   return xnnpack_batch_route(BatchRouteModels{chosen, pool, chosen}, std::move(plan));
@@ -297,8 +295,7 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
     return chosen;
   }
   choice.batch_xnnpack_threads = threads;
-  std::vector<std::int64_t> shape{batch};
-  shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
+  const std::vector<std::int64_t> shape = batch_shape(batch, sample_shape);
   const std::string on_threads = ", " + std::to_string(threads) + " thread(s)";
   if (forced) {  // larger batches on XNNPACK's operators, batch `batch` on its runtime
     choice.batch_engine = Fp32Engine::xnnpack;

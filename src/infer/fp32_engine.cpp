@@ -13,6 +13,7 @@
 #include <cmath>
 #include <optional>
 
+#include "graph_models.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/core/number_format.hpp"
 #include "ipj/device/machine_load.hpp"
@@ -50,9 +51,7 @@ double median(std::vector<double> values) {
 }
 
 torch::Tensor random_batch(std::int64_t batch, const std::vector<std::int64_t>& sample_shape) {
-  std::vector<std::int64_t> shape{batch};
-  shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
-  return torch::rand(shape);  // [batch, ...sample] in [0, 1), like pixels
+  return torch::rand(batch_shape(batch, sample_shape));  // [batch, ...sample] in [0, 1), like pixels
 }
 
 // Whether the live candidates' medians so far are >= 1.5x apart (more rounds would not change the order).
@@ -217,9 +216,8 @@ double fp32_wide_difference(const std::function<torch::Tensor(const torch::Tenso
                             const std::function<torch::Tensor(const torch::Tensor&)>& candidate,
                             const std::vector<std::int64_t>& sample_shape, std::int64_t batch) {
   torch::NoGradGuard no_grad;
-  std::vector<std::int64_t> shape{std::max<std::int64_t>(batch, 1)};
-  shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
-  const torch::Tensor input = torch::randn(shape) * 2.0;  // [batch, ...sample]
+  const torch::Tensor input =
+      torch::randn(batch_shape(std::max<std::int64_t>(batch, 1), sample_shape)) * 2.0;  // [batch, ...sample]
   return relative_difference(candidate(input.clone()), reference(input.clone()));
 }
 

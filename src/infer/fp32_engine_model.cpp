@@ -233,9 +233,7 @@ std::shared_ptr<InferenceModel> faster_xnnpack_at_batch1(
     return nullptr;
   }
   torch::NoGradGuard no_grad;
-  std::vector<std::int64_t> shape{1};
-  shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
-  const torch::Tensor single = torch::rand(shape);  // [1, ...sample] in [0, 1)
+  const torch::Tensor single = torch::rand(batch_shape(1, sample_shape));  // [1, ...sample] in [0, 1)
   const Forward route = [&chosen, route_threads](const torch::Tensor& input) {
     const device::CallerOpenMpThreads scope(route_threads);
     return chosen->forward(input);
@@ -430,8 +428,8 @@ InferenceModelPtr timed_batch1_candidate(const InferenceModelPtr& model, const B
     spdlog::debug("{}: XNNPACK not used at batch 1 ({})", model->model_name, disagreement);
     return model;
   }
-  const std::vector<double> fastest =
-      fastest_alternating_ms({reference, candidate_forward}, torch::rand(batch1_shape(model->sample_shape)));
+  const std::vector<double> fastest = fastest_alternating_ms(
+      {reference, candidate_forward}, torch::rand(batch_shape(1, model->sample_shape)));
   if (measured.pool == 0) {  // one usable CPU: the reference ran on it
     measured.threads = 1;
     measured.one_thread_ms = fastest[0];

@@ -97,8 +97,8 @@ std::shared_ptr<InferenceModel> graph_variant(quant::Graph graph, Variant varian
   return result;
 }
 
-std::vector<std::int64_t> batch1_shape(const std::vector<std::int64_t>& sample_shape) {
-  std::vector<std::int64_t> shape{1};
+std::vector<std::int64_t> batch_shape(std::int64_t batch, const std::vector<std::int64_t>& sample_shape) {
+  std::vector<std::int64_t> shape{batch};
   shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
   return shape;
 }
@@ -112,7 +112,7 @@ Batch1Candidate xnnpack_int8_graph_candidate(const InferenceModel& model, const 
   candidate.build = [graph = int8->graph()](InferenceModelPtr busy, std::int64_t batch, int threads) {
     return xnnpack_int8_graph_runtime_model(graph, batch, std::move(busy), threads);
   };
-  const std::vector<std::int64_t> shape = batch1_shape(model.sample_shape);
+  const std::vector<std::int64_t> shape = batch_shape(1, model.sample_shape);
   candidate.disagreement = [graph = int8->graph(), shape](const Forward& libtorch, const Forward& xnnpack) {
     torch::NoGradGuard no_grad;
     const quant::Graph float_graph = graph.dequantized_graph();  // only once the runtime was built

@@ -101,12 +101,8 @@ std::shared_ptr<InferenceModel> jit_model(std::shared_ptr<InferenceModel> eager,
 // The graph IR as TorchScript frozen the given way (script_graph), as an InferenceModel on raw inputs.
 std::shared_ptr<InferenceModel> script_graph_model(const quant::Graph& graph, Freezing freezing);
 
-// `model`, timed at batch 1 on the pool of `pool_threads` (0: the CPUs available) and on one thread
-// (measure_batch1_threads) when its sample shape is known; the result records it in batch1_threads and runs
-// batch-1 inputs on one thread when that won. The model as given when nothing could be measured (no shape,
-// one usable CPU, a model that fails on a random batch).
-// [1, ...sample_shape]
-std::vector<std::int64_t> batch1_shape(const std::vector<std::int64_t>& sample_shape);
+// [batch, ...sample_shape]: the shape of a batch of `batch` samples.
+std::vector<std::int64_t> batch_shape(std::int64_t batch, const std::vector<std::int64_t>& sample_shape);
 
 // With a `candidate` (XNNPACK's int8 runtime of a static int8 program) that is also timed at batch 1 against
 // the setting measured, and runs batch 1 when it agrees and is faster (Batch1Threads::xnnpack).
@@ -125,6 +121,10 @@ struct Batch1Candidate {
 // which untrained or deep nets amplify. None
 // for other models, dynamic int8 or an engine asked for by name.
 Batch1Candidate xnnpack_int8_graph_candidate(const InferenceModel& model, const RunOptions& run);
+// `model`, timed at batch 1 on the pool of `pool_threads` (0: the CPUs available) and on one thread
+// (measure_batch1_threads) when its sample shape is known; the result records it in batch1_threads and runs
+// batch-1 inputs on one thread when that won. The model as given when nothing could be measured (no shape,
+// one usable CPU, a model that fails on a random batch).
 InferenceModelPtr with_measured_batch1_threads(InferenceModelPtr model, int pool_threads,
                                                const Batch1Candidate& candidate = {});
 // `routed` (`int8` with its batch-1 route) with batches of run.fp32_engine_batch (> 1, where a row runs that

@@ -281,9 +281,8 @@ quant::Graph imported_graph(const torch::jit::Module& module, const std::string&
                             const ModelInputs& inputs, const std::string& use) {
   const quant::ImportOptions import = import_options(inputs);
   quant::Graph graph = quant::import_torchscript(module, path, import);
-  std::vector<std::int64_t> shape{8};
-  shape.insert(shape.end(), inputs.input_shape.begin(), inputs.input_shape.end());
-  const double difference = quant::import_difference(module, graph, import, torch::rand(shape));
+  const double difference =
+      quant::import_difference(module, graph, import, torch::rand(batch_shape(8, inputs.input_shape)));
   if (!(difference <= 1e-3))
     fail(ErrorCategory::unsupported, "'" + path + "': ipj's imported graph differs from the module by " +
                                          std::to_string(difference) + " (relative); " + use +
@@ -539,7 +538,7 @@ Batch1Candidate xnnpack_int8_candidate(const InferenceModel& model, const RunOpt
     return xnnpack_int8_runtime_model(program, batch, std::move(busy), threads);
   };
   const double tolerance = 2.01 * int8->program().output_params().back().scale;
-  const std::vector<std::int64_t> shape = batch1_shape(model.sample_shape);
+  const std::vector<std::int64_t> shape = batch_shape(1, model.sample_shape);
   candidate.disagreement = [tolerance, shape](const Forward& reference, const Forward& xnnpack) {
     double worst = 0.0;  // [0, 1) pixels and normal(0, 2) values
     for (int round = 0; round < 16; ++round) {
@@ -559,7 +558,7 @@ InferenceModelPtr load_inference_model(const std::string& path, const LoadOption
   InferenceModelPtr model = load_by_format(path, options);
   // int8 kernels at batch 1 often run faster on one thread than waking the pool (fp32 measures this as
   // part of its engine choice), and a static int8 program faster still on XNNPACK's int8 runtime
-  if (is_int8(model->variant)) {
+  if (is_int8(model->variant) && options.run.int8_routes) {
     Batch1Candidate xnnpack = xnnpack_int8_candidate(*model, options.run);
     if (!xnnpack.build) xnnpack = xnnpack_int8_graph_candidate(*model, options.run);
     const InferenceModelPtr int8 = model;

@@ -43,12 +43,6 @@ Forward last_row_of_batch(const std::shared_ptr<const InferenceModel>& runtime,
   };
 }
 
-std::vector<std::int64_t> with_batch(std::int64_t batch, const std::vector<std::int64_t>& sample_shape) {
-  std::vector<std::int64_t> shape{batch};
-  shape.insert(shape.end(), sample_shape.begin(), sample_shape.end());
-  return shape;
-}
-
 }  // namespace
 
 InferenceModelPtr with_batched_int8_xnnpack(InferenceModelPtr routed, const InferenceModelPtr& int8,
@@ -60,7 +54,7 @@ InferenceModelPtr with_batched_int8_xnnpack(InferenceModelPtr routed, const Infe
   engine.threads = run_pool_threads(run);
   const std::string at_batch = "batch " + std::to_string(batch) + " on XNNPACK's int8 runtime (" +
                                std::to_string(engine.threads) + " thread(s))";
-  const std::vector<std::int64_t> shape = with_batch(batch, int8->sample_shape);
+  const std::vector<std::int64_t> shape = batch_shape(batch, int8->sample_shape);
   std::shared_ptr<InferenceModel> runtime;
   try {
     runtime = candidate.build(int8, batch, engine.threads);

@@ -10,6 +10,7 @@
 #include <deque>
 #include <numeric>
 
+#include "graph_models.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/device/cpu_info.hpp"
 #include "ipj/energy/meter.hpp"
@@ -107,8 +108,7 @@ BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, cons
     fail(ErrorCategory::usage,
          "the input shape of '" + model.path + "' is unknown: give --input-shape, e.g. 1,28,28");
   if (batch < 1) fail(ErrorCategory::usage, "batch sizes must be >= 1");
-  std::vector<std::int64_t> shape{batch};
-  shape.insert(shape.end(), model.sample_shape.begin(), model.sample_shape.end());
+  const std::vector<std::int64_t> shape = batch_shape(batch, model.sample_shape);
   require_batch_fits(shape);
   torch::manual_seed(0);
   const torch::Tensor input = torch::rand(shape);  // [B, ...] in [0, 1): pixel-like

@@ -88,7 +88,7 @@ TEST_P(XnnpackInt8, APoolAnswersExactlyAsTheCallingThread) {
 // Loading a static int8 variant times the batch size the run names on XNNPACK's int8 runtime (a pool of the
 // run's threads) against LibTorch's int8 kernels and records it; whichever runs, the answers at that size
 // and at padded partial sizes are LibTorch's up to requantization rounding. No record without a batch row,
-// for an engine asked for by name, or for dynamic int8.
+// for an engine asked for by name, for dynamic int8, or where no int8 route is wanted (a reference).
 TEST_P(XnnpackInt8, LoadingTimesTheRunsBatchOnXnnpacksInt8Runtime) {
   if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK";
   LoadOptions options;
@@ -132,6 +132,11 @@ TEST_P(XnnpackInt8, LoadingTimesTheRunsBatchOnXnnpacksInt8Runtime) {
   options.run.batched_xnnpack = false;  // no bench row or server batch of that size
   EXPECT_FALSE(load_inference_model(checkpoint, options)->int8_batch_engine);
   options.run.batched_xnnpack = true;
+  options.run.int8_routes = false;  // a reference (ipj export's): the int8 kernels as they are, nothing timed
+  const InferenceModelPtr reference = load_inference_model(checkpoint, options);
+  EXPECT_FALSE(reference->int8_batch_engine);
+  EXPECT_FALSE(reference->batch1_threads);
+  options.run.int8_routes = true;
   options.run.engine = "onednn";
   EXPECT_FALSE(load_inference_model(checkpoint, options)->int8_batch_engine);
   options.run.engine = "auto";

@@ -62,6 +62,9 @@ struct RunOptions {
   std::int64_t fp32_engine_batch = 64;               // the batch size the engines are timed at besides 1
   bool batched_xnnpack = true;  // whether fp32_engine_batch may run on XNNPACK's runtime (fp32_engine.hpp)
   int pool_threads = 0;  // the run's thread count (--threads) batch 1 is timed against; 0: the CPUs available
+  // false: int8 models run on their own kernels on the pool, no route timed at load (a reference, as
+  // Fp32Engine::eager is for fp32)
+  bool int8_routes = true;
 };
 
 struct LoadOptions {
