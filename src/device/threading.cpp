@@ -57,6 +57,12 @@ ThreadPlan plan_for(ThreadPlanChoice choice, ThreadWorkload workload, int cores)
   return plan;
 }
 
+int usable_cpus(const MachineState& machine) {
+  const int available = std::max(1, machine.limits.available_cpus);
+  if (!machine.busy) return available;
+  return std::clamp(available - static_cast<int>(std::lround(machine.load.other_cpus)), 1, available);
+}
+
 ThreadPlan plan_for_machine(ThreadPlanChoice choice, ThreadWorkload workload, int cores,
                             const MachineState& machine) {
   const int available = std::max(1, machine.limits.available_cpus);
@@ -71,9 +77,8 @@ ThreadPlan plan_for_machine(ThreadPlanChoice choice, ThreadWorkload workload, in
     plan = plan_for(choice, workload, cores);
     if (cores > 0) seen += ", --threads " + std::to_string(cores) + " as given";
   } else {
-    int usable = available;
+    const int usable = usable_cpus(machine);
     if (machine.busy) {
-      usable = std::clamp(available - static_cast<int>(std::lround(machine.load.other_cpus)), 1, available);
       seen += "; busy: other work used " + std::to_string(machine.load.other_cpus).substr(0, 4) +
               " CPU(s) beside us, so " + std::to_string(usable) + " thread(s)";
     }

@@ -136,8 +136,14 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& options) {
   // a runtime for a batch size no row runs would cost load time and memory for nothing
   load.run.batched_xnnpack = std::find(options.batches.begin(), options.batches.end(),
                                        load.run.fp32_engine_batch) != options.batches.end();
-  load.run.pool_threads = options.threads;  // batch 1 is timed against the pool the rows will run on
   const device::MachineState machine = device::read_machine_state();
+  // batch 1 and the XNNPACK runtimes are timed against the pool the rows will run on: --threads, else the
+  // tuned plan's CPUs on the machine as it is now (a neighbour's CPU left out: a runtime built for every CPU
+  // would run nowhere under the busy plan), else (the python plan) every CPU available
+  load.run.pool_threads = options.threads > 0 ? options.threads
+                          : options.thread_plan == device::ThreadPlanChoice::tuned
+                              ? device::usable_cpus(machine)
+                              : 0;
   device::LoadSampler sampler(machine.limits);
   for (const Variant requested : options.variants) {
     load.run.variant = requested;

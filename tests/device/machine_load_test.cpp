@@ -158,6 +158,12 @@ TEST(MachineThreadPlans, QuietMachineGetsEveryAvailableCpuAndBusyOneLeavesTheNei
       plan_for_machine(ThreadPlanChoice::tuned, ThreadWorkload::fp32_gemm, 0, machine_with(2, {}, 1.8));
   EXPECT_EQ(gemm.torch_threads, 1);
   EXPECT_EQ(gemm.blas_threads, 1);  // never below one
+  // what bench times its XNNPACK runtimes and batch-1 pool on: the same CPUs
+  EXPECT_EQ(usable_cpus(machine_with(4, {}, 0.1)), 4);
+  EXPECT_EQ(usable_cpus(machine_with(4, {}, 1.0)), 3);
+  EXPECT_EQ(usable_cpus(machine_with(2, {}, 0.6)), 1);
+  EXPECT_EQ(usable_cpus(machine_with(2, {}, 1.8)), 1);
+  EXPECT_EQ(usable_cpus(machine_with(8, 1.5, 0.0)), 2);
 }
 
 TEST(MachineThreadPlans, QuotaCapsThePlanAndExplicitThreadsOrPythonPlanAreKept) {

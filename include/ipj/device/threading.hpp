@@ -50,6 +50,10 @@ ThreadPlan python_default_thread_plan(int cores);
 // The plan a choice stands for.
 ThreadPlan plan_for(ThreadPlanChoice choice, ThreadWorkload workload, int cores);
 
+// The CPUs the tuned plan uses on the machine as it is: those available, less round(other work) when busy
+// (at least 1).
+int usable_cpus(const MachineState& machine);
+
 // The plan for the machine as it is: `cores` > 0 (--threads) is taken as given; otherwise the tuned plan
 // uses the CPUs really available (affinity, cgroup quota) and, when other work used >= kBusyOtherCpus beside
 // us, leaves that many CPUs to it (at least one thread each): a pool sized to every core waits on preempted
