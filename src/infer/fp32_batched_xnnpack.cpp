@@ -238,7 +238,8 @@ std::shared_ptr<InferenceModel> with_batch1_xnnpack_pool(const std::shared_ptr<I
     return chosen;
   }
   torch::NoGradGuard no_grad;
-  const torch::Tensor single = torch::rand(batch_shape(1, sample_shape));  // [1, ...sample] in [0, 1)
+  const std::vector<std::int64_t> shape = batch_shape(1, sample_shape);
+  const torch::Tensor single = torch::rand(shape);  // [1, ...sample] in [0, 1)
   const std::vector<Forward> sides{forward_on(chosen, threads), forward_on(pool, threads)};
   const std::vector<double> fastest = fastest_alternating_ms(sides, single);
   const std::vector<double> cpu_ms = cpu_ms_per_call(sides, single, fastest[1]);
@@ -257,7 +258,7 @@ std::shared_ptr<InferenceModel> with_batch1_xnnpack_pool(const std::shared_ptr<I
       "x its CPU per call";
   if (!wins) return chosen;
   choice.batch1_pool_threads = threads;
-  BatchRoutePlan plan{batch_shape(1, sample_shape), threads, 1, fastest[0], fastest[1]};
+  BatchRoutePlan plan{shape, threads, 1, fastest[0], fastest[1]};
   plan.max_gap_ms = kBatch1PoolGapMs;
   plan.alone_only = true;  // concurrent requests: one core each beats a pool of two for one of them
   return xnnpack_batch_route(BatchRouteModels{chosen, pool, chosen}, std::move(plan));

@@ -61,7 +61,8 @@ struct RunOptions {
   Fp32Engine fp32_engine = Fp32Engine::auto_select;  // how fp32 runs (auto: the faster exact one, measured)
   std::int64_t fp32_engine_batch = 64;               // the batch size the engines are timed at besides 1
   bool batched_xnnpack = true;  // whether fp32_engine_batch may run on XNNPACK's runtime (fp32_engine.hpp)
-  int pool_threads = 0;  // the run's thread count (--threads) batch 1 is timed against; 0: the CPUs available
+  int pool_threads =
+      0;  // the run's threads: batch 1 and XNNPACK's runtimes are timed on them; 0: the CPUs available
   // false: int8 models run on their own kernels on the pool, no route timed at load (a reference, as
   // Fp32Engine::eager is for fp32)
   bool int8_routes = true;
