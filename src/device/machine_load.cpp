@@ -34,6 +34,24 @@ double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// This process's threads' run-queue wait summed (threads that exited are gone from it); null when
+// /proc/self/task cannot be read.
+std::optional<double> process_run_queue_wait_seconds() {
+  std::error_code error;
+  fs::directory_iterator tasks("/proc/self/task", error);
+  if (error) return std::nullopt;
+  double total_s = 0.0;
+  bool any = false;
+  for (const fs::directory_entry& task : tasks) {
+    const std::optional<std::string> text = read_small_file(task.path() / "schedstat");
+    const std::optional<double> wait_s = text ? parse_schedstat_wait_s(*text) : std::nullopt;
+    if (!wait_s) continue;  // a thread that just exited
+    total_s += *wait_s;
+    any = true;
+  }
+  return any ? std::optional<double>(total_s) : std::nullopt;
+}
+
 double process_cpu_seconds() {
   timespec now{};
   if (::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now) != 0) return 0.0;
@@ -245,6 +263,10 @@ LoadSample load_between(const RawLoadReading& first, const RawLoadReading& last)
     sample.own_cpus = rounded(std::max(0.0, last.own_cpu_s - first.own_cpu_s) / sample.window_s);
   sample.other_cpus = rounded(std::max(0.0, sample.busy_cpus - sample.own_cpus));
   sample.other_cpus_max = sample.other_cpus;
+  const double own_s = std::max(0.0, last.own_cpu_s - first.own_cpu_s);
+  if (first.own_wait_s && last.own_wait_s && sample.window_s > 0.0 &&
+      own_s >= kWaitRatioMinOwnCpus * sample.window_s)
+    sample.own_wait_ratio = rounded(std::max(0.0, *last.own_wait_s - *first.own_wait_s) / own_s);
   if (first.nr_throttled && last.nr_throttled)
     sample.throttled_periods = std::max<std::int64_t>(0, *last.nr_throttled - *first.nr_throttled);
   return sample;
@@ -254,10 +276,22 @@ bool is_busy(const LoadSample& sample) {
   return sample.other_cpus >= kBusyOtherCpus;
 }
 
+bool is_contended(const LoadSample& sample) {
+  return is_busy(sample) && (!sample.own_wait_ratio || *sample.own_wait_ratio >= kContendedWaitRatio);
+}
+
+std::optional<double> parse_schedstat_wait_s(const std::string& text) {
+  std::istringstream fields(text);
+  std::uint64_t run_ns = 0, wait_ns = 0;
+  if (!(fields >> run_ns >> wait_ns)) return std::nullopt;
+  return static_cast<double>(wait_ns) * 1e-9;
+}
+
 RawLoadReading read_raw_load(const CpuLimits& limits) {
   RawLoadReading reading;
   reading.wall_s = steady_seconds();
   reading.own_cpu_s = process_cpu_seconds();
+  reading.own_wait_s = process_run_queue_wait_seconds();
   if (auto text = read_small_file("/proc/stat")) {
     try {
       reading.times = parse_proc_stat(*text, limits.affinity);
@@ -286,6 +320,7 @@ Json to_json(const LoadSample& sample) {
       {"other_cpus", sample.other_cpus},
       {"other_cpus_max", sample.other_cpus_max},
       {"throttled_periods", sample.throttled_periods ? Json(*sample.throttled_periods) : Json(nullptr)},
+      {"own_wait_ratio", optional_json(sample.own_wait_ratio)},
       {"window_s", rounded(sample.window_s)},
       {"cpus", sample.cpus},
       {"busy", is_busy(sample)}};
@@ -335,10 +370,11 @@ void LoadSampler::loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!wake_.wait_for(lock, interval_, [this] { return stopping_; })) {
     const RawLoadReading now = read_raw_load(limits_);
-    const double other = load_between(previous_, now).other_cpus;
+    const LoadSample interval = load_between(previous_, now);
+    const double other = interval.other_cpus;
     other_max_ = std::max(other_max_, other);
     recent_other_ = other;
-    busy_streak_ = other >= kBusyOtherCpus ? busy_streak_ + 1 : 0;
+    busy_streak_ = is_contended(interval) ? busy_streak_ + 1 : 0;
     quiet_streak_ = other < kQuietOtherCpus ? quiet_streak_ + 1 : 0;
     previous_ = now;
     if (auto load = read_loadavg()) {

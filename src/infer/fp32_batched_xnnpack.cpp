@@ -12,6 +12,7 @@
 #include <limits>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine_race.hpp"
@@ -33,59 +34,125 @@ constexpr double kMaxTimedBatchMs = 250.0;
 
 using Clock = std::chrono::steady_clock;
 
+// A runtime of the route on a pool of `threads`, raced against `chosen` on its own.
+struct RuntimeLane {
+  int threads = 1;
+  std::shared_ptr<const InferenceModel> runtime;  // null: it could not be built (never tried again)
+  std::unique_ptr<EngineRace> race;               // null: XNNPACK whenever the input fits
+  std::mutex mutex;  // one call at a time on the runtime (its buffers); the others run `chosen`, not waiting
+};
+
 // xnnpack_batch_route's model (xnnpack_runtime.hpp).
 class SizedBatchRoute : public InferenceModel {
  public:
   SizedBatchRoute(BatchRouteModels models, BatchRoutePlan plan)
       : models_(std::move(models)), plan_(std::move(plan)) {
     InferenceModel::operator=(*models_.chosen);
-    if (plan_.chosen_ms > 0.0 && plan_.xnnpack_ms > 0.0)
-      race_ = std::make_unique<EngineRace>(plan_.chosen_ms, plan_.xnnpack_ms,
-                                           "batch " + std::to_string(plan_.batch_shape[0]));
+    main_lane_.threads = plan_.threads;
+    main_lane_.runtime = models_.xnnpack;
+    main_lane_.race = race_for(plan_.threads);
   }
+  ~SizedBatchRoute() override {
+    if (builder_.joinable()) builder_.join();  // a runtime being built for fewer threads (no call runs now)
+  }
+  SizedBatchRoute(const SizedBatchRoute&) = delete;
+  SizedBatchRoute& operator=(const SizedBatchRoute&) = delete;
+
   torch::Tensor forward(const torch::Tensor& input) const override {
     const CallEnd call_end(plan_.max_gap_ms > 0.0 ? &last_call_end_ns_ : nullptr);
     const Overlap overlap(running_, started_);
     if (!fits(input) || !call_end.within(plan_.max_gap_ms) || (plan_.alone_only && !overlap.alone_at_start()))
       return models_.chosen->forward(input);
+    RuntimeLane* lane = lane_for(std::max(device::caller_openmp_threads(), device::blas_thread_count()));
+    if (lane == nullptr) return models_.chosen->forward(input);
     if (!(input.abs().max().item<float>() <= kLargestXnnpackInput))  // NaN fails too
       return models_.fallback->forward(input);
-    const EngineRace::Pick pick = race_ ? race_->pick() : EngineRace::Pick{};
+    const EngineRace::Pick pick = lane->race ? lane->race->pick() : EngineRace::Pick{};
     if (pick.side == RaceSide::xnnpack) {
-      // one call at a time on the runtime (its buffers); the others on the chosen engine, not waiting
-      std::unique_lock<std::mutex> lock(runtime_mutex_, std::try_to_lock);
+      std::unique_lock<std::mutex> lock(lane->mutex, std::try_to_lock);
       if (lock.owns_lock())
         return timed(
-            RaceSide::xnnpack, pick.probe, [&] { return on_runtime(input); }, 1.0, overlap);
-      if (pick.probe) race_->cancel_probe();
+            *lane, RaceSide::xnnpack, pick.probe, [&] { return on_runtime(*lane->runtime, input); }, 1.0,
+            overlap);
+      if (pick.probe) lane->race->cancel_probe();
       return models_.chosen->forward(input);  // another call holds it: not the chosen engine's own pace
     }
     const double full_batch = static_cast<double>(plan_.batch_shape[0]) / static_cast<double>(input.size(0));
     return timed(
-        RaceSide::chosen, pick.probe, [&] { return models_.chosen->forward(input); }, full_batch, overlap);
+        *lane, RaceSide::chosen, pick.probe, [&] { return models_.chosen->forward(input); }, full_batch,
+        overlap);
   }
 
  private:
-  // [min_rows, batch] rows of the sample shape, and the run's plan gives the runtime's threads: ATen's pool
-  // for convolutional models, OpenBLAS's for GEMM-bound ones (ATen at 1)
+  // [min_rows, batch] rows of the sample shape, in float
   bool fits(const torch::Tensor& input) const {
     const std::vector<std::int64_t>& shape = plan_.batch_shape;
-    if (input.dim() != static_cast<std::int64_t>(shape.size()) ||
-        input.size(0) < std::min(plan_.min_rows, shape[0]) || input.size(0) > shape[0] ||
-        input.scalar_type() != torch::kFloat ||
-        !input.sizes().slice(1).equals(c10::IntArrayRef(shape).slice(1)))
-      return false;
-    return std::max(device::caller_openmp_threads(), device::blas_thread_count()) >= plan_.threads;
+    return input.dim() == static_cast<std::int64_t>(shape.size()) &&
+           input.size(0) >= std::min(plan_.min_rows, shape[0]) && input.size(0) <= shape[0] &&
+           input.scalar_type() == torch::kFloat &&
+           input.sizes().slice(1).equals(c10::IntArrayRef(shape).slice(1));
+  }
+
+  // The lane for a call on `threads` (the run's plan: ATen's pool for convolutional models, OpenBLAS's for
+  // GEMM-bound ones, ATen at 1): the plan's runtime while it has its threads; else one built for `threads`
+  // once that is done (the first such call starts building it), or none.
+  RuntimeLane* lane_for(int threads) const {
+    if (threads >= main_lane_.threads) return &main_lane_;
+    if (!models_.xnnpack_for_fewer_threads || threads < 1) return nullptr;
+    std::lock_guard<std::mutex> lock(lanes_mutex_);
+    for (const std::unique_ptr<RuntimeLane>& lane : fewer_thread_lanes_)
+      if (lane->threads == threads) return lane->runtime ? lane.get() : nullptr;
+    if (building_ || static_cast<int>(fewer_thread_lanes_.size()) >= kMaxFewerThreadRuntimes) return nullptr;
+    building_ = true;
+    if (builder_.joinable()) builder_.join();  // the previous build has ended (building_ was false)
+    builder_ = std::thread([this, threads] { build_lane(threads); });
+    return nullptr;
+  }
+
+  // On builder_: the runtime for `threads`, its race seeded as if the plan's work split evenly over them.
+  void build_lane(int threads) const {
+    auto lane = std::make_unique<RuntimeLane>();
+    lane->threads = threads;
+    std::string reason;
+    const Clock::time_point start = Clock::now();
+    try {
+      const device::CallerOpenMpThreads on_threads(threads);  // its check runs the model on them
+      lane->runtime = models_.xnnpack_for_fewer_threads(threads, reason);
+    } catch (const std::exception& error) {
+      reason = error_cause(error.what());
+    }
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    if (lane->runtime) {
+      lane->race = race_for(threads);
+      spdlog::info("batch {}: XNNPACK runtime for {} thread(s) built in {:.0f} ms (calls on fewer than {})",
+                   plan_.batch_shape[0], threads, ms, plan_.threads);
+    } else {
+      spdlog::info("batch {}: no XNNPACK runtime for {} thread(s) ({}): those calls run the chosen engine",
+                   plan_.batch_shape[0], threads, reason);
+    }
+    std::lock_guard<std::mutex> lock(lanes_mutex_);
+    fewer_thread_lanes_.push_back(std::move(lane));
+    building_ = false;
+  }
+
+  // The race of a lane on `threads`, seeded with the plan's timings x plan.threads / threads; null without
+  // them (--fp32-engine xnnpack: XNNPACK whenever the input fits).
+  std::unique_ptr<EngineRace> race_for(int threads) const {
+    if (!(plan_.chosen_ms > 0.0 && plan_.xnnpack_ms > 0.0)) return nullptr;
+    const double scale = static_cast<double>(plan_.threads) / static_cast<double>(threads);
+    std::string label = "batch " + std::to_string(plan_.batch_shape[0]);
+    if (threads != plan_.threads) label += " on " + std::to_string(threads) + " thread(s)";
+    return std::make_unique<EngineRace>(plan_.chosen_ms * scale, plan_.xnnpack_ms * scale, std::move(label));
   }
 
   // input [rows <= batch, ...sample] padded with zero rows to the runtime's batch -> the first `rows` answers
-  torch::Tensor on_runtime(const torch::Tensor& input) const {
+  torch::Tensor on_runtime(const InferenceModel& runtime, const torch::Tensor& input) const {
     const std::int64_t rows = input.size(0);
-    if (rows == plan_.batch_shape[0]) return models_.xnnpack->forward(input);
+    if (rows == plan_.batch_shape[0]) return runtime.forward(input);
     std::vector<std::int64_t> padding_shape = plan_.batch_shape;
     padding_shape[0] -= rows;
     const torch::Tensor padded = torch::cat({input, torch::zeros(padding_shape, input.options())});
-    return models_.xnnpack->forward(padded).narrow(0, 0, rows);  // [rows, ...]
+    return runtime.forward(padded).narrow(0, 0, rows);  // [rows, ...]
   }
 
   // This call among the route's calls: whether another was running when it started, or started while it ran.
@@ -137,16 +204,16 @@ class SizedBatchRoute : public InferenceModel {
   // proportional to the rows); with plan_.alone_only a call that overlapped another is not counted (the
   // route's own concurrency, not the engine, set its pace), and a probe that did runs again at the next call
   template <typename Call>
-  torch::Tensor timed(RaceSide side, bool probe, const Call& call, double to_full_batch,
+  torch::Tensor timed(RuntimeLane& lane, RaceSide side, bool probe, const Call& call, double to_full_batch,
                       const Overlap& overlap) const {
-    if (!race_) return call();
+    if (!lane.race) return call();
     const Clock::time_point start = Clock::now();
     torch::Tensor output = call();
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     if (!plan_.alone_only || overlap.alone_throughout())
-      race_->record(side, ms * to_full_batch, probe);
+      lane.race->record(side, ms * to_full_batch, probe);
     else if (probe)
-      race_->cancel_probe();
+      lane.race->cancel_probe();
     return output;
   }
 
@@ -156,8 +223,13 @@ class SizedBatchRoute : public InferenceModel {
   mutable std::atomic<std::int64_t> last_call_end_ns_{std::numeric_limits<std::int64_t>::min() / 2};
   mutable std::atomic<int> running_{0};            // calls of the route running now
   mutable std::atomic<std::uint64_t> started_{0};  // calls of the route started so far
-  std::unique_ptr<EngineRace> race_;  // null: XNNPACK whenever the input fits (--fp32-engine xnnpack)
-  mutable std::mutex runtime_mutex_;
+  mutable RuntimeLane main_lane_;                  // the plan's runtime, on plan_.threads
+  // runtimes built for fewer threads (models_.xnnpack_for_fewer_threads), one per thread count, in the order
+  // built; builder_ builds one at a time (building_)
+  mutable std::mutex lanes_mutex_;
+  mutable std::vector<std::unique_ptr<RuntimeLane>> fewer_thread_lanes_;
+  mutable bool building_ = false;
+  mutable std::thread builder_;
 };
 
 // The chosen engine's batch time as the engine choice measured it (0: not measured).
@@ -207,6 +279,20 @@ std::vector<double> cpu_ms_per_call(const std::vector<Forward>& forwards, const 
       cpu_ms[side] = std::min(cpu_ms[side], (energy::process_cpu_seconds() - start_s) * 1e3 / calls);
     }
   return cpu_ms;
+}
+
+// With RunOptions::replanned_threads: what builds the runtime for a shrunk plan's fewer threads, checked
+// against eager as the plan's was.
+BatchRouteModels::RuntimeBuilder fewer_threads_builder(const RunOptions& run,
+                                                       const std::shared_ptr<InferenceModel>& eager,
+                                                       const GraphIrSource& graph_ir,
+                                                       const std::vector<std::int64_t>& sample_shape,
+                                                       std::int64_t batch) {
+  if (!run.replanned_threads) return {};
+  return [eager, graph_ir, sample_shape, batch](
+             int threads, std::string& reason) -> std::shared_ptr<const InferenceModel> {
+    return checked_runtime(eager, graph_ir, sample_shape, batch, threads, reason);
+  };
 }
 
 }  // namespace
@@ -302,8 +388,12 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
     choice.batch_engine = Fp32Engine::xnnpack;
     choice.batch_xnnpack_min_rows = batch;
     choice.reason += "; batch " + std::to_string(batch) + " on XNNPACK runtime (checked" + on_threads + ")";
-    return xnnpack_batch_route(BatchRouteModels{chosen, runtime, eager},
-                               BatchRoutePlan{shape, threads, batch});
+    if (run.replanned_threads)
+      choice.reason += "; a runtime for fewer threads is built when the plan shrinks";
+    return xnnpack_batch_route(
+        BatchRouteModels{chosen, runtime, eager,
+                         fewer_threads_builder(run, eager, graph_ir, sample_shape, batch)},
+        BatchRoutePlan{shape, threads, batch});
   }
   torch::NoGradGuard no_grad;
   const std::vector<double> fastest =
@@ -325,8 +415,10 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
   if (choice.batch_xnnpack_min_rows < batch)
     choice.reason += "; batches of " + std::to_string(choice.batch_xnnpack_min_rows) + "-" +
                      std::to_string(batch - 1) + " padded to it";
+  if (run.replanned_threads) choice.reason += "; a runtime for fewer threads is built when the plan shrinks";
   return xnnpack_batch_route(
-      BatchRouteModels{chosen, runtime, chosen},
+      BatchRouteModels{chosen, runtime, chosen,
+                       fewer_threads_builder(run, eager, graph_ir, sample_shape, batch)},
       BatchRoutePlan{shape, threads, choice.batch_xnnpack_min_rows, fastest[0], fastest[1]});
 }
 

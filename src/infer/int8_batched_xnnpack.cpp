@@ -43,6 +43,24 @@ Forward last_row_of_batch(const std::shared_ptr<const InferenceModel>& runtime,
   };
 }
 
+// The candidate's runtime for `shape` on `threads`, or null with `reason` where it cannot be built or
+// disagrees with LibTorch's int8 kernels on the batch-1 check (run on the runtime's last row).
+std::shared_ptr<const InferenceModel> checked_int8_runtime(const InferenceModelPtr& int8,
+                                                           const Batch1Candidate& candidate,
+                                                           const std::vector<std::int64_t>& shape,
+                                                           int threads, std::string& reason) {
+  std::shared_ptr<InferenceModel> runtime;
+  try {
+    runtime = candidate.build(int8, shape[0], threads);
+  } catch (const std::exception& error) {
+    reason = error_cause(error.what());
+    return nullptr;
+  }
+  torch::NoGradGuard no_grad;
+  reason = candidate.disagreement(forward_on(int8, threads), last_row_of_batch(runtime, shape));
+  return reason.empty() ? runtime : nullptr;
+}
+
 }  // namespace
 
 InferenceModelPtr with_batched_int8_xnnpack(InferenceModelPtr routed, const InferenceModelPtr& int8,
@@ -55,20 +73,15 @@ InferenceModelPtr with_batched_int8_xnnpack(InferenceModelPtr routed, const Infe
   const std::string at_batch = "batch " + std::to_string(batch) + " on XNNPACK's int8 runtime (" +
                                std::to_string(engine.threads) + " thread(s))";
   const std::vector<std::int64_t> shape = batch_shape(batch, int8->sample_shape);
-  std::shared_ptr<InferenceModel> runtime;
-  try {
-    runtime = candidate.build(int8, batch, engine.threads);
-  } catch (const std::exception& error) {
-    engine.reason = at_batch + " not used: " + error_cause(error.what());
+  std::string refused;
+  const std::shared_ptr<const InferenceModel> runtime =
+      checked_int8_runtime(int8, candidate, shape, engine.threads, refused);
+  if (!runtime) {
+    engine.reason = at_batch + " not used: " + refused;
     return std::make_shared<RecordedBatchEngine>(std::move(routed), std::move(engine));
   }
   torch::NoGradGuard no_grad;
   const Forward libtorch = forward_on(int8, engine.threads);
-  const std::string disagreement = candidate.disagreement(libtorch, last_row_of_batch(runtime, shape));
-  if (!disagreement.empty()) {
-    engine.reason = at_batch + " not used: " + disagreement;
-    return std::make_shared<RecordedBatchEngine>(std::move(routed), std::move(engine));
-  }
   const std::vector<double> fastest =
       fastest_alternating_ms({libtorch, forward_on(runtime, engine.threads)}, torch::rand(shape));
   engine.libtorch_ms = fastest[0];
@@ -87,9 +100,15 @@ InferenceModelPtr with_batched_int8_xnnpack(InferenceModelPtr routed, const Infe
     engine.reason +=
         "; batches of " + std::to_string(engine.min_rows) + "-" + std::to_string(batch - 1) + " padded to it";
   spdlog::debug("{} {}: {}", int8->model_name, choice_name(int8->variant), engine.reason);
-  std::shared_ptr<InferenceModel> route =
-      xnnpack_batch_route(BatchRouteModels{routed, runtime, routed},
-                          BatchRoutePlan{shape, engine.threads, engine.min_rows, fastest[0], fastest[1]});
+  BatchRouteModels models{routed, runtime, routed};
+  if (run.replanned_threads) {
+    engine.reason += "; a runtime for fewer threads is built when the plan shrinks";
+    models.xnnpack_for_fewer_threads = [int8, candidate, shape](int threads, std::string& reason) {
+      return checked_int8_runtime(int8, candidate, shape, threads, reason);
+    };
+  }
+  std::shared_ptr<InferenceModel> route = xnnpack_batch_route(
+      std::move(models), BatchRoutePlan{shape, engine.threads, engine.min_rows, fastest[0], fastest[1]});
   route->int8_batch_engine = std::move(engine);
   return route;
 }

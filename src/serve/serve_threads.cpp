@@ -37,6 +37,10 @@ device::ThreadPlan plan_for_models(const std::vector<device::ThreadWorkload>& wo
 
 ServeThreads::ServeThreads(int fixed_threads) : fixed_threads_(std::max(0, fixed_threads)) {}
 
+bool ServeThreads::replans() const {
+  return fixed_threads_ == 0 && !device::static_thread_plans();
+}
+
 ServeThreads::~ServeThreads() {
   if (sampler_) sampler_->stop();
 }
@@ -47,7 +51,7 @@ void ServeThreads::start(const std::vector<device::ThreadWorkload>& workloads) {
   plan_ = plan_for_models(workloads, fixed_threads_, machine);
   const device::ThreadPlan quiet_plan =
       plan_for_models(workloads, fixed_threads_, device::quiet_machine(machine));
-  const bool allowed = fixed_threads_ == 0 && !device::static_thread_plans();
+  const bool allowed = replans();
   replanner_.emplace(plan_, quiet_plan, allowed, /*max_changes=*/0);
   if (allowed) sampler_ = std::make_unique<device::LoadSampler>(machine.limits);
   device::set_blas_threads(plan_.blas_threads);  // no batch runs yet

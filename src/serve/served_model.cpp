@@ -103,6 +103,8 @@ ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger, ServeThreads*
   options.inputs.mean = config_.mean;
   options.run.fp32_engine_batch = std::clamp<std::int64_t>(config_.batching.max_batch_size, 1, 64);
   options.run.pool_threads = threads_ ? threads_->fixed_threads() : 0;  // batches run on --threads N
+  // a plan shrunk while serving: the XNNPACK runtimes built for the CPUs available get siblings for fewer
+  options.run.replanned_threads = threads_ && threads_->replans();
   options.inputs.std = config_.std;
   options.run.engine = config_.engine;
   const std::string path = config_.model_path(version_);

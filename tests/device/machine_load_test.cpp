@@ -71,6 +71,52 @@ TEST(MachineLoad, LoadBetweenTwoReadingsIsExact) {
   EXPECT_FALSE(record["before"]["busy"].get<bool>());
 }
 
+// Other work makes a mid-run re-plan shrink only while this process's threads wait for CPUs (a closed-loop
+// client beside a server runs while the server waits for it); where the wait is unknown, or the process
+// hardly ran, the other work alone decides.
+TEST(MachineLoad, ContendedIsBusyWithOurThreadsWaitingForCpus) {
+  EXPECT_DOUBLE_EQ(*parse_schedstat_wait_s("4734279 4500000000 12\n"), 4.5);
+  EXPECT_FALSE(parse_schedstat_wait_s("4734279\n"));
+  EXPECT_FALSE(parse_schedstat_wait_s("garbage"));
+  RawLoadReading first, last;
+  first.times = {100, 0, 1000, 2};
+  last.times = {250, 0, 1200, 2};  // 1.5 CPUs busy in 1 s
+  first.wall_s = 10.0;
+  last.wall_s = 11.0;
+  first.own_cpu_s = 5.0;
+  last.own_cpu_s = 5.5;  // 0.5 ours, 1.0 other
+  first.own_wait_s = 2.0;
+  last.own_wait_s = 2.1;  // waited 0.1 s for 0.5 s run: 0.2
+  LoadSample sample = load_between(first, last);
+  EXPECT_DOUBLE_EQ(*sample.own_wait_ratio, 0.2);
+  EXPECT_TRUE(is_busy(sample));
+  EXPECT_FALSE(is_contended(sample));
+  EXPECT_EQ(to_json(sample)["own_wait_ratio"], 0.2);
+  last.own_wait_s = 2.0 + 0.5 * kContendedWaitRatio;  // exactly at the threshold
+  EXPECT_TRUE(is_contended(load_between(first, last)));
+  last.own_wait_s = 1.0;  // a thread that exited took its wait with it: never negative
+  EXPECT_DOUBLE_EQ(*load_between(first, last).own_wait_ratio, 0.0);
+  last.own_wait_s.reset();  // unreadable: the other work decides
+  sample = load_between(first, last);
+  EXPECT_FALSE(sample.own_wait_ratio);
+  EXPECT_TRUE(is_contended(sample));
+  EXPECT_TRUE(to_json(sample)["own_wait_ratio"].is_null());
+  last.own_wait_s = 2.1;
+  last.own_cpu_s = 5.0 + 0.5 * kWaitRatioMinOwnCpus;  // hardly ran: no ratio, busy decides
+  sample = load_between(first, last);
+  EXPECT_FALSE(sample.own_wait_ratio);
+  EXPECT_TRUE(is_contended(sample));
+  last.times = {150, 0, 1200, 2};  // 0.5 busy: quiet whatever the wait
+  last.own_cpu_s = 5.5;
+  last.own_wait_s = 3.0;
+  EXPECT_FALSE(is_contended(load_between(first, last)));
+  // this process's own reading: its threads' schedstat files (Linux with schedstats)
+  const RawLoadReading own = read_raw_load(read_cpu_limits());
+  if (own.own_wait_s) {
+    EXPECT_GE(*own.own_wait_s, 0.0);
+  }
+}
+
 TEST(MachineLoad, CgroupAndLoadavgFilesParse) {
   EXPECT_FALSE(parse_cgroup2_cpu_max("max 100000\n"));
   EXPECT_DOUBLE_EQ(*parse_cgroup2_cpu_max("150000 100000\n"), 1.5);

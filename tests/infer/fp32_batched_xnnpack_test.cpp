@@ -67,6 +67,81 @@ TEST(BatchedXnnpack, OnlyTheBuiltShapeOnEnoughThreadsAndTameValuesReachTheRuntim
   device::set_blas_threads(blas_before);
 }
 
+// Calls until `route` answers `mark` at the caller's threads (a runtime built in the background), at most 10
+// s; the mark of the last call.
+float mark_once_built(const InferenceModel& route, const torch::Tensor& input, float mark) {
+  float last = mark_of(route, input);
+  for (int wait = 0; wait < 1000 && last != mark; ++wait) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    last = mark_of(route, input);
+  }
+  return last;
+}
+
+// A re-planned server's shrunk plan: calls on fewer threads than the plan's runtime wants run the chosen
+// engine while a runtime for their threads is built on the route's own thread (once per thread count, on
+// that many OpenMP threads), then run on it; back on the plan's threads, the plan's runtime. A runtime that
+// cannot be built is not tried again, and a route destroyed while one is being built waits for it.
+TEST(BatchedXnnpack, CallsOnFewerThreadsRunARuntimeBuiltForThemOnceItIsReady) {
+  const int blas_before = device::blas_thread_count();
+  const device::CallerOpenMpThreads two(2);
+  if (device::caller_openmp_threads() != 2 || blas_before < 0)
+    GTEST_SKIP() << "needs OpenMP and OpenBLAS to set the caller's threads";
+  const auto chosen = std::make_shared<MarkModel>(1.0f), runtime = std::make_shared<MarkModel>(2.0f),
+             fallback = std::make_shared<MarkModel>(3.0f);
+  std::atomic<int> builds{0}, built_threads{0}, builder_openmp_threads{0};
+  BatchRouteModels models{chosen, runtime, fallback};
+  models.xnnpack_for_fewer_threads = [&](int threads, std::string&) -> std::shared_ptr<const InferenceModel> {
+    builds += 1;
+    built_threads = threads;
+    builder_openmp_threads = device::caller_openmp_threads();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a build takes a while
+    return std::make_shared<MarkModel>(4.0f);
+  };
+  const auto route = xnnpack_batch_route(models, {{8, 3}, 2, 8});
+  const torch::Tensor batch = torch::rand({8, 3});
+  EXPECT_EQ(mark_of(*route, batch), 2.0f);  // the plan's threads: nothing built
+  EXPECT_EQ(builds.load(), 0);
+  device::set_blas_threads(1);
+  {
+    const device::CallerOpenMpThreads one(1);
+    EXPECT_EQ(mark_of(*route, batch), 1.0f);  // starts the build; the chosen engine meanwhile
+    EXPECT_EQ(mark_once_built(*route, batch, 4.0f), 4.0f);
+    EXPECT_EQ(built_threads.load(), 1);
+    EXPECT_EQ(builder_openmp_threads.load(), 1);
+    EXPECT_EQ(mark_of(*route, torch::full({8, 3}, NAN)), 3.0f);  // still kept off XNNPACK
+    EXPECT_EQ(mark_of(*route, torch::rand({7, 3})), 1.0f);       // another size
+  }
+  device::set_blas_threads(2);
+  EXPECT_EQ(mark_of(*route, batch), 2.0f);
+  EXPECT_EQ(builds.load(), 1);
+
+  std::atomic<int> failed_builds{0};
+  models.xnnpack_for_fewer_threads = [&](int, std::string& reason) -> std::shared_ptr<const InferenceModel> {
+    failed_builds += 1;
+    reason = "a node XNNPACK cannot take";
+    return nullptr;
+  };
+  const auto refusing = xnnpack_batch_route(models, {{8, 3}, 2, 8});
+  device::set_blas_threads(1);
+  {
+    const device::CallerOpenMpThreads one(1);
+    for (int call = 0; call < 50; ++call) {
+      EXPECT_EQ(mark_of(*refusing, batch), 1.0f);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    EXPECT_EQ(failed_builds.load(), 1);
+    models.xnnpack_for_fewer_threads = [](int, std::string&) -> std::shared_ptr<const InferenceModel> {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return std::make_shared<MarkModel>(4.0f);
+    };
+    auto destroyed = xnnpack_batch_route(models, {{8, 3}, 2, 8});
+    EXPECT_EQ(mark_of(*destroyed, batch), 1.0f);
+    destroyed.reset();  // joins its builder
+  }
+  device::set_blas_threads(blas_before);
+}
+
 // Batches of min_rows..batch-1 rows are padded with zero rows to the runtime's batch; the caller gets its own
 // rows back.
 TEST(BatchedXnnpack, PartialBatchesFromMinRowsArePaddedToTheRuntimesBatch) {
@@ -288,7 +363,8 @@ TEST(BatchedXnnpack, Batch1OnAPoolIsTimedRecordedAndAnswersAsEager) {
 
 // Forced (--fp32-engine xnnpack) the timed batch runs on XNNPACK's runtime once checked; timed (auto) it is
 // measured against the chosen engine on the same threads and recorded. Either way the answers at that batch
-// size, at others, on one thread and with a NaN are eager's.
+// size, at others and with a NaN are eager's, and on one thread too (a re-planned server's shrunk plan,
+// RunOptions::replanned_threads: the chosen engine while a runtime for one thread is built, then that).
 TEST(BatchedXnnpack, ForcedOrTimedTheRoutedBatchAnswersAsEager) {
   if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK";
   testing::TempDir dir;
@@ -304,10 +380,16 @@ TEST(BatchedXnnpack, ForcedOrTimedTheRoutedBatchAnswersAsEager) {
     SCOPED_TRACE(choice_name(engine));
     LoadOptions options = depthwise_options(engine, 8);
     options.run.pool_threads = 2;
+    options.run.replanned_threads = true;
     const InferenceModelPtr model = load_inference_model(dir.file("depthwise.pt"), options);
     ASSERT_TRUE(model->fp32_engine);
     const Fp32EngineChoice& choice = *model->fp32_engine;
     EXPECT_EQ(choice.batch, 8);
+    if (choice.batch_engine == Fp32Engine::xnnpack) {
+      EXPECT_NE(choice.reason.find("; a runtime for fewer threads is built when the plan shrinks"),
+                std::string::npos)
+          << choice.reason;
+    }
     EXPECT_EQ(choice.batch_xnnpack_threads, 2) << choice.reason;
     const Json json = to_json(choice);
     EXPECT_EQ(json["batch_engine"], choice_name(choice.batch_engine));
@@ -341,7 +423,10 @@ TEST(BatchedXnnpack, ForcedOrTimedTheRoutedBatchAnswersAsEager) {
     const device::CallerOpenMpThreads one(1);
     const int blas_before = device::blas_thread_count();
     device::set_blas_threads(1);
-    EXPECT_LT((model->forward(batch) - expected).abs().max().item<double>(), 1e-4);
+    for (int call = 0; call < 30; ++call) {  // the first starts the build; it lands within these
+      EXPECT_LT((model->forward(batch) - expected).abs().max().item<double>(), 1e-4) << "call " << call;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     if (blas_before > 0) device::set_blas_threads(blas_before);
   }
 }

@@ -23,6 +23,15 @@ inline constexpr double kBusyOtherCpus = 0.5;
 // Other work below this counts as quiet for a mid-run re-plan back to the full plan (below the busy
 // threshold: a neighbour near it does not make the pools shrink and grow by turns).
 inline constexpr double kQuietOtherCpus = 0.25;
+// A mid-run re-plan shrinks the pools only while other work also holds CPUs our threads want: their time
+// runnable but waiting for a CPU, per CPU-second they ran, at or above this (/proc/self/task/*/schedstat).
+// Measured on Turin-BF16 (12-06), `ipj serve` with the cnn on two CPUs, 0.5-s intervals: 0.15-0.29 beside its
+// closed-loop load generator (~0.9 CPU of other work whose clients run while the server waits for them:
+// shrinking for it served 0.57-0.82x of --threads 2), 0.38-0.52 while the generator's clients start,
+// 0.65-0.87 beside a busy loop on one CPU.
+inline constexpr double kContendedWaitRatio = 0.55;
+// Below this own CPU use in a window the wait ratio says nothing (an idle process): other work alone decides.
+inline constexpr double kWaitRatioMinOwnCpus = 0.1;
 
 // Jiffies summed over the cpuN lines of /proc/stat for a set of CPUs.
 struct CpuTimes {
@@ -66,8 +75,9 @@ int available_cpus(int affinity_cpus, std::optional<double> quota);
 // One reading of the clocks that a load figure is the difference of.
 struct RawLoadReading {
   CpuTimes times;
-  double own_cpu_s = 0.0;  // this process's CPU time (all threads)
-  double wall_s = 0.0;     // a steady clock
+  double own_cpu_s = 0.0;            // this process's CPU time (all threads)
+  std::optional<double> own_wait_s;  // its threads' time runnable but waiting for a CPU (live threads)
+  double wall_s = 0.0;               // a steady clock
   std::optional<std::int64_t> nr_throttled;
 };
 
@@ -80,6 +90,8 @@ struct LoadSample {
   double other_cpus = 0.0;      // busy - own (>= 0): neighbours and steal
   double other_cpus_max = 0.0;  // the largest interval's other_cpus (the background sampler's ticks)
   std::optional<std::int64_t> throttled_periods;  // cgroup periods throttled in the window
+  // own run-queue wait / own CPU time in the window (null: unreadable, or own_cpus < kWaitRatioMinOwnCpus)
+  std::optional<double> own_wait_ratio;
   double window_s = 0.0;
   int cpus = 0;
 };
@@ -87,6 +99,11 @@ struct LoadSample {
 // The load between two readings (exact arithmetic on the jiffies; other_cpus_max = other_cpus).
 LoadSample load_between(const RawLoadReading& first, const RawLoadReading& last);
 bool is_busy(const LoadSample& sample);
+// Busy, and this process's threads waited for CPUs (own_wait_ratio >= kContendedWaitRatio, or unknown):
+// what makes a mid-run re-plan shrink.
+bool is_contended(const LoadSample& sample);
+// The run-queue wait (field 2 of /proc/<pid>/task/<tid>/schedstat, ns) in seconds; null on other text.
+std::optional<double> parse_schedstat_wait_s(const std::string& text);
 
 RawLoadReading read_raw_load(const CpuLimits& limits);
 // Samples the machine over `window` (sleeping): the "before" figure of a run.
@@ -118,8 +135,8 @@ class LoadSampler {
   LoadSampler(const LoadSampler&) = delete;
   LoadSampler& operator=(const LoadSampler&) = delete;
   LoadSample stop();
-  // The last interval's other work (CPUs) and how many intervals in a row had >= kBusyOtherCpus of it, or
-  // < kQuietOtherCpus: what a mid-run re-plan reads (thread-safe).
+  // The last interval's other work (CPUs) and how many intervals in a row were contended (is_contended),
+  // or had < kQuietOtherCpus of it: what a mid-run re-plan reads (thread-safe).
   double recent_other_cpus() const { return recent_other_.load(); }
   int busy_intervals_in_a_row() const { return busy_streak_.load(); }
   int quiet_intervals_in_a_row() const { return quiet_streak_.load(); }

@@ -66,6 +66,9 @@ struct RunOptions {
   // false: int8 models run on their own kernels on the pool, no route timed at load (a reference, as
   // Fp32Engine::eager is for fp32)
   bool int8_routes = true;
+  // true: the run's thread plan may shrink while it runs (ipj serve without --threads): XNNPACK's batch
+  // routes build a runtime for the fewer threads the first time a call comes on them (xnnpack_batch_route)
+  bool replanned_threads = false;
 };
 
 struct LoadOptions {

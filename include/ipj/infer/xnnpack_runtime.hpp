@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,7 +65,15 @@ struct BatchRouteModels {
   std::shared_ptr<const InferenceModel> chosen;    // every other input
   std::shared_ptr<const InferenceModel> xnnpack;   // a runtime built for batch_shape
   std::shared_ptr<const InferenceModel> fallback;  // batch_shape inputs XNNPACK would tame (NaN, huge)
+  // The runtime for batch_shape on a pool of fewer threads than the plan's (checked against the model like
+  // `xnnpack`), or null with `reason` saying why not. Empty: calls on fewer threads run `chosen`.
+  using RuntimeBuilder =
+      std::function<std::shared_ptr<const InferenceModel>(int threads, std::string& reason)>;
+  RuntimeBuilder xnnpack_for_fewer_threads = {};
 };
+
+// How many runtimes for fewer threads a route builds at most (one per thread count a shrunk plan gave).
+inline constexpr int kMaxFewerThreadRuntimes = 3;
 
 // A raced route (below) probes the engine behind this long after a switch, doubling while it stays behind,
 // up to the longest.
@@ -102,7 +111,10 @@ inline constexpr double kBatch1PoolMaxCpuRatio = 1.2;
 // Float inputs of plan.batch_shape, and those of plan.min_rows..batch-1 rows padded with zero rows (the
 // answer's first rows returned), while the run's plan gives at least plan.threads to the caller's OpenMP pool
 // or to OpenBLAS (a plan shrunk for a busy machine runs `chosen`, which follows it: a pool of two would wait
-// for the busy core), unless they hold a NaN or a magnitude above kLargestXnnpackInput (those on
+// for the busy core; with models.xnnpack_for_fewer_threads, the first such call starts building a runtime for
+// the threads it has, on a thread of the route's own, and once it is built calls on that many threads race it
+// against `chosen` as below, its race seeded with the plan's timings x plan.threads / threads), unless they
+// hold a NaN or a magnitude above kLargestXnnpackInput (those on
 // `fallback`), run on models.xnnpack or, raced call by call (the plan's load-time timings as the start),
 // `chosen`: the one whose last three calls cost less per full batch (median), the other probed (three calls:
 // a warm-up, then the slower of two counts) at 1, 2, 4 ... 32 s (a fixed thread plan on a machine that got

@@ -27,6 +27,8 @@ class ServeThreads {
   explicit ServeThreads(int fixed_threads = 0);
   // --threads N's N (0: ipj's plan): the pool the models' engines are timed on at load.
   int fixed_threads() const { return fixed_threads_; }
+  // Whether the plan may change while serving (no --threads, no IPJ_STATIC_THREADS=1).
+  bool replans() const;
   ~ServeThreads();
   ServeThreads(const ServeThreads&) = delete;
   ServeThreads& operator=(const ServeThreads&) = delete;
