@@ -108,6 +108,8 @@ const ScriptOpTable& script_op_converters();
 void add_tensor_op_converters(ScriptOpTable& table);  // script_onnx_ops.cpp: elementwise, shapes, lists
 void add_layer_op_converters(ScriptOpTable& table);   // script_onnx_layers.cpp: conv, norms, pools, attention
 void add_quantized_op_converters(ScriptOpTable& table);  // script_onnx_quantized.cpp: static int8 as QDQ
+// GELU of ONNX tensor `x`: exact (erf) or PyTorch's tanh approximation (script_onnx_ops.cpp).
+std::string gelu_of(ScriptOnnxContext& context, const std::string& x, bool tanh_approximation);
 // After a float converter ran an averaging op (pools, mean) on a quantized tensor: its output goes back onto
 // the quantized grid, as LibTorch's quantized kernels round it (script_onnx_quantized.cpp).
 void requantize_rounding_output(ScriptOnnxContext& context, const torch::jit::Node* node);

@@ -1,10 +1,12 @@
 // Direct TorchScript -> ONNX: layers (linear, convolution, normalisations, pools, reductions, the fused
-// multi-head attention of nn.MultiheadAttention's inference path, dynamic int8 linear layers). Weights are
+// multi-head attention of nn.MultiheadAttention's inference path and nn.TransformerEncoderLayer's fused
+// one, dynamic int8 linear layers). Weights are
 // constants of the frozen module and become initializers. Limits: no transposed convolutions, no attention
 // masks, adaptive pooling only to sizes that divide the input.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/torch.h>
 
+#include <array>
 #include <cmath>
 
 #include "ipj/core/error.hpp"
@@ -98,28 +100,34 @@ std::string normalize_over(Context& context, const std::string& x, const std::ve
   return context.op("Div", {centered, deviation});
 }
 
-void layer_norm(Context& context, const Node* node) {
-  const jit::Value* x = node->input(0);
-  const std::vector<std::int64_t> normalized = context.ints(node->input(1));
-  const auto count = static_cast<std::int64_t>(normalized.size());
-  const double eps = context.number(node->input(4));
-  const std::string scale = none_value(context, node->input(2)) ? context.initializer(torch::ones(normalized))
-                                                                : context.tensor(node->input(2));
-  const bool has_bias = !none_value(context, node->input(3));
+// x normalized over its last `count` dims, times `scale`, plus `bias` ("": none): LayerNormalization from
+// opset 17, ReduceMean arithmetic below.
+std::string layer_norm_of(Context& context, const std::string& x, std::int64_t count,
+                          const std::string& scale, const std::string& bias, double eps) {
   if (context.opset >= 17) {
-    std::vector<std::string> inputs{context.tensor(x), scale};
-    if (has_bias) inputs.push_back(context.tensor(node->input(3)));
+    std::vector<std::string> inputs{x, scale};
+    if (!bias.empty()) inputs.push_back(bias);
     onnx::NodeProto& norm = context.node("LayerNormalization", inputs);
     set_attribute(norm, "axis", -count);
     set_attribute(norm, "epsilon", static_cast<float>(eps));
-    return bind_output(context, node, norm.output(0));
+    return norm.output(0);
   }
   std::vector<std::int64_t> axes;
   for (std::int64_t axis = -count; axis < 0; ++axis)
     axes.push_back(axis);
-  std::string y = context.op("Mul", {normalize_over(context, context.tensor(x), axes, eps), scale});
-  if (has_bias) y = context.op("Add", {y, context.tensor(node->input(3))});
-  bind_output(context, node, y);
+  std::string y = context.op("Mul", {normalize_over(context, x, axes, eps), scale});
+  return bias.empty() ? y : context.op("Add", {y, bias});
+}
+
+void layer_norm(Context& context, const Node* node) {
+  const std::vector<std::int64_t> normalized = context.ints(node->input(1));
+  const std::string scale = none_value(context, node->input(2)) ? context.initializer(torch::ones(normalized))
+                                                                : context.tensor(node->input(2));
+  const std::string bias = none_value(context, node->input(3)) ? "" : context.tensor(node->input(3));
+  bind_output(
+      context, node,
+      layer_norm_of(context, context.tensor(node->input(0)), static_cast<std::int64_t>(normalized.size()),
+                    scale, bias, context.number(node->input(4))));
 }
 
 // group_norm(x, groups, weight, bias, eps): [N, G, -1] statistics, back to x's shape, per-channel affine.
@@ -222,20 +230,16 @@ void reduce(Context& context, const Node* node, bool sum) {
   bind_output(context, node, reduced.output(0));
 }
 
-// aten::_native_multi_head_attention(q, k, v, embed_dim, heads, qkv_weight, qkv_bias, proj_weight,
-// proj_bias, mask, need_weights, ...) on [N, L, E]: projections, softmax(q k^T / sqrt(d)) v, output proj.
-void native_attention(Context& context, const Node* node) {
-  if (!none_value(context, node->input(9))) context.refuse(node, "with an attention mask");
-  if (context.constant(node->input(10)).toBool())
-    context.refuse(node, "with need_weights=True (the attention weights as an output)");
-  if (context.rank(node->input(0)) != 3) context.refuse(node, "on unbatched input");
-  const std::int64_t embed = context.integer(node->input(3));
-  const std::int64_t heads = context.integer(node->input(4));
+// The attention of a fused multi-head attention op on [N, L, E] inputs (ONNX names of q, k, v), its packed
+// in-projection (weight [3E, E], bias [3E] at node inputs `weight_input`, +1): softmax(q k^T / sqrt(d)) v,
+// heads merged back to [N, L, E], before the output projection.
+std::string attention_of(Context& context, const Node* node, const std::array<std::string, 3>& qkv,
+                         std::size_t weight_input, std::int64_t embed, std::int64_t heads) {
   const std::int64_t head_dim = embed / heads;
-  const torch::Tensor weight = context.constant(node->input(5)).toTensor().to(torch::kFloat);  // [3E, E]
-  const torch::Tensor bias = context.constant(node->input(6)).toTensor().to(torch::kFloat);    // [3E]
+  const torch::Tensor weight = context.constant(node->input(weight_input)).toTensor().to(torch::kFloat);
+  const torch::Tensor bias = context.constant(node->input(weight_input + 1)).toTensor().to(torch::kFloat);
   auto project = [&](int which, const std::vector<std::int64_t>& perm) {
-    const std::string x = context.tensor(node->input(static_cast<std::size_t>(which)));
+    const std::string& x = qkv[static_cast<std::size_t>(which)];
     const torch::Tensor w = weight.slice(0, which * embed, (which + 1) * embed);
     const torch::Tensor b = bias.slice(0, which * embed, (which + 1) * embed);
     std::string y = context.op("MatMul", {x, context.initializer(w.t().contiguous())});
@@ -254,9 +258,49 @@ void native_attention(Context& context, const Node* node) {
   set_attribute(softmax, "axis", std::int64_t{-1});
   onnx::NodeProto& merged = context.node("Transpose", {context.op("MatMul", {softmax.output(0), v})});
   set_attribute(merged, "perm", std::vector<std::int64_t>{0, 2, 1, 3});
-  const std::string flat = context.op("Reshape", {merged.output(0), context.int64s({0, -1, embed})});
-  context.bind(node->output(0), Sym::tensor(linear_of(context, flat, node->input(7), node->input(8))));
+  return context.op("Reshape", {merged.output(0), context.int64s({0, -1, embed})});
+}
+
+// aten::_native_multi_head_attention(q, k, v, embed_dim, heads, qkv_weight, qkv_bias, proj_weight,
+// proj_bias, mask, need_weights, ...) on [N, L, E]: projections, softmax(q k^T / sqrt(d)) v, output proj.
+void native_attention(Context& context, const Node* node) {
+  if (!none_value(context, node->input(9))) context.refuse(node, "with an attention mask");
+  if (context.constant(node->input(10)).toBool())
+    context.refuse(node, "with need_weights=True (the attention weights as an output)");
+  if (context.rank(node->input(0)) != 3) context.refuse(node, "on unbatched input");
+  const std::array<std::string, 3> qkv{context.tensor(node->input(0)), context.tensor(node->input(1)),
+                                       context.tensor(node->input(2))};
+  const std::string attended =
+      attention_of(context, node, qkv, 5, context.integer(node->input(3)), context.integer(node->input(4)));
+  context.bind(node->output(0), Sym::tensor(linear_of(context, attended, node->input(7), node->input(8))));
   if (node->outputs().size() > 1) context.bind(node->output(1), Sym::constant(c10::IValue()));
+}
+
+// aten::_transformer_encoder_layer_fwd(src, embed_dim, heads, qkv_weight, qkv_bias, proj_weight, proj_bias,
+// use_gelu, norm_first, eps, norm1 weight, bias, norm2 weight, bias, ffn1 weight, bias, ffn2 weight, bias,
+// mask, ...): nn.TransformerEncoderLayer's inference fast path on [N, L, E] (batch_first), as PyTorch
+// computes it: x + attention(x) then x + ffn(x), each with its layer norm after (or, norm_first, before).
+void encoder_layer(Context& context, const Node* node) {
+  if (node->inputs().size() > 18 && !none_value(context, node->input(18)))
+    context.refuse(node, "with an attention mask");
+  if (context.rank(node->input(0)) != 3) context.refuse(node, "on unbatched input");
+  const bool norm_first = context.constant(node->input(8)).toBool();
+  const double eps = context.number(node->input(9));
+  const auto norm = [&](const std::string& x, std::size_t weight) {
+    return layer_norm_of(context, x, 1, context.tensor(node->input(weight)),
+                         context.tensor(node->input(weight + 1)), eps);
+  };
+  const std::string src = context.tensor(node->input(0));
+  const std::string normed = norm_first ? norm(src, 10) : src;
+  const std::string attended = attention_of(context, node, {normed, normed, normed}, 3,
+                                            context.integer(node->input(1)), context.integer(node->input(2)));
+  std::string x = context.op("Add", {src, linear_of(context, attended, node->input(5), node->input(6))});
+  if (!norm_first) x = norm(x, 10);
+  std::string hidden = linear_of(context, norm_first ? norm(x, 12) : x, node->input(14), node->input(15));
+  hidden = context.constant(node->input(7)).toBool() ? gelu_of(context, hidden, false)
+                                                     : context.op("Relu", {hidden});
+  x = context.op("Add", {x, linear_of(context, hidden, node->input(16), node->input(17))});
+  bind_output(context, node, norm_first ? x : norm(x, 12));
 }
 
 // x quantized per tensor to uint8 [0, levels] over its range with 0 (PyTorch's ChooseQuantizationParams:
@@ -343,6 +387,7 @@ void add_layer_op_converters(ScriptOpTable& table) {
   table["aten::mean"] = [](Context& context, const Node* node) { reduce(context, node, false); };
   table["aten::sum"] = [](Context& context, const Node* node) { reduce(context, node, true); };
   table["aten::_native_multi_head_attention"] = native_attention;
+  table["aten::_transformer_encoder_layer_fwd"] = encoder_layer;
   table["quantized::linear_dynamic"] = linear_dynamic;
 }
 

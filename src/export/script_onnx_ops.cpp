@@ -60,19 +60,9 @@ ScriptOpConverter binary(const std::string& op_type, bool reversed = false) {
 }
 
 void gelu(Context& context, const Node* node) {
-  const std::string x = context.tensor(node->input(0));
   const std::string mode =
       node->inputs().size() > 1 ? context.constant(node->input(1)).toStringRef() : std::string("none");
-  std::string inner;
-  if (mode == "tanh") {  // tanh(sqrt(2/pi) * (x + 0.044715 x^3))
-    const std::string cube = context.op("Mul", {x, context.op("Mul", {x, x})});
-    const std::string sum = context.op("Add", {x, context.op("Mul", {cube, context.scalar(0.044715)})});
-    inner = context.op("Tanh", {context.op("Mul", {sum, context.scalar(std::sqrt(2.0 / M_PI))})});
-  } else {  // erf(x / sqrt(2))
-    inner = context.op("Erf", {context.op("Div", {x, context.scalar(std::sqrt(2.0))})});
-  }
-  const std::string half = context.op("Mul", {x, context.scalar(0.5)});
-  bind_tensor(context, node, context.op("Mul", {half, context.op("Add", {inner, context.scalar(1.0)})}));
+  bind_tensor(context, node, gelu_of(context, context.tensor(node->input(0)), mode == "tanh"));
 }
 
 void hard_sigmoid_based(Context& context, const Node* node, bool times_x) {
@@ -444,6 +434,19 @@ void add_tensor_op_converters(ScriptOpTable& table) {
   add_reshapes(table);
   add_slicing(table);
   add_lists(table);
+}
+
+std::string gelu_of(ScriptOnnxContext& context, const std::string& x, bool tanh_approximation) {
+  std::string inner;
+  if (tanh_approximation) {  // tanh(sqrt(2/pi) * (x + 0.044715 x^3))
+    const std::string cube = context.op("Mul", {x, context.op("Mul", {x, x})});
+    const std::string sum = context.op("Add", {x, context.op("Mul", {cube, context.scalar(0.044715)})});
+    inner = context.op("Tanh", {context.op("Mul", {sum, context.scalar(std::sqrt(2.0 / M_PI))})});
+  } else {  // erf(x / sqrt(2))
+    inner = context.op("Erf", {context.op("Div", {x, context.scalar(std::sqrt(2.0))})});
+  }
+  const std::string half = context.op("Mul", {x, context.scalar(0.5)});
+  return context.op("Mul", {half, context.op("Add", {inner, context.scalar(1.0)})});
 }
 
 }  // namespace ipj::exporter

@@ -297,7 +297,7 @@ const std::string& any_models() {
     std::filesystem::create_directories(out);
     std::string names;
     for (const char* architecture : {"se_cnn", "concat", "shuffle", "norms", "transformer", "tanh_mlp", "vit",
-                                     "mixed", "sort", "relu_chain"})
+                                     "mixed", "sort", "relu_chain", "encoder"})
       names += std::string(" ") + architecture + "_scripted " + architecture + "_traced";
     const std::string script = testing::test_source_dir() + "/models/python/any_models.py";
     const auto result =
@@ -351,7 +351,7 @@ TEST_P(AnyArchitecture, CliExportsAndOnnxRuntimeAgrees) {
 
 INSTANTIATE_TEST_SUITE_P(Python, AnyArchitecture,
                          ::testing::Values("se_cnn", "concat", "shuffle", "norms", "transformer", "tanh_mlp",
-                                           "vit", "mixed"));
+                                           "vit", "mixed", "encoder"));
 
 TEST(AnyArchitectureExport, DynamicInt8TorchScriptQuantizesInputsAsPyTorch) {
   const std::string data = scratch().file("any_data");

@@ -119,6 +119,24 @@ class TinyTransformer(nn.Module):
         return self.head(tokens.mean(1))
 
 
+class TinyEncoder(nn.Module):
+    """4x4 patches -> nn.TransformerEncoderLayer x2 (batch_first: PyTorch's fused inference path,
+    aten::_transformer_encoder_layer_fwd), one post-norm with ReLU, one pre-norm with GELU."""
+
+    def __init__(self, dim=16):
+        super().__init__()
+        self.embed = nn.Linear(16, dim)
+        self.post_norm = nn.TransformerEncoderLayer(dim, 2, 2 * dim, batch_first=True)
+        self.pre_norm = nn.TransformerEncoderLayer(dim, 2, 2 * dim, activation="gelu", norm_first=True,
+                                                   batch_first=True)
+        self.head = nn.Linear(dim, 10)
+
+    def forward(self, x):
+        b = x.shape[0]
+        patches = x.reshape(b, 4, 4, 4, 4).permute(0, 1, 3, 2, 4).reshape(b, 16, 16)  # [B, tokens, 4*4]
+        return self.head(self.pre_norm(self.post_norm(self.embed(patches))).mean(1))
+
+
 class TanhMlp(nn.Module):
     def __init__(self):
         super().__init__()
@@ -225,7 +243,7 @@ class ReluChain(nn.Module):
 
 ARCHITECTURES = {"se_cnn": SeCnn, "concat": ConcatNet, "shuffle": ShuffleNet, "norms": NormNet,
                  "transformer": TinyTransformer, "tanh_mlp": TanhMlp, "vit": TinyVit, "mixed": MixedOps,
-                 "sort": SortNet, "relu_chain": ReluChain}
+                 "sort": SortNet, "relu_chain": ReluChain, "encoder": TinyEncoder}
 
 
 def eager(name):
