@@ -1,8 +1,9 @@
 // The fp32 variant's larger batches on XNNPACK's runtime of the graph IR (a pthreadpool of the run's threads)
 // where that is exact and timed faster at load than the engine chosen (MobileNetV2's depthwise convolutions:
 // XNNPACK's kernels beat oneDNN's), then raced against it call by call; and batch 1 on such a pool where it
-// runs on the calling thread, for calls that come back to back. Limits: one runtime per route, for the
-// batch size timed; somewhat smaller batches are padded to it, other sizes run the chosen engine.
+// runs on the calling thread, for calls that come back to back. Limits: one runtime per route and thread
+// count (a re-planned server's shrunk plan gets one built in the background, at most 3), for the batch size
+// timed; somewhat smaller batches are padded to it, other sizes run the chosen engine.
 #include <torch/types.h>
 
 #include <algorithm>

@@ -1,7 +1,8 @@
 // Static and QAT int8 variants' batches of one size on XNNPACK's int8 runtime on a pthreadpool of the run's
 // threads, where it passes the batch-1 check and times faster at load than LibTorch's int8 kernels, then
-// raced call by call (xnnpack_batch_route). Limits: one batch size; smaller batches padded to it where that
-// still wins, other sizes on LibTorch's kernels; dynamic int8 has no candidate (its scales change per batch).
+// raced call by call (xnnpack_batch_route; a re-planned server's shrunk plan gets a runtime of its own).
+// Limits: one batch size; smaller batches padded to it where that still wins, other sizes on LibTorch's
+// kernels; dynamic int8 has no candidate (its scales change per batch).
 #include <torch/types.h>
 
 #include <algorithm>
