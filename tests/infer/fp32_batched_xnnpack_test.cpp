@@ -190,14 +190,15 @@ void sleep_seconds(double seconds) {
 // a probe is faster; one slow call of any size (a scheduler hiccup, a worker woken from deep sleep) switches
 // nothing.
 TEST(BatchedXnnpack, TheEngineWhoseRecentCallsCostLessRunsAndTheOtherIsProbed) {
-  const auto chosen = std::make_shared<Sleepy>(1.0f, 8);
+  // chosen 40 ms a call: a 2-ms call that oversleeps on a loaded CPU (ctest -j2) still wins by far
+  const auto chosen = std::make_shared<Sleepy>(1.0f, 40);
   const auto runtime = std::make_shared<Sleepy>(2.0f, 100);
-  // load-time timings: chosen 10 ms, XNNPACK 5 ms per full batch of 4
-  const auto route = xnnpack_batch_route({chosen, runtime, chosen}, {{4, 3}, 1, 4, 10.0, 5.0});
+  // load-time timings: chosen 50 ms, XNNPACK 25 ms per full batch of 4
+  const auto route = xnnpack_batch_route({chosen, runtime, chosen}, {{4, 3}, 1, 4, 50.0, 25.0});
   const device::CallerOpenMpThreads one(1);
   const torch::Tensor batch = torch::rand({4, 3});
   EXPECT_EQ(mark_of(*route, batch), 2.0f);  // XNNPACK ahead: 100 ms now (one slow call)
-  EXPECT_EQ(mark_of(*route, batch), 2.0f);  // still ahead: its median is 5 ms
+  EXPECT_EQ(mark_of(*route, batch), 2.0f);  // still ahead: its median is 25 ms
   EXPECT_EQ(mark_of(*route, batch), 1.0f);  // behind after two such calls
   EXPECT_EQ(mark_of(*route, batch), 1.0f);
   sleep_seconds(kEngineProbeFirstS + 0.1);
@@ -230,9 +231,9 @@ TEST(BatchedXnnpack, TheEngineWhoseRecentCallsCostLessRunsAndTheOtherIsProbed) {
 // A lead won in the race and lost again within 32 s (a pool that gets the core a neighbour holds only now
 // and then) keeps backing off: the next probe comes 4 s later, not 1 s.
 TEST(BatchedXnnpack, AnEngineThatKeepsWinningAndLosingIsProbedLessAndLessOften) {
-  const auto chosen = std::make_shared<Sleepy>(1.0f, 8);
+  const auto chosen = std::make_shared<Sleepy>(1.0f, 40);  // as above: far from the 2-ms calls
   const auto runtime = std::make_shared<Sleepy>(2.0f, 100);
-  const auto route = xnnpack_batch_route({chosen, runtime, chosen}, {{4, 3}, 1, 4, 10.0, 5.0});
+  const auto route = xnnpack_batch_route({chosen, runtime, chosen}, {{4, 3}, 1, 4, 50.0, 25.0});
   const device::CallerOpenMpThreads one(1);
   const torch::Tensor batch = torch::rand({4, 3});
   EXPECT_EQ(mark_of(*route, batch), 2.0f);
