@@ -259,11 +259,10 @@ LoadSample load_between(const RawLoadReading& first, const RawLoadReading& last)
     sample.busy_cpus = rounded(busy / total * sample.cpus);
     sample.steal_cpus = rounded(steal / total * sample.cpus);
   }
-  if (sample.window_s > 0.0)
-    sample.own_cpus = rounded(std::max(0.0, last.own_cpu_s - first.own_cpu_s) / sample.window_s);
+  const double own_s = std::max(0.0, last.own_cpu_s - first.own_cpu_s);  // this process's CPU seconds
+  if (sample.window_s > 0.0) sample.own_cpus = rounded(own_s / sample.window_s);
   sample.other_cpus = rounded(std::max(0.0, sample.busy_cpus - sample.own_cpus));
   sample.other_cpus_max = sample.other_cpus;
-  const double own_s = std::max(0.0, last.own_cpu_s - first.own_cpu_s);
   if (first.own_wait_s && last.own_wait_s && sample.window_s > 0.0 &&
       own_s >= kWaitRatioMinOwnCpus * sample.window_s)
     sample.own_wait_ratio = rounded(std::max(0.0, *last.own_wait_s - *first.own_wait_s) / own_s);
