@@ -32,12 +32,16 @@ namespace {
 
 // Past this the batch's arithmetic takes the load time too (timing both sides costs >= 12 such calls).
 constexpr double kMaxTimedBatchMs = 250.0;
+// A runtime built for fewer threads is timed on them (>= 14 calls, in the background of a busy server)
+// while the chosen engine's full batch is expected to take at most this on them.
+constexpr double kMaxLaneTimedBatchMs = 50.0;
 
 using Clock = std::chrono::steady_clock;
 
 // A runtime of the route on a pool of `threads`, raced against `chosen` on its own.
 struct RuntimeLane {
   int threads = 1;
+  std::int64_t min_rows = 0;                      // the fewest rows padded to the batch on it
   std::shared_ptr<const InferenceModel> runtime;  // null: it could not be built (never tried again)
   std::unique_ptr<EngineRace> race;               // null: XNNPACK whenever the input fits
   std::mutex mutex;  // one call at a time on the runtime (its buffers); the others run `chosen`, not waiting
@@ -50,8 +54,9 @@ class SizedBatchRoute : public InferenceModel {
       : models_(std::move(models)), plan_(std::move(plan)) {
     InferenceModel::operator=(*models_.chosen);
     main_lane_.threads = plan_.threads;
+    main_lane_.min_rows = plan_.min_rows;
     main_lane_.runtime = models_.xnnpack;
-    main_lane_.race = race_for(plan_.threads);
+    main_lane_.race = race_for(plan_.threads, plan_.chosen_ms, plan_.xnnpack_ms);
   }
   ~SizedBatchRoute() override {
     if (builder_.joinable()) builder_.join();  // a runtime being built for fewer threads (no call runs now)
@@ -65,7 +70,8 @@ class SizedBatchRoute : public InferenceModel {
     if (!fits(input) || !call_end.within(plan_.max_gap_ms) || (plan_.alone_only && !overlap.alone_at_start()))
       return models_.chosen->forward(input);
     RuntimeLane* lane = lane_for(std::max(device::caller_openmp_threads(), device::blas_thread_count()));
-    if (lane == nullptr) return models_.chosen->forward(input);
+    if (lane == nullptr || input.size(0) < std::min(lane->min_rows, plan_.batch_shape[0]))
+      return models_.chosen->forward(input);
     if (!(input.abs().max().item<float>() <= kLargestXnnpackInput))  // NaN fails too
       return models_.fallback->forward(input);
     const EngineRace::Pick pick = lane->race ? lane->race->pick() : EngineRace::Pick{};
@@ -85,11 +91,10 @@ class SizedBatchRoute : public InferenceModel {
   }
 
  private:
-  // [min_rows, batch] rows of the sample shape, in float
+  // up to batch rows of the sample shape, in float (each lane has its own fewest rows)
   bool fits(const torch::Tensor& input) const {
     const std::vector<std::int64_t>& shape = plan_.batch_shape;
-    return input.dim() == static_cast<std::int64_t>(shape.size()) &&
-           input.size(0) >= std::min(plan_.min_rows, shape[0]) && input.size(0) <= shape[0] &&
+    return input.dim() == static_cast<std::int64_t>(shape.size()) && input.size(0) <= shape[0] &&
            input.scalar_type() == torch::kFloat &&
            input.sizes().slice(1).equals(c10::IntArrayRef(shape).slice(1));
   }
@@ -110,10 +115,11 @@ class SizedBatchRoute : public InferenceModel {
     return nullptr;
   }
 
-  // On builder_: the runtime for `threads`, its race seeded as if the plan's work split evenly over them.
+  // On builder_: the runtime for `threads`, then timed on them (time_lane).
   void build_lane(int threads) const {
     auto lane = std::make_unique<RuntimeLane>();
     lane->threads = threads;
+    lane->min_rows = plan_.min_rows;
     std::string reason;
     const Clock::time_point start = Clock::now();
     try {
@@ -124,9 +130,9 @@ class SizedBatchRoute : public InferenceModel {
     }
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     if (lane->runtime) {
-      lane->race = race_for(threads);
-      spdlog::info("batch {}: XNNPACK runtime for {} thread(s) built in {:.0f} ms (calls on fewer than {})",
-                   plan_.batch_shape[0], threads, ms, plan_.threads);
+      const std::string timed = time_lane(*lane);
+      spdlog::info("batch {}: XNNPACK runtime for {} thread(s) built in {:.0f} ms (calls on fewer than {}){}",
+                   plan_.batch_shape[0], threads, ms, plan_.threads, timed);
     } else {
       spdlog::info("batch {}: no XNNPACK runtime for {} thread(s) ({}): those calls run the chosen engine",
                    plan_.batch_shape[0], threads, reason);
@@ -136,14 +142,33 @@ class SizedBatchRoute : public InferenceModel {
     building_ = false;
   }
 
-  // The race of a lane on `threads`, seeded with the plan's timings x plan.threads / threads; null without
-  // them (--fp32-engine xnnpack: XNNPACK whenever the input fits).
-  std::unique_ptr<EngineRace> race_for(int threads) const {
+  // A raced plan's lane on fewer threads: its runtime and the chosen engine timed on them (a full batch,
+  // alternating, on the builder's thread), which seed its race and set the rows it pads (a pool of two and
+  // one thread pay for padding differently: mlp 35 vs 58 of 64 rows); where that batch would take longer
+  // than kMaxLaneTimedBatchMs, the plan's timings x plan.threads / threads and its rows. Says what it did.
+  std::string time_lane(RuntimeLane& lane) const {
+    const double scale = static_cast<double>(plan_.threads) / static_cast<double>(lane.threads);
+    lane.race = race_for(lane.threads, plan_.chosen_ms * scale, plan_.xnnpack_ms * scale);
+    if (!lane.race) return "";
+    if (plan_.chosen_ms * scale > kMaxLaneTimedBatchMs) return "; seeded with the plan's timings";
+    torch::NoGradGuard no_grad;
+    const std::vector<double> fastest = fastest_alternating_ms(
+        {forward_on(models_.chosen, lane.threads), forward_on(lane.runtime, lane.threads)},
+        torch::rand(plan_.batch_shape));  // [batch, ...sample] in [0, 1)
+    lane.race = race_for(lane.threads, fastest[0], fastest[1]);
+    lane.min_rows = padded_min_rows(plan_.batch_shape[0], fastest[0], fastest[1]);
+    return "; timed " + format_number("%.3f", fastest[1]) + " ms vs " + format_number("%.3f", fastest[0]) +
+           " ms (chosen engine): batches of " + std::to_string(lane.min_rows) + "-" +
+           std::to_string(plan_.batch_shape[0]) + " rows on it";
+  }
+
+  // The race of a lane on `threads` from these ms per full batch; null where the plan has no timings
+  // (--fp32-engine xnnpack: XNNPACK whenever the input fits).
+  std::unique_ptr<EngineRace> race_for(int threads, double chosen_ms, double xnnpack_ms) const {
     if (!(plan_.chosen_ms > 0.0 && plan_.xnnpack_ms > 0.0)) return nullptr;
-    const double scale = static_cast<double>(plan_.threads) / static_cast<double>(threads);
     std::string label = "batch " + std::to_string(plan_.batch_shape[0]);
     if (threads != plan_.threads) label += " on " + std::to_string(threads) + " thread(s)";
-    return std::make_unique<EngineRace>(plan_.chosen_ms * scale, plan_.xnnpack_ms * scale, std::move(label));
+    return std::make_unique<EngineRace>(chosen_ms, xnnpack_ms, std::move(label));
   }
 
   // input [rows <= batch, ...sample] padded with zero rows to the runtime's batch -> the first `rows` answers
@@ -351,6 +376,14 @@ std::shared_ptr<InferenceModel> with_batch1_xnnpack_pool(const std::shared_ptr<I
   return xnnpack_batch_route(BatchRouteModels{chosen, pool, chosen}, std::move(plan));
 }
 
+std::int64_t padded_min_rows(std::int64_t batch, double chosen_ms, double xnnpack_ms) {
+  if (batch <= 2 || !(chosen_ms > 0.0)) return batch;
+  const double rows_to_win = std::ceil(static_cast<double>(batch) * xnnpack_ms / (0.9 * chosen_ms));
+  return rows_to_win >= static_cast<double>(batch)
+             ? batch
+             : std::max<std::int64_t>(static_cast<std::int64_t>(rows_to_win), 2);
+}
+
 std::shared_ptr<InferenceModel> xnnpack_batch_route(BatchRouteModels models, BatchRoutePlan plan) {
   return std::make_shared<SizedBatchRoute>(std::move(models), std::move(plan));
 }
@@ -411,8 +444,7 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
   // the same margin, the chosen engine's time taken as proportional to the rows (an underestimate where it
   // has a fixed cost per call). Never batch 1: its own route (one thread or XNNPACK on the calling thread)
   // decides.
-  const double rows_to_win = std::ceil(static_cast<double>(batch) * fastest[1] / (0.9 * fastest[0]));
-  choice.batch_xnnpack_min_rows = std::clamp<std::int64_t>(static_cast<std::int64_t>(rows_to_win), 2, batch);
+  choice.batch_xnnpack_min_rows = padded_min_rows(batch, fastest[0], fastest[1]);
   if (choice.batch_xnnpack_min_rows < batch)
     choice.reason += "; batches of " + std::to_string(choice.batch_xnnpack_min_rows) + "-" +
                      std::to_string(batch - 1) + " padded to it";

@@ -95,8 +95,7 @@ InferenceModelPtr with_batched_int8_xnnpack(InferenceModelPtr routed, const Infe
   if (!engine.xnnpack) return std::make_shared<RecordedBatchEngine>(std::move(routed), std::move(engine));
   // partial batches padded with zero rows where that still wins, LibTorch's time taken as proportional to
   // the rows; never batch 1 (its own route decides)
-  const double rows_to_win = std::ceil(static_cast<double>(batch) * fastest[1] / (0.9 * fastest[0]));
-  engine.min_rows = std::clamp<std::int64_t>(static_cast<std::int64_t>(rows_to_win), 2, batch);
+  engine.min_rows = padded_min_rows(batch, fastest[0], fastest[1]);
   if (engine.min_rows < batch)
     engine.reason +=
         "; batches of " + std::to_string(engine.min_rows) + "-" + std::to_string(batch - 1) + " padded to it";

@@ -230,6 +230,58 @@ TEST(BatchedXnnpack, TheEngineWhoseRecentCallsCostLessRunsAndTheOtherIsProbed) {
 
 // A lead won in the race and lost again within 32 s (a pool that gets the core a neighbour holds only now
 // and then) keeps backing off: the next probe comes 4 s later, not 1 s.
+// A raced plan's runtime for fewer threads is timed against the chosen engine on them when it is built: the
+// rows it pads come from that timing, not the plan's (a pool of two pays for padding otherwise than one
+// thread). Where the chosen engine's batch would take over 50 ms on them, the plan's rows stay.
+TEST(BatchedXnnpack, ARuntimeForFewerThreadsPadsTheRowsItsOwnTimingSays) {
+  const int blas_before = device::blas_thread_count();
+  const device::CallerOpenMpThreads two(2);
+  if (device::caller_openmp_threads() != 2 || blas_before < 0)
+    GTEST_SKIP() << "needs OpenMP and OpenBLAS to set the caller's threads";
+  const auto chosen = std::make_shared<Sleepy>(1.0f, 20), runtime = std::make_shared<Sleepy>(2.0f, 1);
+  BatchRouteModels models{chosen, runtime, chosen};
+  std::atomic<int> builds{0};
+  models.xnnpack_for_fewer_threads = [&](int, std::string&) -> std::shared_ptr<const InferenceModel> {
+    builds += 1;
+    return std::make_shared<Sleepy>(4.0f, 4);  // 4 ms against the chosen engine's 20: pads from 2-3 rows
+  };
+  // the plan: 10 vs 9.5 ms per batch of 8 on two threads, too close to pad anything
+  EXPECT_EQ(padded_min_rows(8, 10.0, 9.5), 8);
+  const auto route = xnnpack_batch_route(models, {{8, 3}, 2, 8, 10.0, 9.5});
+  const torch::Tensor five = torch::rand({5, 3});
+  EXPECT_EQ(mark_of(*route, five), 1.0f);  // below the plan's rows
+  device::set_blas_threads(1);
+  {
+    const device::CallerOpenMpThreads one(1);
+    EXPECT_EQ(mark_once_built(*route, five, 4.0f), 4.0f);   // padded on the runtime built and timed for one
+    EXPECT_EQ(mark_of(*route, torch::rand({1, 3})), 1.0f);  // never a single row
+  }
+  device::set_blas_threads(2);
+  EXPECT_EQ(mark_of(*route, five), 1.0f);  // back on the plan's threads: its rows
+  EXPECT_EQ(builds.load(), 1);
+
+  // 30 ms per batch on two threads: 60 on one, too long to time in the background; the plan's 6 rows stay
+  const auto untimed = xnnpack_batch_route(models, {{8, 3}, 2, 6, 30.0, 15.0});
+  device::set_blas_threads(1);
+  {
+    const device::CallerOpenMpThreads one(1);
+    EXPECT_EQ(mark_once_built(*untimed, torch::rand({6, 3}), 4.0f), 4.0f);
+    EXPECT_EQ(mark_of(*untimed, five), 1.0f);
+  }
+  device::set_blas_threads(blas_before);
+}
+
+// The padding threshold: XNNPACK's time per full batch over 90% of the chosen engine's, as rows, in [2,
+// batch].
+TEST(BatchedXnnpack, PaddedMinRowsIsTheRowsWhereTheRuntimeStillWinsByTenPercent) {
+  EXPECT_EQ(padded_min_rows(64, 10.0, 4.5), 32);  // 64 x 4.5 / 9, exact in binary
+  EXPECT_EQ(padded_min_rows(64, 10.0, 4.6), 33);
+  EXPECT_EQ(padded_min_rows(64, 1.0, 0.01), 2);   // never one row
+  EXPECT_EQ(padded_min_rows(64, 1.0, 0.95), 64);  // no win: the full batch only (the race decides it)
+  EXPECT_EQ(padded_min_rows(64, 0.0, 0.5), 64);   // no timing
+  EXPECT_EQ(padded_min_rows(1, 1.0, 0.1), 1);
+}
+
 TEST(BatchedXnnpack, AnEngineThatKeepsWinningAndLosingIsProbedLessAndLessOften) {
   const auto chosen = std::make_shared<Sleepy>(1.0f, 40);  // as above: far from the 2-ms calls
   const auto runtime = std::make_shared<Sleepy>(2.0f, 100);

@@ -108,13 +108,20 @@ inline constexpr double kBatch1PoolGapMs = 0.5;
 inline constexpr double kBatch1PoolMinSpeedup = 1.25;
 inline constexpr double kBatch1PoolMaxCpuRatio = 1.2;
 
+// The fewest rows of a batch worth padding with zero rows to `batch` on a runtime timed `xnnpack_ms` per full
+// batch against the chosen engine's `chosen_ms` (its time taken as proportional to the rows, an underestimate
+// where it has a fixed cost per call), XNNPACK by the same 10% margin: in [2, batch]; `batch` where it does
+// not win (or batch <= 2, or no timing).
+std::int64_t padded_min_rows(std::int64_t batch, double chosen_ms, double xnnpack_ms);
+
 // Float inputs of plan.batch_shape, and those of plan.min_rows..batch-1 rows padded with zero rows (the
 // answer's first rows returned), while the run's plan gives at least plan.threads to the caller's OpenMP pool
 // or to OpenBLAS (a plan shrunk for a busy machine runs `chosen`, which follows it: a pool of two would wait
 // for the busy core; with models.xnnpack_for_fewer_threads, the first such call starts building a runtime for
 // the threads it has, on a thread of the route's own, and once it is built calls on that many threads race it
-// against `chosen` as below, its race seeded with the plan's timings x plan.threads / threads), unless they
-// hold a NaN or a magnitude above kLargestXnnpackInput (those on
+// against `chosen` as below, its race seeded and its fewest padded rows set by timing both on those threads
+// where the chosen engine's batch takes <= 50 ms on them, else from the plan's timings x plan.threads /
+// threads and its rows), unless they hold a NaN or a magnitude above kLargestXnnpackInput (those on
 // `fallback`), run on models.xnnpack or, raced call by call (the plan's load-time timings as the start),
 // `chosen`: the one whose last three calls cost less per full batch (median), the other probed (three calls:
 // a warm-up, then the slower of two counts) at 1, 2, 4 ... 32 s (a fixed thread plan on a machine that got
