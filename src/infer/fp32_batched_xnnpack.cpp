@@ -72,8 +72,7 @@ class SizedBatchRoute : public InferenceModel {
     RuntimeLane* lane = lane_for(std::max(device::caller_openmp_threads(), device::blas_thread_count()));
     if (lane == nullptr || input.size(0) < std::min(lane->min_rows, plan_.batch_shape[0]))
       return models_.chosen->forward(input);
-    if (!(input.abs().max().item<float>() <= kLargestXnnpackInput))  // NaN fails too
-      return models_.fallback->forward(input);
+    if (!tame_for_xnnpack(input)) return models_.fallback->forward(input);
     const EngineRace::Pick pick = lane->race ? lane->race->pick() : EngineRace::Pick{};
     if (pick.side == RaceSide::xnnpack) {
       std::unique_lock<std::mutex> lock(lane->mutex, std::try_to_lock);
@@ -94,8 +93,8 @@ class SizedBatchRoute : public InferenceModel {
   // up to batch rows of the sample shape, in float (each lane has its own fewest rows)
   bool fits(const torch::Tensor& input) const {
     const std::vector<std::int64_t>& shape = plan_.batch_shape;
-    return input.dim() == static_cast<std::int64_t>(shape.size()) && input.size(0) <= shape[0] &&
-           input.scalar_type() == torch::kFloat &&
+    return input.dim() == static_cast<std::int64_t>(shape.size()) && input.size(0) >= 1 &&
+           input.size(0) <= shape[0] && input.scalar_type() == torch::kFloat &&
            input.sizes().slice(1).equals(c10::IntArrayRef(shape).slice(1));
   }
 
@@ -374,6 +373,18 @@ std::shared_ptr<InferenceModel> with_batch1_xnnpack_pool(const std::shared_ptr<I
   plan.max_gap_ms = kBatch1PoolGapMs;
   plan.alone_only = true;  // concurrent requests: one core each beats a pool of two for one of them
   return xnnpack_batch_route(BatchRouteModels{chosen, pool, chosen}, std::move(plan));
+}
+
+bool tame_for_xnnpack(const torch::Tensor& input) {
+  if (input.numel() == 0) return true;
+  if (!input.device().is_cpu() || input.scalar_type() != torch::kFloat || !input.is_contiguous())
+    return input.abs().max().item<float>() <= kLargestXnnpackInput;  // NaN fails too
+  const float* values = input.data_ptr<float>();
+  const float* const end = values + input.numel();
+  bool tame = true;
+  for (; values != end; ++values)
+    tame &= std::fabs(*values) <= kLargestXnnpackInput;  // NaN fails too; no branch: the loop vectorises
+  return tame;
 }
 
 std::int64_t padded_min_rows(std::int64_t batch, double chosen_ms, double xnnpack_ms) {

@@ -48,8 +48,7 @@ class EngineRoute : public InferenceModel {
                                    !input.sizes().slice(1).equals(sample_shape_)))
       return models_.fallback->forward(input);
     if (input.dim() == 0 || input.size(0) != 1) return models_.batched->forward(input);
-    if (tame_batch1_ && !(input.abs().max().item<float>() <= kLargestXnnpackInput))  // NaN fails too
-      return models_.fallback->forward(input);
+    if (tame_batch1_ && !tame_for_xnnpack(input)) return models_.fallback->forward(input);
     if (!one_thread_) return models_.batch1->forward(input);
     const device::CallerOpenMpThreads one_thread(1);
     return models_.batch1->forward(input);

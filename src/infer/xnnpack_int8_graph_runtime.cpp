@@ -256,6 +256,9 @@ std::shared_ptr<InferenceModel> xnnpack_int8_graph_runtime_model(const quant::Qu
   const xnnpack::PrepareInput prepare = [preprocessing](const torch::Tensor& input) {
     return quant::prepare_graph_input(preprocessing, input);
   };
+  const xnnpack::WriteInput write = [preprocessing](const torch::Tensor& input, float* buffer) {
+    return quant::write_graph_input_nhwc(preprocessing, input, buffer);
+  };
   const auto define = [&](Int8Subgraph& subgraph) {
     if (int8.graph().nodes.size() < 2)
       fail(ErrorCategory::unsupported, "XNNPACK int8 runtime: the graph has no layers");
@@ -265,7 +268,7 @@ std::shared_ptr<InferenceModel> xnnpack_int8_graph_runtime_model(const quant::Qu
     return std::pair<Shape, Shape>{shapes.front(), shapes.back()};
   };
   return xnnpack::int8_runtime_model(int8.mode(), define, int8.graph().input_shape, prepare, std::move(busy),
-                                     threads);
+                                     threads, write);
 }
 
 #endif

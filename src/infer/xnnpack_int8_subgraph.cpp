@@ -132,7 +132,7 @@ void define_int8_convolution(Int8Subgraph& subgraph, const Int8Convolution& conv
 std::shared_ptr<InferenceModel> int8_runtime_model(
     quant::QuantMode mode, const std::function<std::pair<Shape, Shape>(Int8Subgraph&)>& define,
     std::vector<std::int64_t> sample_shape, PrepareInput prepare, std::shared_ptr<const InferenceModel> busy,
-    int threads) {
+    int threads, WriteInput write) {
   if (!initialised())
     fail(ErrorCategory::unsupported, "XNNPACK int8 runtime: XNNPACK does not initialise on this CPU");
   if (mode == quant::QuantMode::dynamic)
@@ -151,7 +151,7 @@ std::shared_ptr<InferenceModel> int8_runtime_model(
   }
   return std::make_shared<PlannedRuntimeModel>(
       subgraph.handle, std::move(shapes.first), std::move(shapes.second), std::move(sample_shape),
-      std::move(prepare), std::max(1, threads), std::move(busy), XnnpackIdle::sleep);
+      std::move(prepare), std::max(1, threads), std::move(busy), XnnpackIdle::sleep, std::move(write));
 }
 
 }  // namespace ipj::infer::xnnpack

@@ -70,11 +70,11 @@ void define_int8_convolution(Int8Subgraph& subgraph, const Int8Convolution& conv
 // calls: refuses (ipj::Error(unsupported)) when XNNPACK does not initialise
 // or `mode` is dynamic (its scales change per batch), else creates a subgraph, lets `define` fill it and
 // return the ATen shapes of external values 0 and 1, and makes the runtime (the subgraph is deleted whatever
-// happens).
+// happens), its input written by `write` where that takes it (else `prepare`).
 std::shared_ptr<InferenceModel> int8_runtime_model(
     quant::QuantMode mode, const std::function<std::pair<Shape, Shape>(Int8Subgraph&)>& define,
     std::vector<std::int64_t> sample_shape, PrepareInput prepare, std::shared_ptr<const InferenceModel> busy,
-    int threads);
+    int threads, WriteInput write = {});
 
 }  // namespace ipj::infer::xnnpack
 

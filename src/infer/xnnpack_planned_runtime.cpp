@@ -128,8 +128,10 @@ std::uint32_t ceil_padding(std::int64_t in, std::int64_t out, std::int64_t kerne
 
 PlannedRuntimeModel::PlannedRuntimeModel(xnn_subgraph_t subgraph, Shape input_shape, Shape output_shape,
                                          std::vector<std::int64_t> sample, PrepareInput prepare, int threads,
-                                         std::shared_ptr<const InferenceModel> busy, XnnpackIdle idle)
+                                         std::shared_ptr<const InferenceModel> busy, XnnpackIdle idle,
+                                         WriteInput write)
     : prepare_(std::move(prepare)),
+      write_(std::move(write)),
       busy_(std::move(busy)),
       idle_(idle),
       input_shape_(std::move(input_shape)),
@@ -170,7 +172,8 @@ torch::Tensor PlannedRuntimeModel::forward(const torch::Tensor& input) const {
     lock.lock();
   }
   torch::NoGradGuard no_grad;
-  nhwc_view(input_buffer_, input_shape_).copy_(prepare_(input));
+  if (!write_ || !write_(input, input_buffer_.data_ptr<float>()))
+    nhwc_view(input_buffer_, input_shape_).copy_(prepare_(input));
   const xnn_status status = xnn_invoke_runtime(runtime_);
   if (pool_ && idle_ == XnnpackIdle::sleep) put_workers_to_sleep();
   if (status != xnn_status_success) fail(ErrorCategory::runtime, "XNNPACK runtime: the call failed");

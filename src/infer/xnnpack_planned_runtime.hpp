@@ -59,6 +59,9 @@ std::uint32_t ceil_padding(std::int64_t in, std::int64_t out, std::int64_t kerne
 // What the model turns a caller's [N, ...sample_shape] input into before the runtime reads it: the ATen
 // value of the runtime's input shape (normalisation, padding).
 using PrepareInput = std::function<torch::Tensor(const torch::Tensor&)>;
+// The same values written straight into the runtime's NHWC input buffer, or false (nothing written) where
+// the input is not one it takes (PrepareInput runs then): quant::write_graph_input_nhwc.
+using WriteInput = std::function<bool(const torch::Tensor& input, float* buffer)>;
 
 // The runtime with its buffers: inputs are copied into an NHWC buffer with XNN_EXTRA_BYTES to spare (XNNPACK
 // may read that far past a tensor), outputs copied out of its own buffer. Concurrent calls run one at a time,
@@ -69,7 +72,7 @@ class PlannedRuntimeModel : public InferenceModel {
   // and 1 ([N, C, H, W] held as NHWC, or [N, F]). Throws ipj::Error(unsupported) when XNNPACK makes no plan.
   PlannedRuntimeModel(xnn_subgraph_t subgraph, Shape input_shape, Shape output_shape,
                       std::vector<std::int64_t> sample_shape, PrepareInput prepare, int threads,
-                      std::shared_ptr<const InferenceModel> busy, XnnpackIdle idle);
+                      std::shared_ptr<const InferenceModel> busy, XnnpackIdle idle, WriteInput write = {});
   ~PlannedRuntimeModel() override;
   PlannedRuntimeModel(const PlannedRuntimeModel&) = delete;
   PlannedRuntimeModel& operator=(const PlannedRuntimeModel&) = delete;
@@ -82,6 +85,7 @@ class PlannedRuntimeModel : public InferenceModel {
   void release();
 
   PrepareInput prepare_;
+  WriteInput write_;
   std::shared_ptr<const InferenceModel> busy_;
   XnnpackIdle idle_ = XnnpackIdle::sleep;
   Shape input_shape_, output_shape_;

@@ -338,10 +338,13 @@ std::shared_ptr<InferenceModel> xnnpack_runtime_model(const quant::Graph& graph,
   const xnnpack::PrepareInput prepare = [preprocessing](const torch::Tensor& input) {
     return quant::prepare_graph_input(preprocessing, input);
   };
+  const xnnpack::WriteInput write = [preprocessing](const torch::Tensor& input, float* buffer) {
+    return quant::write_graph_input_nhwc(preprocessing, input, buffer);
+  };
   Shape input_shape = subgraph.values.front().aten_shape, output_shape = subgraph.values.back().aten_shape;
   return std::make_shared<xnnpack::PlannedRuntimeModel>(subgraph.handle, std::move(input_shape),
                                                         std::move(output_shape), graph.input_shape, prepare,
-                                                        threads, std::move(busy), idle);
+                                                        threads, std::move(busy), idle, write);
 }
 
 #endif

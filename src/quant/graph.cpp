@@ -164,6 +164,56 @@ torch::Tensor prepare_graph_input(const Graph& graph, const torch::Tensor& input
   return x;
 }
 
+namespace {
+
+// The per-channel value at `channel` of values that are one for all or one per channel (else null).
+const float* per_channel(const std::vector<float>& values, std::int64_t channels) {
+  return values.size() == 1 || static_cast<std::int64_t>(values.size()) == channels ? values.data() : nullptr;
+}
+
+}  // namespace
+
+bool write_graph_input_nhwc(const Graph& graph, const torch::Tensor& input, float* out) {
+  const std::vector<std::int64_t>& shape = graph.input_shape;  // [C, H, W] or [F]
+  if (!input.device().is_cpu() || input.scalar_type() != torch::kFloat || !input.is_contiguous() ||
+      input.dim() < 1 || (shape.size() != 3 && shape.size() != 1) ||
+      graph.input_mean.size() != graph.input_std.size())
+    return false;
+  const std::int64_t batch = input.size(0), channels = shape[0];
+  const std::int64_t height = shape.size() == 3 ? shape[1] : 1, width = shape.size() == 3 ? shape[2] : 1;
+  const std::int64_t pad = shape.size() == 3 ? graph.input_padding : 0;
+  const bool normalised = !graph.input_mean.empty(), padded = pad > 0;
+  const float* mean = per_channel(graph.input_mean, channels);
+  const float* std = per_channel(graph.input_std, channels);
+  const float* pad_value = per_channel(graph.input_pad_value, channels);
+  if (input.numel() != batch * channels * height * width || (normalised && (!mean || !std)) ||
+      (padded && !pad_value) || (shape.size() == 1 && graph.input_padding > 0))
+    return false;
+  const auto at = [](const float* values, const std::vector<float>& all, std::int64_t channel) {
+    return all.size() == 1 ? values[0] : values[channel];
+  };
+  const float* x = input.data_ptr<float>();  // [B, C, H, W] / [B, F]
+  const std::int64_t out_height = height + 2 * pad, out_width = width + 2 * pad;
+  for (std::int64_t n = 0; n < batch; ++n)
+    for (std::int64_t c = 0; c < channels; ++c) {
+      const float shift = padded ? at(pad_value, graph.input_pad_value, c) : 0.0f;
+      float* image = out + n * out_height * out_width * channels + c;  // [H+2p, W+2p] at stride C
+      if (padded)
+        for (std::int64_t row = 0; row < out_height; ++row)
+          for (std::int64_t column = 0; column < out_width; ++column)
+            if (row < pad || row >= pad + height || column < pad || column >= pad + width)
+              image[(row * out_width + column) * channels] = 0.0f + shift;  // constant_pad_nd's 0, + value
+      for (std::int64_t row = 0; row < height; ++row)
+        for (std::int64_t column = 0; column < width; ++column) {
+          float value = *x++;
+          if (normalised) value = (value - at(mean, graph.input_mean, c)) / at(std, graph.input_std, c);
+          if (padded) value = (value - shift) + shift;  // x - value, padded, + value: as rounded there
+          image[((row + pad) * out_width + column + pad) * channels] = value;
+        }
+    }
+  return true;
+}
+
 std::vector<std::size_t> graph_last_readers(const Graph& graph) {
   std::vector<std::size_t> last_reader(graph.nodes.size(), 0);
   for (std::size_t index = 0; index < graph.nodes.size(); ++index)

@@ -271,6 +271,20 @@ TEST(BatchedXnnpack, ARuntimeForFewerThreadsPadsTheRowsItsOwnTimingSays) {
   device::set_blas_threads(blas_before);
 }
 
+// What may reach an XNNPACK runtime: numbers of magnitude <= kLargestXnnpackInput, checked by a loop on
+// contiguous float tensors and by ATen's reduction on others, with the same answers.
+TEST(BatchedXnnpack, TameInputsAreFiniteAndNotHugeWhateverTheirLayout) {
+  torch::Tensor values = torch::rand({4, 3, 5});
+  for (const float odd : {NAN, INFINITY, -INFINITY, 2 * kLargestXnnpackInput, -kLargestXnnpackInput, 0.0f}) {
+    values[3][2][4] = odd;
+    const bool expected = !std::isnan(odd) && std::fabs(odd) <= kLargestXnnpackInput;
+    EXPECT_EQ(tame_for_xnnpack(values), expected) << odd;
+    EXPECT_EQ(tame_for_xnnpack(values.transpose(0, 2)), expected) << odd;  // not contiguous: ATen
+    EXPECT_EQ(tame_for_xnnpack(values.to(torch::kDouble)), expected) << odd;
+  }
+  EXPECT_TRUE(tame_for_xnnpack(torch::empty({0, 3})));
+}
+
 // The padding threshold: XNNPACK's time per full batch over 90% of the chosen engine's, as rows, in [2,
 // batch].
 TEST(BatchedXnnpack, PaddedMinRowsIsTheRowsWhereTheRuntimeStillWinsByTenPercent) {

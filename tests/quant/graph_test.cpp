@@ -277,6 +277,54 @@ TEST(Int8GraphLogits, FinalLinearLayerWritesFloatLogits) {
 
 // ipj's own ResNet-18 (CIFAR-style stem, BatchNorm statistics from one train-mode pass over real images):
 // extracted by parameter names, static int8 agrees with the float graph, which equals the module.
+// The XNNPACK runtimes' input written without ATen's operators: bit for bit prepare_graph_input's values in
+// NHWC (normalised per channel or by one value, the folded first layer's mean padding), [B, F] for flat
+// inputs; inputs it does not take are left to ATen (false, nothing written).
+TEST(GraphInput, WrittenStraightToNhwcIsPrepareGraphInputBitForBit) {
+  Graph graph;
+  graph.input_shape = {3, 5, 4};
+  const auto written = [&graph](const torch::Tensor& input) {
+    const std::int64_t pad = graph.input_padding;
+    torch::Tensor out = torch::full({input.size(0), 5 + 2 * pad, 4 + 2 * pad, 3}, NAN);  // [B, H', W', C]
+    EXPECT_TRUE(write_graph_input_nhwc(graph, input, out.data_ptr<float>()));
+    return out;
+  };
+  const auto prepared = [&graph](const torch::Tensor& input) {  // [B, C, H', W'] -> [B, H', W', C]
+    return prepare_graph_input(graph, input).permute({0, 2, 3, 1}).contiguous();
+  };
+  const torch::Tensor input = torch::randn({2, 3, 5, 4}) * 3.0;  // [2, 3, 5, 4]
+  EXPECT_TRUE(torch::equal(written(input), prepared(input)));    // as it is
+  graph.input_mean = {0.3f, -0.7f, 0.11f};
+  graph.input_std = {0.35f, 1.3f, 0.07f};
+  EXPECT_TRUE(torch::equal(written(input), prepared(input)));
+  graph.input_padding = 2;
+  graph.input_pad_value = {0.1f, -2.5f, 7.0f};
+  EXPECT_TRUE(torch::equal(written(input), prepared(input)));
+  graph.input_mean = {0.286f};
+  graph.input_std = {0.353f};
+  graph.input_pad_value = {-0.81f};
+  EXPECT_TRUE(torch::equal(written(input), prepared(input)));
+  EXPECT_TRUE(torch::equal(written(input.flatten(1)), prepared(input.flatten(1))));  // pixels, flat
+
+  float unused[1] = {0.0f};
+  EXPECT_FALSE(write_graph_input_nhwc(graph, input.transpose(2, 3), unused));  // not contiguous
+  EXPECT_FALSE(write_graph_input_nhwc(graph, input.to(torch::kDouble), unused));
+  EXPECT_FALSE(write_graph_input_nhwc(graph, input.narrow(3, 0, 3).contiguous(), unused));  // other size
+  graph.input_mean = {0.1f, 0.2f};  // neither one value nor one per channel: ATen's error
+  graph.input_std = {1.0f, 1.0f};
+  EXPECT_FALSE(write_graph_input_nhwc(graph, input, unused));
+  EXPECT_EQ(unused[0], 0.0f);
+
+  Graph flat;  // [F]: per-feature normalisation, no padding
+  flat.input_shape = {6};
+  flat.input_mean = {0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f};
+  flat.input_std = {1.0f, 0.5f, 0.25f, 3.0f, 7.0f, 0.1f};
+  const torch::Tensor features = torch::randn({3, 6});  // [3, 6]
+  torch::Tensor out = torch::empty({3, 6});
+  ASSERT_TRUE(write_graph_input_nhwc(flat, features, out.data_ptr<float>()));
+  EXPECT_TRUE(torch::equal(out, prepare_graph_input(flat, features)));
+}
+
 TEST(ZooResNet, StaticInt8OfIpjsResNet18StaysCloseToFp32) {
   torch::manual_seed(3);
   auto model = models::create_model("resnet18", models::InputShape{1, 28, 28}, 10);

@@ -59,6 +59,10 @@ std::shared_ptr<InferenceModel> xnnpack_int8_graph_runtime_model(
 // XNNPACK's fused clamps turn a NaN into a number, and float inside it may overflow where eager's does not:
 // inputs with a larger magnitude (or a NaN) never reach an XNNPACK runtime that serves a route.
 inline constexpr float kLargestXnnpackInput = 1e15f;
+// Whether every value of `input` is a number of magnitude <= kLargestXnnpackInput: a plain loop over a
+// contiguous float CPU tensor (ATen's reduction, a few operators, costs more than it at batch 1), else ATen's
+// abs().max(); true for an empty tensor.
+bool tame_for_xnnpack(const torch::Tensor& input);
 
 // How a batch size runs on an XNNPACK runtime beside the engine chosen for everything else.
 struct BatchRouteModels {

@@ -94,6 +94,12 @@ torch::Tensor normalize_by_dim1(const torch::Tensor& x, const std::vector<float>
                                 const std::vector<float>& std);
 // The node-0 value run_graph starts from: reshaped to [B, ...input_shape], normalised, padded.
 torch::Tensor prepare_graph_input(const Graph& graph, const torch::Tensor& input);
+// prepare_graph_input's values written straight into `out` without ATen's operators (a batch-1 call's
+// dozen of them cost as much as a small model's arithmetic): [B, C, H+2p, W+2p] stored as NHWC, or [B, F].
+// The same float operations in the same order, so bit for bit equal. Returns false, writing nothing, where
+// it does not apply: the input not a contiguous float CPU tensor of B x the sample's elements, or
+// normalisation / padding values of counts prepare_graph_input would broadcast otherwise or refuse.
+bool write_graph_input_nhwc(const Graph& graph, const torch::Tensor& input, float* out);
 torch::Tensor apply_activation(const Activation& activation, const torch::Tensor& x);
 // One node in float (its activation not applied): inputs are the producers' values (the prepared input for
 // the input node).
