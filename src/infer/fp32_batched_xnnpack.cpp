@@ -2,8 +2,9 @@
 // where that is exact and timed faster at load than the engine chosen (MobileNetV2's depthwise convolutions:
 // XNNPACK's kernels beat oneDNN's), then raced against it call by call; and batch 1 on such a pool where it
 // runs on the calling thread, for calls that come back to back. Limits: one runtime per route and thread
-// count (a re-planned server's shrunk plan gets one built in the background, at most 3), for the batch size
-// timed; somewhat smaller batches are padded to it, other sizes run the chosen engine.
+// count (a re-planned server's shrunk plan gets one built and timed on its threads in the background, at
+// most 3), for the batch size timed; somewhat smaller batches are padded to it (each runtime's own
+// threshold), other sizes run the chosen engine.
 #include <torch/types.h>
 
 #include <algorithm>

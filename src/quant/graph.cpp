@@ -1,5 +1,6 @@
-// The graph IR's float interpreter (one ATen call per node, values freed after their last reader) and its
-// passes: validation, node erasure, activation fusion, normalisation folding, size counts.
+// The graph IR's float interpreter (one ATen call per node, values freed after their last reader), its input
+// preparation (also written straight to NHWC for XNNPACK's runtimes) and its passes: validation, node
+// erasure, activation fusion, normalisation folding, size counts.
 #include "ipj/quant/graph.hpp"
 
 #include <torch/torch.h>
