@@ -19,6 +19,11 @@ std::int64_t buffer_elements(const Shape& shape) {
   return count + static_cast<std::int64_t>(XNN_EXTRA_BYTES / sizeof(float));
 }
 
+// Up to this many input elements (a batch of a few small images, one 3x224x224) one loop on the calling
+// thread writes the runtime's input, where ATen's operators (a dozen calls) cost more than the arithmetic;
+// larger inputs keep ATen's vectorised operators on the run's threads.
+constexpr std::int64_t kMostElementsWrittenByLoop = 1 << 18;
+
 // The buffer as an ATen tensor of `shape` whose memory is NHWC (channels-last strides) for 4-D shapes.
 torch::Tensor nhwc_view(const torch::Tensor& buffer, const Shape& shape) {
   if (shape.size() != 4) return buffer.narrow(0, 0, shape[0] * shape[1]).view(shape);
@@ -172,7 +177,8 @@ torch::Tensor PlannedRuntimeModel::forward(const torch::Tensor& input) const {
     lock.lock();
   }
   torch::NoGradGuard no_grad;
-  if (!write_ || !write_(input, input_buffer_.data_ptr<float>()))
+  if (!write_ || input.numel() > kMostElementsWrittenByLoop ||
+      !write_(input, input_buffer_.data_ptr<float>()))
     nhwc_view(input_buffer_, input_shape_).copy_(prepare_(input));
   const xnn_status status = xnn_invoke_runtime(runtime_);
   if (pool_ && idle_ == XnnpackIdle::sleep) put_workers_to_sleep();
