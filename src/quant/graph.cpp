@@ -167,9 +167,14 @@ torch::Tensor prepare_graph_input(const Graph& graph, const torch::Tensor& input
 
 namespace {
 
-// The per-channel value at `channel` of values that are one for all or one per channel (else null).
-const float* per_channel(const std::vector<float>& values, std::int64_t channels) {
-  return values.size() == 1 || static_cast<std::int64_t>(values.size()) == channels ? values.data() : nullptr;
+// Whether `values` broadcast over `channels` as one for all or one per channel.
+bool per_channel(const std::vector<float>& values, std::int64_t channels) {
+  return values.size() == 1 || static_cast<std::int64_t>(values.size()) == channels;
+}
+
+// values[channel], or the one value for all.
+float channel_value(const std::vector<float>& values, std::int64_t channel) {
+  return values.size() == 1 ? values[0] : values[static_cast<std::size_t>(channel)];
 }
 
 }  // namespace
@@ -184,20 +189,18 @@ bool write_graph_input_nhwc(const Graph& graph, const torch::Tensor& input, floa
   const std::int64_t height = shape.size() == 3 ? shape[1] : 1, width = shape.size() == 3 ? shape[2] : 1;
   const std::int64_t pad = shape.size() == 3 ? graph.input_padding : 0;
   const bool normalised = !graph.input_mean.empty(), padded = pad > 0;
-  const float* mean = per_channel(graph.input_mean, channels);
-  const float* std = per_channel(graph.input_std, channels);
-  const float* pad_value = per_channel(graph.input_pad_value, channels);
-  if (input.numel() != batch * channels * height * width || (normalised && (!mean || !std)) ||
-      (padded && !pad_value) || (shape.size() == 1 && graph.input_padding > 0))
+  if (input.numel() != batch * channels * height * width ||
+      (normalised && (!per_channel(graph.input_mean, channels) || !per_channel(graph.input_std, channels))) ||
+      (padded && !per_channel(graph.input_pad_value, channels)) ||
+      (shape.size() == 1 && graph.input_padding > 0))
     return false;
-  const auto at = [](const float* values, const std::vector<float>& all, std::int64_t channel) {
-    return all.size() == 1 ? values[0] : values[channel];
-  };
   const float* x = input.data_ptr<float>();  // [B, C, H, W] / [B, F]
   const std::int64_t out_height = height + 2 * pad, out_width = width + 2 * pad;
   for (std::int64_t n = 0; n < batch; ++n)
     for (std::int64_t c = 0; c < channels; ++c) {
-      const float shift = padded ? at(pad_value, graph.input_pad_value, c) : 0.0f;
+      const float mean = normalised ? channel_value(graph.input_mean, c) : 0.0f;
+      const float std = normalised ? channel_value(graph.input_std, c) : 1.0f;
+      const float shift = padded ? channel_value(graph.input_pad_value, c) : 0.0f;
       float* image = out + n * out_height * out_width * channels + c;  // [H+2p, W+2p] at stride C
       if (padded)
         for (std::int64_t row = 0; row < out_height; ++row)
@@ -207,7 +210,7 @@ bool write_graph_input_nhwc(const Graph& graph, const torch::Tensor& input, floa
       for (std::int64_t row = 0; row < height; ++row)
         for (std::int64_t column = 0; column < width; ++column) {
           float value = *x++;
-          if (normalised) value = (value - at(mean, graph.input_mean, c)) / at(std, graph.input_std, c);
+          if (normalised) value = (value - mean) / std;
           if (padded) value = (value - shift) + shift;  // x - value, padded, + value: as rounded there
           image[((row + pad) * out_width + column + pad) * channels] = value;
         }
