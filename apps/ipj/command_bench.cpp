@@ -110,13 +110,21 @@ infer::ModelBenchOptions bench_options(BenchFlags& flags) {
   return options;
 }
 
+// "97%": the row's calls an XNNPACK runtime answered; "-" where none did.
+std::string xnnpack_share(const infer::BenchRow& row) {
+  if (row.xnnpack_calls == 0 || row.calls == 0) return "-";
+  return format_number("%.0f%%",
+                       100.0 * static_cast<double>(row.xnnpack_calls) / static_cast<double>(row.calls));
+}
+
 void print_bench_table(const infer::ModelBenchReport& report) {
-  TextTable table({"variant", "batch", "p50 ms", "p90 ms", "p99 ms", "CPU ms/call", "inferences/s", "J/1000",
-                   "source", "test acc", "weights", "stable"});
+  TextTable table({"variant", "batch", "p50 ms", "p90 ms", "p99 ms", "CPU ms/call", "on XNNPACK",
+                   "inferences/s", "J/1000", "source", "test acc", "weights", "stable"});
   for (const auto& row : report.rows) {
     table.add_row({row.variant, std::to_string(row.batch), format_number("%.3f", row.p50_ms),
                    format_number("%.3f", row.p90_ms), format_number("%.3f", row.p99_ms),
-                   format_number("%.3f", row.cpu_ms_per_call), format_number("%.0f", row.throughput_per_s),
+                   format_number("%.3f", row.cpu_ms_per_call), xnnpack_share(row),
+                   format_number("%.0f", row.throughput_per_s),
                    !row.energy_source ? "-" : format_number("%.3f", row.j_per_1000),
                    energy::reported_source_name(row.energy_source),
                    row.test_acc ? format_number("%.4f", *row.test_acc) : "-",

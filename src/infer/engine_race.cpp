@@ -2,6 +2,7 @@
 #include "engine_race.hpp"
 
 #include <algorithm>
+#include <vector>
 
 #include "ipj/core/log.hpp"
 
@@ -29,14 +30,40 @@ EngineRace::EngineRace(double chosen_ms, double xnnpack_ms, std::string label)
       next_probe_(Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                      std::chrono::duration<double>(kEngineProbeFirstS))),
       label_(std::move(label)) {
-  recent_ms_[index_of(RaceSide::chosen)].fill(chosen_ms);
-  recent_ms_[index_of(RaceSide::xnnpack)].fill(xnnpack_ms);
+  history_[index_of(RaceSide::chosen)].reset(chosen_ms, Clock::now());
+  history_[index_of(RaceSide::xnnpack)].reset(xnnpack_ms, Clock::now());
 }
 
-double EngineRace::time_ms(RaceSide side) const {
-  std::array<double, kRecentCalls> recent = recent_ms_[index_of(side)];
-  std::nth_element(recent.begin(), recent.begin() + kRecentCalls / 2, recent.end());
-  return recent[kRecentCalls / 2];
+void EngineRace::History::reset(double ms, Clock::time_point at) {
+  calls.assign(kFewestCalls, {ms, at});
+  median = ms;
+  stale = false;
+}
+
+void EngineRace::History::add(double ms, Clock::time_point at) {
+  calls.push_back({ms, at});
+  const Clock::time_point window_start =
+      at - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(kWindowMs));
+  while (calls.size() > kFewestCalls && (calls.size() > kMostCalls || calls.front().at < window_start))
+    calls.pop_front();
+  stale = true;
+}
+
+double EngineRace::History::median_ms() {
+  if (stale) {
+    std::vector<double> values;
+    values.reserve(calls.size());
+    for (const Call& call : calls)
+      values.push_back(call.ms);
+    std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+    median = values[values.size() / 2];
+    stale = false;
+  }
+  return median;
+}
+
+double EngineRace::time_ms(RaceSide side) {
+  return history_[index_of(side)].median_ms();
 }
 
 EngineRace::Pick EngineRace::pick() {
@@ -56,7 +83,8 @@ void EngineRace::cancel_probe() {
 
 void EngineRace::record(RaceSide side, double full_batch_ms, bool probe) {
   const std::lock_guard<std::mutex> lock(mutex_);
-  std::array<double, kRecentCalls>& recent = recent_ms_[index_of(side)];
+  History& history = history_[index_of(side)];
+  const Clock::time_point now = Clock::now();
   if (probe) {
     probe_out_ = false;
     if (probe_calls_left_ == 3) {  // the warm-up call: not counted
@@ -70,20 +98,25 @@ void EngineRace::record(RaceSide side, double full_batch_ms, bool probe) {
     }
     // the side behind has no recent calls: its history is the slower of the two counted ones (a probe that
     // a switch made moot, probe_calls_left_ 0, counts as a call of its side)
-    recent.fill(probe_calls_left_ == 1 ? std::max(probe_first_ms_, full_batch_ms) : full_batch_ms);
+    history.reset(probe_calls_left_ == 1 ? std::max(probe_first_ms_, full_batch_ms) : full_batch_ms, now);
     probe_calls_left_ = 0;
   } else {
-    int& slot = next_slot_[index_of(side)];
-    recent[static_cast<std::size_t>(slot)] = full_batch_ms;
-    slot = (slot + 1) % kRecentCalls;
+    history.add(full_batch_ms, now);
+    // the side ahead now costs more than the other's history says the other does (the median of its recent
+    // calls, measured only when this call was slow): that history is older, so the other is probed at once
+    // and takes over only if its fresh calls beat these (a slowdown both share switches nothing)
+    const double behind_ms = time_ms(other(ahead_));
+    if (side == ahead_ && probe_calls_left_ == 0 && behind_ms <= kSwitchMargin * full_batch_ms &&
+        behind_ms <= kSwitchMargin * time_ms(ahead_))
+      next_probe_ = now;
+    return;
   }
-  switch_if_overtaken(probe);
+  decide_after_probe();
 }
 
-void EngineRace::switch_if_overtaken(bool probed) {
+void EngineRace::decide_after_probe() {
   const RaceSide behind = other(ahead_);
-  const bool overtaken = time_ms(behind) <= kSwitchMargin * time_ms(ahead_);
-  if (overtaken) {
+  if (time_ms(behind) <= kSwitchMargin * time_ms(ahead_)) {
     spdlog::info("{}: {} now runs it ({:.3f} ms per batch lately vs {:.3f} ms on {})", label_,
                  name_of(behind), time_ms(behind), time_ms(ahead_), name_of(ahead_));
     // a lead won in the race and lost within the longest interval: flapping, keep backing off
@@ -95,13 +128,11 @@ void EngineRace::switch_if_overtaken(bool probed) {
     ahead_ = behind;
     lead_won_at_ = now;
     probe_calls_left_ = 0;  // a probe of the side now behind starts afresh when due
-  } else if (probed) {
+  } else {
     probe_interval_s_ = std::min(2.0 * probe_interval_s_, kEngineProbeLongestS);
   }
-  if (probed || overtaken) {
-    next_probe_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                     std::chrono::duration<double>(probe_interval_s_));
-  }
+  next_probe_ = Clock::now() +
+                std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(probe_interval_s_));
 }
 
 }  // namespace ipj::infer

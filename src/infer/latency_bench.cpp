@@ -14,6 +14,7 @@
 #include "ipj/core/error.hpp"
 #include "ipj/device/cpu_info.hpp"
 #include "ipj/energy/meter.hpp"
+#include "ipj/infer/xnnpack_runtime.hpp"
 
 namespace ipj::infer {
 namespace {
@@ -23,7 +24,8 @@ using Clock = std::chrono::steady_clock;
 struct Window {
   std::vector<double> latencies_ms;
   double wall_s = 0.0;
-  double cpu_s = 0.0;  // this process's CPU seconds in the window
+  double cpu_s = 0.0;               // this process's CPU seconds in the window
+  std::uint64_t xnnpack_calls = 0;  // the window's calls an XNNPACK runtime answered
   double energy_j = 0.0;
   int energy_samples = 0;
   energy::ReportedSource energy_source;
@@ -85,6 +87,8 @@ Json to_json(const BenchRow& row) {
       {"p99_ms", row.p99_ms},
       {"mean_ms", row.mean_ms},
       {"cpu_ms_per_call", row.cpu_ms_per_call},
+      {"calls", row.calls},
+      {"xnnpack_calls", row.xnnpack_calls},
       {"throughput_per_s", row.throughput_per_s},
       {"j_per_1000", !row.energy_source ? Json(nullptr) : Json(row.j_per_1000)},
       {"energy_source", energy::reported_source_name(row.energy_source)},
@@ -125,6 +129,7 @@ BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, cons
     Window window;
     if (monitor) monitor->begin_window("bench");
     const double cpu_start_s = energy::process_cpu_seconds();
+    const std::uint64_t xnnpack_start = xnnpack_runtime_calls();
     const auto start = Clock::now();
     const auto end = start + std::chrono::duration<double>(options.window_s);
     auto call_start = start;
@@ -136,6 +141,7 @@ BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, cons
     } while (call_start < end);
     window.wall_s = std::chrono::duration<double>(call_start - start).count();
     window.cpu_s = energy::process_cpu_seconds() - cpu_start_s;
+    window.xnnpack_calls = xnnpack_runtime_calls() - xnnpack_start;
     if (monitor) {
       const energy::Measurement measured = monitor->end_window("bench");
       window.energy_j = measured.energy_j;
@@ -167,6 +173,7 @@ BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, cons
     latencies.insert(latencies.end(), kept.latencies_ms.begin(), kept.latencies_ms.end());
     wall_s += kept.wall_s;
     cpu_s += kept.cpu_s;
+    row.xnnpack_calls += static_cast<std::int64_t>(kept.xnnpack_calls);
     energy_j += kept.energy_j;
     source = kept.energy_source;
     row.energy_samples += kept.energy_samples;

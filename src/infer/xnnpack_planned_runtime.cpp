@@ -5,12 +5,15 @@
 #include "xnnpack_planned_runtime.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <utility>
 
 #include "ipj/core/error.hpp"
 
 namespace ipj::infer::xnnpack {
 namespace {
+
+std::atomic<std::uint64_t> answered_calls{0};  // calls_answered()
 
 std::int64_t buffer_elements(const Shape& shape) {
   std::int64_t count = 1;
@@ -160,6 +163,10 @@ PlannedRuntimeModel::PlannedRuntimeModel(xnn_subgraph_t subgraph, Shape input_sh
   }
 }
 
+std::uint64_t calls_answered() {
+  return answered_calls.load(std::memory_order_relaxed);
+}
+
 PlannedRuntimeModel::~PlannedRuntimeModel() {
   release();
 }
@@ -183,6 +190,7 @@ torch::Tensor PlannedRuntimeModel::forward(const torch::Tensor& input) const {
   const xnn_status status = xnn_invoke_runtime(runtime_);
   if (pool_ && idle_ == XnnpackIdle::sleep) put_workers_to_sleep();
   if (status != xnn_status_success) fail(ErrorCategory::runtime, "XNNPACK runtime: the call failed");
+  answered_calls.fetch_add(1, std::memory_order_relaxed);
   return nhwc_view(output_buffer_, output_shape_)
       .clone(torch::MemoryFormat::Contiguous);  // [N, C, H, W] / [N, F]
 }

@@ -27,6 +27,9 @@ using Shape = std::vector<std::int64_t>;
 // XNNPACK initialised on this CPU (once per process).
 bool initialised();
 
+// Calls PlannedRuntimeModel::forward has answered in this process (xnnpack_runtime_calls()).
+std::uint64_t calls_answered();
+
 // XNNPACK's dims of an ATen shape: [N, C, H, W] -> [N, H, W, C]; [N, F] as is.
 std::vector<std::size_t> xnn_dims(const Shape& aten_shape);
 

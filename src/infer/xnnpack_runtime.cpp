@@ -33,6 +33,10 @@ bool xnnpack_runtime_available() {
   return false;
 }
 
+std::uint64_t xnnpack_runtime_calls() {
+  return 0;
+}
+
 std::shared_ptr<InferenceModel> xnnpack_runtime_model(const quant::Graph&, std::int64_t, int,
                                                       std::shared_ptr<const InferenceModel>, XnnpackIdle) {
   xnnpack_missing();
@@ -325,6 +329,10 @@ Subgraph build_subgraph(const quant::Graph& graph, std::int64_t batch) {
 
 bool xnnpack_runtime_available() {
   return xnnpack::initialised();
+}
+
+std::uint64_t xnnpack_runtime_calls() {
+  return xnnpack::calls_answered();
 }
 
 std::shared_ptr<InferenceModel> xnnpack_runtime_model(const quant::Graph& graph, std::int64_t batch,

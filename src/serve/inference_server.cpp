@@ -14,6 +14,7 @@
 #include "ipj/core/error.hpp"
 #include "ipj/energy/meter.hpp"
 #include "ipj/infer/model_bench.hpp"
+#include "ipj/infer/xnnpack_runtime.hpp"
 #include "request_router.hpp"
 
 namespace ipj::serve {
@@ -152,6 +153,11 @@ std::string InferenceServer::metrics_text() const {
   text += "# HELP ipj_http_timeouts_total Connections closed by a header, body, idle or write deadline\n";
   text += "# TYPE ipj_http_timeouts_total counter\n";
   text += "ipj_http_timeouts_total " + std::to_string(http.timeouts_total) + "\n";
+  text +=
+      "# HELP ipj_xnnpack_runtime_calls_total Model calls (batches) XNNPACK runtimes answered, every model; "
+      "the "
+      "others ran on LibTorch\n# TYPE ipj_xnnpack_runtime_calls_total counter\n";
+  text += "ipj_xnnpack_runtime_calls_total " + std::to_string(infer::xnnpack_runtime_calls()) + "\n";
   return text;
 }
 

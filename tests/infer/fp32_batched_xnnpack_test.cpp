@@ -184,11 +184,11 @@ void sleep_seconds(double seconds) {
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
 }
 
-// Raced (bench and serve's auto engine): the engine whose last three calls cost less (median) runs; a
-// runtime that turns slow (its pool waiting for cores other work holds) loses after two calls, is probed at
-// 1 s, then 2 s (three calls each: a warm-up not counted, then the slower of two), and takes over again when
-// a probe is faster; one slow call of any size (a scheduler hiccup, a worker woken from deep sleep) switches
-// nothing.
+// Raced (bench and serve's auto engine): the engine whose recent calls cost less (median) runs; a runtime
+// that turns slow (its pool waiting for cores other work holds) gets the other engine probed after two calls
+// and loses to it, is probed at 1 s, then 2 s (three calls each: a warm-up not counted, then the slower of
+// two), and takes over again when a probe is faster; one slow call of any size (a scheduler hiccup, a worker
+// woken from deep sleep) switches nothing.
 TEST(BatchedXnnpack, TheEngineWhoseRecentCallsCostLessRunsAndTheOtherIsProbed) {
   // chosen 40 ms a call: a 2-ms call that oversleeps on a loaded CPU (ctest -j2) still wins by far
   const auto chosen = std::make_shared<Sleepy>(1.0f, 40);
@@ -199,7 +199,9 @@ TEST(BatchedXnnpack, TheEngineWhoseRecentCallsCostLessRunsAndTheOtherIsProbed) {
   const torch::Tensor batch = torch::rand({4, 3});
   EXPECT_EQ(mark_of(*route, batch), 2.0f);  // XNNPACK ahead: 100 ms now (one slow call)
   EXPECT_EQ(mark_of(*route, batch), 2.0f);  // still ahead: its median is 25 ms
-  EXPECT_EQ(mark_of(*route, batch), 1.0f);  // behind after two such calls
+  EXPECT_EQ(mark_of(*route, batch), 1.0f);  // slower than the chosen engine's history: that is probed now
+  EXPECT_EQ(mark_of(*route, batch), 1.0f);
+  EXPECT_EQ(mark_of(*route, batch), 1.0f);  // 40 ms twice against 100: it takes over
   EXPECT_EQ(mark_of(*route, batch), 1.0f);
   sleep_seconds(kEngineProbeFirstS + 0.1);
   EXPECT_EQ(mark_of(*route, batch), 2.0f);  // the probe's warm-up call
@@ -303,20 +305,65 @@ TEST(BatchedXnnpack, AnEngineThatKeepsWinningAndLosingIsProbedLessAndLessOften) 
   const device::CallerOpenMpThreads one(1);
   const torch::Tensor batch = torch::rand({4, 3});
   EXPECT_EQ(mark_of(*route, batch), 2.0f);
-  EXPECT_EQ(mark_of(*route, batch), 2.0f);  // it led from load and lost: probed again in 1 s
-  EXPECT_EQ(mark_of(*route, batch), 1.0f);
+  EXPECT_EQ(mark_of(*route, batch), 2.0f);
+  for (int call = 0; call < 3;
+       ++call)  // the chosen engine's probe wins: XNNPACK led from load, probed in 1 s
+    EXPECT_EQ(mark_of(*route, batch), 1.0f) << call;
   sleep_seconds(kEngineProbeFirstS + 0.1);
   runtime->ms = 2;
   for (int call = 0; call < 3; ++call)  // the probe wins
     EXPECT_EQ(mark_of(*route, batch), 2.0f) << call;
   runtime->ms = 100;
   EXPECT_EQ(mark_of(*route, batch), 2.0f);
-  EXPECT_EQ(mark_of(*route, batch), 2.0f);  // lost again right away
-  EXPECT_EQ(mark_of(*route, batch), 1.0f);
+  EXPECT_EQ(mark_of(*route, batch), 2.0f);
+  for (int call = 0; call < 3; ++call)  // lost again right away
+    EXPECT_EQ(mark_of(*route, batch), 1.0f) << call;
   sleep_seconds(kEngineProbeFirstS + 0.1);
   EXPECT_EQ(mark_of(*route, batch), 1.0f);  // not probed at 1 s
   sleep_seconds(kEngineProbeFirstS + 0.1);
   EXPECT_EQ(mark_of(*route, batch), 1.0f);  // nor at 2 s
+}
+
+// A slowdown both engines share (the server's own load, a busy neighbour on both) switches nothing: the side
+// ahead turning slower than the other's load-time timing only gets the other probed, and its fresh calls are
+// no faster.
+TEST(BatchedXnnpack, ASlowdownBothEnginesShareSwitchesNothing) {
+  const auto chosen = std::make_shared<Sleepy>(1.0f, 80), runtime = std::make_shared<Sleepy>(2.0f, 60);
+  const auto route = xnnpack_batch_route({chosen, runtime, chosen}, {{4, 3}, 1, 4, 50.0, 25.0});
+  const device::CallerOpenMpThreads one(1);
+  const torch::Tensor batch = torch::rand({4, 3});
+  EXPECT_EQ(mark_of(*route, batch), 2.0f);
+  EXPECT_EQ(mark_of(*route, batch), 2.0f);  // 60 ms twice: above the chosen engine's 50 at load
+  for (int call = 0; call < 3; ++call)      // so it is probed: 80 ms now
+    EXPECT_EQ(mark_of(*route, batch), 1.0f) << call;
+  for (int call = 0; call < 4; ++call)  // XNNPACK stays (next probe in 2 s)
+    EXPECT_EQ(mark_of(*route, batch), 2.0f) << call;
+}
+
+// Short calls: a side's time is the median of its calls in the last 50 ms, so two calls slowed for a few ms
+// (a VM's vCPU taken away) get nothing probed, while a slowdown that fills the window does.
+TEST(BatchedXnnpack, ShortCallsSlowedForAFewMillisecondsSwitchNothing) {
+  const auto chosen = std::make_shared<Sleepy>(1.0f, 10), runtime = std::make_shared<Sleepy>(2.0f, 1);
+  const auto route = xnnpack_batch_route({chosen, runtime, chosen}, {{4, 3}, 1, 4, 10.0, 1.0});
+  const device::CallerOpenMpThreads one(1);
+  const torch::Tensor batch = torch::rand({4, 3});
+  for (int call = 0; call < 40; ++call)
+    ASSERT_EQ(mark_of(*route, batch), 2.0f) << call;
+  runtime->ms = 15;  // 30 ms of the window: two calls above the chosen engine's 10 ms
+  EXPECT_EQ(mark_of(*route, batch), 2.0f);
+  EXPECT_EQ(mark_of(*route, batch), 2.0f);
+  runtime->ms = 1;
+  for (int call = 0; call < 5; ++call)  // no probe: the chosen engine never ran
+    EXPECT_EQ(mark_of(*route, batch), 2.0f) << call;
+  runtime->ms = 15;  // for good: once its calls fill the window, the chosen engine is probed and wins
+  int slow_calls = 0;
+  while (slow_calls < 10 && mark_of(*route, batch) == 2.0f)
+    ++slow_calls;
+  EXPECT_GE(slow_calls, 3);
+  EXPECT_LE(slow_calls, 6);
+  EXPECT_EQ(mark_of(*route, batch), 1.0f);  // the rest of the probe
+  EXPECT_EQ(mark_of(*route, batch), 1.0f);
+  EXPECT_EQ(mark_of(*route, batch), 1.0f);  // and it runs
 }
 
 // alone_only (batch 1 on a pool): a call that starts while another call of the route runs (a served model's
@@ -480,7 +527,10 @@ TEST(BatchedXnnpack, ForcedOrTimedTheRoutedBatchAnswersAsEager) {
       EXPECT_EQ(json["batch_xnnpack_min_rows"], choice.batch_xnnpack_min_rows);
     }
     const device::CallerOpenMpThreads two(2);
+    const std::uint64_t calls_before = xnnpack_runtime_calls();
     EXPECT_LT((model->forward(batch) - expected).abs().max().item<double>(), 1e-4);
+    // the route's first full batch: on XNNPACK's runtime where forced or timed faster, else not
+    EXPECT_EQ(xnnpack_runtime_calls() - calls_before, choice.batch_engine == Fp32Engine::xnnpack ? 1u : 0u);
     for (const std::int64_t rows : {1, 5, 7})  // padded where min_rows allows it, else the chosen engine
       EXPECT_LT(
           (model->forward(batch.narrow(0, 0, rows)) - expected.narrow(0, 0, rows)).abs().max().item<double>(),

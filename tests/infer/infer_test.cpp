@@ -17,6 +17,7 @@
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/infer/latency_bench.hpp"
 #include "ipj/infer/model_bench.hpp"
+#include "ipj/infer/xnnpack_runtime.hpp"
 #include "support/test_cache.hpp"
 
 namespace ipj::infer {
@@ -287,12 +288,38 @@ TEST(InferBench, WindowsLatenciesThroughputAndEnergyAreConsistent) {
 
   EXPECT_GT(row.cpu_ms_per_call, 0.0);
   EXPECT_EQ(to_json(row)["cpu_ms_per_call"], row.cpu_ms_per_call);
+  EXPECT_EQ(to_json(row)["calls"], row.calls);
+  EXPECT_EQ(to_json(row)["xnnpack_calls"], row.xnnpack_calls);
 
   InferenceModel* unknown = nullptr;
   LoadOptions no_shape;
   const InferenceModelPtr script = load_inference_model(golden().dir.file("scripted.pt"), no_shape);
   EXPECT_EQ(category_of([&] { run_latency_bench(*script, 1, options, nullptr); }), ErrorCategory::usage);
   (void)unknown;
+}
+
+// A row counts the calls an XNNPACK runtime answered: all of them with the engine forced for the row's batch
+// (on one thread, which any caller has), none on eager.
+TEST(InferBench, RowsCountTheCallsAnXnnpackRuntimeAnswered) {
+  BenchOptions options;
+  options.warmup_s = 0.01;
+  options.window_s = 0.02;
+  options.tolerance = 1e9;
+  LoadOptions load;
+  load.run.fp32_engine_batch = 8;
+  load.run.pool_threads = 1;
+  load.run.fp32_engine = Fp32Engine::eager;
+  const InferenceModelPtr eager = load_inference_model(testing::trained_checkpoint("mlp"), load);
+  const BenchRow on_eager = run_latency_bench(*eager, 8, options, nullptr);
+  EXPECT_GT(on_eager.calls, 0);
+  EXPECT_EQ(on_eager.xnnpack_calls, 0);
+  if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK";
+  load.run.fp32_engine = Fp32Engine::xnnpack;
+  const InferenceModelPtr forced = load_inference_model(testing::trained_checkpoint("mlp"), load);
+  const BenchRow on_xnnpack = run_latency_bench(*forced, 8, options, nullptr);
+  EXPECT_GT(on_xnnpack.calls, 0);
+  EXPECT_EQ(on_xnnpack.xnnpack_calls, on_xnnpack.calls);
+  EXPECT_EQ(to_json(on_xnnpack)["xnnpack_calls"], on_xnnpack.calls);
 }
 
 using testing::ipj;

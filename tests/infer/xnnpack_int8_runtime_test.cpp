@@ -111,22 +111,39 @@ TEST_P(XnnpackInt8, LoadingTimesTheRunsBatchOnXnnpacksInt8Runtime) {
     EXPECT_LE(engine.min_rows, 8);
   }
   EXPECT_EQ(to_json(engine)["engine"], engine.xnnpack ? "xnnpack" : "libtorch");
-  EXPECT_TRUE(loaded->batch1_threads);  // the batch-1 route is still there beneath
+  ASSERT_TRUE(loaded->batch1_threads);  // the batch-1 route is still there beneath
 
-  // against the same model one row at a time (batch 1: its own route): LibTorch's and XNNPACK's int8
-  // rounding differ by a quantum or two, about 1% of the logits' range; a row out of place by far more
+  // against the same model one row at a time (batch 1: its own route, on XNNPACK where its record says so):
+  // LibTorch's and XNNPACK's int8 rounding differ by a quantum or two, about 1% of the logits' range; a row
+  // out of place by far more
   const torch::Tensor pixels = testing::test_pixels(8);  // [8, 1, 28, 28]
   std::vector<torch::Tensor> singles;
-  for (std::int64_t row = 0; row < 8; ++row)
+  const bool batch1_on_xnnpack = loaded->batch1_threads->xnnpack;
+  for (std::int64_t row = 0; row < 8; ++row) {
+    const std::uint64_t calls_before = xnnpack_runtime_calls();
     singles.push_back(loaded->forward(pixels.narrow(0, row, 1)));
+    EXPECT_EQ(xnnpack_runtime_calls() - calls_before, batch1_on_xnnpack ? 1u : 0u) << GetParam();
+  }
   const torch::Tensor expected = torch::cat(singles);  // [8, 10]
   const double range = (expected.max() - expected.min()).item<double>();
-  for (const std::int64_t rows : {8, 7, 3}) {
+  for (const std::int64_t rows : {8, 7, 3, 1}) {
     const device::CallerOpenMpThreads two(2);  // the route needs the threads its pool has
+    const std::uint64_t calls_before = xnnpack_runtime_calls();
     const torch::Tensor logits = loaded->forward(pixels.narrow(0, 0, rows));  // [rows, 10]
+    const std::uint64_t on_xnnpack = xnnpack_runtime_calls() - calls_before;
     ASSERT_EQ(logits.size(0), rows);
     EXPECT_LE((logits - expected.narrow(0, 0, rows)).abs().max().item<double>(), 0.02 * range)
         << GetParam() << " rows " << rows;
+    // which engine answered: the route's first call follows the load's timing (XNNPACK's runtime where it
+    // won), later ones its race; rows below min_rows never reach the batch runtime
+    if (rows == 8) {
+      EXPECT_EQ(on_xnnpack, engine.xnnpack ? 1u : 0u) << engine.reason;
+    } else if (rows == 1) {
+      EXPECT_EQ(on_xnnpack, batch1_on_xnnpack ? 1u : 0u);
+    } else if (!engine.xnnpack || rows < engine.min_rows) {
+      EXPECT_EQ(on_xnnpack, 0u) << rows << " rows";
+    }
+    EXPECT_LE(on_xnnpack, 1u);
   }
 
   options.run.batched_xnnpack = false;  // no bench row or server batch of that size

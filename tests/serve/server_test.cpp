@@ -912,7 +912,13 @@ TEST(ServeEnergy, MetricsEnergyPerInferenceIsTheMeanOfTheAnswersAndIdleIsApart) 
     answered_j += Json::parse(reply->body)["parameters"]["energy_j"].get<double>();
   }
   ASSERT_GT(answered_j, 0.0);
+  const double xnnpack_calls_before = static_cast<double>(infer::xnnpack_runtime_calls());
   const std::string metrics = client.Get("/metrics")->body;
+  // the process's count of calls XNNPACK runtimes answered, as it stood when the page was written
+  const double xnnpack_calls = sample_value(metrics, "ipj_xnnpack_runtime_calls_total");
+  EXPECT_GE(xnnpack_calls, xnnpack_calls_before);
+  EXPECT_LE(xnnpack_calls, static_cast<double>(infer::xnnpack_runtime_calls()));
+  EXPECT_NE(metrics.find("# TYPE ipj_xnnpack_runtime_calls_total counter"), std::string::npos);
   const std::string labels = "{model=\"mlp\",version=\"1\",source=\"" + source + "\"}";
   const double per_inference = sample_value(metrics, "ipj_model_energy_per_inference_joules" + labels);
   const double mean_j = answered_j / requests;

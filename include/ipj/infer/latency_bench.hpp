@@ -33,6 +33,9 @@ struct BenchRow {
   int windows = 0;
   bool stable = false;
   std::int64_t calls = 0;  // calls inside the reported windows
+  // Of those calls, the ones an XNNPACK runtime answered (xnnpack_runtime_calls(): the engine that really ran
+  // them, where a route races XNNPACK against the engine chosen at load)
+  std::int64_t xnnpack_calls = 0;
   // This process's CPU time per call over the reported windows, all threads (the energy sampler's too): about
   // p50 when one thread worked, up to cores x p50 when every core spun or worked throughout.
   double cpu_ms_per_call = 0.0;

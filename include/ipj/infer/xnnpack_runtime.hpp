@@ -56,6 +56,11 @@ std::shared_ptr<InferenceModel> xnnpack_int8_graph_runtime_model(
     const quant::QuantizedGraph& int8, std::int64_t batch,
     std::shared_ptr<const InferenceModel> busy = nullptr, int threads = 1);
 
+// How many forward calls XNNPACK runtimes (any of the above, any model) have answered in this process so
+// far: what `ipj bench` counts per row, and how a test sees which engine a route sent a call to. Calls a
+// runtime passed to its `busy` model are not counted; always 0 in a build without XNNPACK.
+std::uint64_t xnnpack_runtime_calls();
+
 // XNNPACK's fused clamps turn a NaN into a number, and float inside it may overflow where eager's does not:
 // inputs with a larger magnitude (or a NaN) never reach an XNNPACK runtime that serves a route.
 inline constexpr float kLargestXnnpackInput = 1e15f;
@@ -127,12 +132,14 @@ std::int64_t padded_min_rows(std::int64_t batch, double chosen_ms, double xnnpac
 // where the chosen engine's batch takes <= 50 ms on them, else from the plan's timings x plan.threads /
 // threads and its rows), unless they hold a NaN or a magnitude above kLargestXnnpackInput (those on
 // `fallback`), run on models.xnnpack or, raced call by call (the plan's load-time timings as the start),
-// `chosen`: the one whose last three calls cost less per full batch (median), the other probed (three calls:
-// a warm-up, then the slower of two counts) at 1, 2, 4 ... 32 s (a fixed thread plan on a machine that got
-// busy: XNNPACK's pool waits on every operator for the cores other work holds, and loses after two calls); a
-// switch is logged. Calls made while another holds the runtime (instances of a served model), with
-// plan.max_gap_ms those further apart than that from the previous call, and with plan.alone_only those that
-// start while another call runs, run on `chosen`; everything else too. Describes itself as `chosen`.
+// `chosen`: the one whose recent calls (the last 50 ms, at least three) cost less per full batch (median),
+// the other probed (three calls: a warm-up, then the slower of two counts) at 1, 2, 4 ... 32 s and when the
+// one ahead turns slower than the other's history, and taking over only on a probe (a fixed thread plan on a
+// machine that got busy: XNNPACK's pool waits on every operator for the cores other work holds, and loses
+// after a few calls; a slowdown both share switches nothing: engine_race.hpp); a switch is logged. Calls made
+// while another holds the runtime (instances of a served model), with plan.max_gap_ms those further apart
+// than that from the previous call, and with plan.alone_only those that start while another call runs, run on
+// `chosen`; everything else too. Describes itself as `chosen`.
 std::shared_ptr<InferenceModel> xnnpack_batch_route(BatchRouteModels models, BatchRoutePlan plan);
 
 }  // namespace ipj::infer
