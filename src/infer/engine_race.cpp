@@ -96,8 +96,8 @@ void EngineRace::record(RaceSide side, double full_batch_ms, bool probe) {
       probe_first_ms_ = full_batch_ms;
       return;
     }
-    // the side behind has no recent calls: its history is the slower of the two counted ones (a probe that
-    // a switch made moot, probe_calls_left_ 0, counts as a call of its side)
+    // the side behind has no recent calls: its history is the slower of the two counted ones (one probe
+    // call goes out at a time, so probe_calls_left_ is 1 here; 0 would count the call alone)
     history.reset(probe_calls_left_ == 1 ? std::max(probe_first_ms_, full_batch_ms) : full_batch_ms, now);
     probe_calls_left_ = 0;
   } else {
