@@ -53,6 +53,13 @@ AllocatorPlan system_allocator() {
           "dynamic threshold grows)"};
 }
 
+ScopedAllocator::ScopedAllocator(AllocatorChoice choice)
+    : previous_(current_malloc_settings()), plan_(apply_allocator(choice)) {}
+
+ScopedAllocator::~ScopedAllocator() {
+  restore_malloc_settings(previous_);
+}
+
 AllocatorPlan apply_allocator(AllocatorChoice choice) {
   return choice == AllocatorChoice::tuned ? tune_allocator() : system_allocator();
 }

@@ -29,6 +29,8 @@ bool initialised();
 
 // Calls PlannedRuntimeModel::forward has answered in this process (xnnpack_runtime_calls()).
 std::uint64_t calls_answered();
+// false while an UncountedXnnpackCalls lives on the calling thread.
+bool calls_counted_on_this_thread();
 
 // XNNPACK's dims of an ATen shape: [N, C, H, W] -> [N, H, W, C]; [N, F] as is.
 std::vector<std::size_t> xnn_dims(const Shape& aten_shape);

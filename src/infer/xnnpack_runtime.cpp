@@ -17,6 +17,24 @@
 
 namespace ipj::infer {
 
+namespace {
+
+thread_local int uncounted_scopes = 0;  // UncountedXnnpackCalls alive on this thread
+
+}  // namespace
+
+UncountedXnnpackCalls::UncountedXnnpackCalls() {
+  ++uncounted_scopes;
+}
+
+UncountedXnnpackCalls::~UncountedXnnpackCalls() {
+  --uncounted_scopes;
+}
+
+bool xnnpack::calls_counted_on_this_thread() {
+  return uncounted_scopes == 0;
+}
+
 #ifndef IPJ_WITH_XNNPACK
 
 namespace {

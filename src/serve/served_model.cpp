@@ -1,5 +1,6 @@
 // Batch execution, statistics and their Triton / Prometheus renderings.
 #include "ipj/serve/served_model.hpp"
+#include "ipj/infer/xnnpack_runtime.hpp"
 
 #include <torch/torch.h>
 
@@ -127,7 +128,9 @@ ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger, ServeThreads*
          "model '" + config_.name + "' cannot be loaded for the input shape " + configured_shape_text() +
              " of its config.json: " + error_cause(error.what()) + configured_shape_hint());
   }
-  // Warm-up: one batch of one sample; checks that the output fits the config.
+  // Warm-up: one batch of one sample; checks that the output fits the config (its calls, and the batch's
+  // below, are left out of ipj_xnnpack_runtime_calls_total: it counts what answered requests).
+  const infer::UncountedXnnpackCalls warm_up;
   std::vector<std::int64_t> shape{1};
   for (std::int64_t dim : config_.sample_shape())
     shape.push_back(dim == -1 ? 1 : dim);

@@ -37,6 +37,33 @@ TEST(Allocator, TunedPlanServesBatchSizedBlocksFromTheHeap) {
   EXPECT_FALSE(system.applied);
   EXPECT_NE(system.reason.find("already tuned"), std::string::npos) << system.reason;
 }
+
+// A bench's or a server's scope: tuned inside (a batch-sized block from the heap), as before once it ends
+// (glibc's start values here: the block mmap()ed again).
+TEST(Allocator, ScopedAllocatorTunesForItsScopeAndPutsBackWhatWasThere) {
+  constexpr std::size_t kBlock = 16u * 1024 * 1024;
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer replaces glibc's malloc: mallopt and mallinfo2 do not apply";
+#endif
+  restore_malloc_settings(MallocSettings::restored);  // a known start: glibc's start values
+  ASSERT_EQ(current_malloc_settings(), MallocSettings::restored);
+  const auto mapped_while_held = [&] {
+    const std::size_t mapped_before = mallinfo2().hblkhd;
+    void* block = std::malloc(kBlock);
+    std::memset(block, 1, kBlock);
+    const bool mapped = mallinfo2().hblkhd > mapped_before;
+    std::free(block);
+    return mapped;
+  };
+  {
+    const ScopedAllocator tuned(AllocatorChoice::tuned);
+    EXPECT_TRUE(tuned.plan().applied) << tuned.plan().reason;
+    EXPECT_EQ(current_malloc_settings(), MallocSettings::tuned);
+    EXPECT_FALSE(mapped_while_held());
+  }
+  EXPECT_EQ(current_malloc_settings(), MallocSettings::restored);
+  EXPECT_TRUE(mapped_while_held());
+}
 #endif
 
 }  // namespace

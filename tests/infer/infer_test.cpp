@@ -13,6 +13,7 @@
 
 #include "inference_fixture.hpp"
 #include "ipj/core/error.hpp"
+#include "ipj/device/allocator.hpp"
 #include "ipj/energy/meter.hpp"
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/infer/latency_bench.hpp"
@@ -242,8 +243,12 @@ TEST(InferBench, ModelBenchRunsVariantsTimesBatchesAndLeavesThreadSettingsAsFoun
   options.test_limit = 200;
   options.measure_energy = false;
   const int threads_before = at::get_num_threads();
+  const device::MallocSettings malloc_before = device::current_malloc_settings();
   const ModelBenchReport report = run_model_bench(options);
-  EXPECT_EQ(at::get_num_threads(), threads_before);  // each variant's plan was scoped
+  EXPECT_EQ(at::get_num_threads(), threads_before);          // each variant's plan was scoped
+  if (malloc_before != device::MallocSettings::untouched) {  // glibc's dynamic threshold cannot come back
+    EXPECT_EQ(device::current_malloc_settings(), malloc_before);
+  }
   ASSERT_EQ(report.rows.size(), 4u);
   ASSERT_EQ(report.variants.size(), 2u);
   EXPECT_EQ(report.rows[0].variant, "fp32");
@@ -257,6 +262,10 @@ TEST(InferBench, ModelBenchRunsVariantsTimesBatchesAndLeavesThreadSettingsAsFoun
   EXPECT_EQ(report.rows[0].energy_source, std::nullopt);
   const Json json = to_json(report);
   EXPECT_EQ(json["kind"], "bench");
+  EXPECT_EQ(json["allocator"], report.allocator);  // glibc's malloc tuned for the bench, then put back
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
+  EXPECT_NE(report.allocator.find("256 MiB"), std::string::npos) << report.allocator;
+#endif
   EXPECT_EQ(json["dataset"]["test_samples"], 200);
   EXPECT_FALSE(json["dataset"].contains("train_samples"));  // the accuracy pass reads test images only
   EXPECT_TRUE(json["rows"][0]["j_per_1000"].is_null());

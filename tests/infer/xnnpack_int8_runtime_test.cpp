@@ -97,7 +97,9 @@ TEST_P(XnnpackInt8, LoadingTimesTheRunsBatchOnXnnpacksInt8Runtime) {
   options.run.fp32_engine_batch = 8;
   options.calibration.samples = 256;
   const std::string checkpoint = testing::trained_checkpoint(GetParam());
+  const std::uint64_t calls_before_load = xnnpack_runtime_calls();
   const InferenceModelPtr loaded = load_inference_model(checkpoint, options);
+  EXPECT_EQ(xnnpack_runtime_calls(), calls_before_load);  // the load's timings answer no request
   ASSERT_TRUE(loaded->int8_batch_engine) << GetParam();
   const Int8BatchEngine& engine = *loaded->int8_batch_engine;
   EXPECT_EQ(engine.batch, 8);

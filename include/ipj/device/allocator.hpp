@@ -43,6 +43,20 @@ MallocSettings current_malloc_settings();
 // when it was untouched or restored.
 void restore_malloc_settings(MallocSettings settings);
 
+// apply_allocator(choice) for one scope (a bench, a server's life), then what the process had before.
+class ScopedAllocator {
+ public:
+  explicit ScopedAllocator(AllocatorChoice choice);
+  ~ScopedAllocator();
+  ScopedAllocator(const ScopedAllocator&) = delete;
+  ScopedAllocator& operator=(const ScopedAllocator&) = delete;
+  const AllocatorPlan& plan() const { return plan_; }
+
+ private:
+  MallocSettings previous_;
+  AllocatorPlan plan_;
+};
+
 }  // namespace ipj::device
 
 namespace ipj {

@@ -61,9 +61,10 @@ struct ModelBenchReport {
   // The accuracy pass's data set (data::to_json, test images only: no training counts or statistics); null
   // without the accuracy pass.
   Json dataset;
-  Json environment;   // device::device_report()
-  Json threads;       // the last variant's thread plan (device::to_json)
-  Json machine_load;  // {before, during, busy} (device::machine_load_json)
+  Json environment;       // device::device_report()
+  Json threads;           // the last variant's thread plan (device::to_json)
+  std::string allocator;  // what the bench set in glibc's malloc (device::AllocatorPlan::reason)
+  Json machine_load;      // {before, during, busy} (device::machine_load_json)
 };
 
 // The results object of `ipj bench --json` (schema_version, kind "bench"; docs/RESULTS.md).

@@ -58,8 +58,21 @@ std::shared_ptr<InferenceModel> xnnpack_int8_graph_runtime_model(
 
 // How many forward calls XNNPACK runtimes (any of the above, any model) have answered in this process so
 // far: what `ipj bench` counts per row, and how a test sees which engine a route sent a call to. Calls a
-// runtime passed to its `busy` model are not counted; always 0 in a build without XNNPACK.
+// runtime passed to its `busy` model are not counted, nor calls made on a thread while an
+// UncountedXnnpackCalls lives there; always 0 in a build without XNNPACK.
 std::uint64_t xnnpack_runtime_calls();
+
+// While one lives on a thread, the XNNPACK runtime calls that thread makes are left out of
+// xnnpack_runtime_calls(): a model's load-time timings and checks (load_inference_model, a route building a
+// runtime for fewer threads), a server's warm-up. The count is then the calls that answered requests and
+// bench rows. Nests.
+class UncountedXnnpackCalls {
+ public:
+  UncountedXnnpackCalls();
+  ~UncountedXnnpackCalls();
+  UncountedXnnpackCalls(const UncountedXnnpackCalls&) = delete;
+  UncountedXnnpackCalls& operator=(const UncountedXnnpackCalls&) = delete;
+};
 
 // XNNPACK's fused clamps turn a NaN into a number, and float inside it may overflow where eager's does not:
 // inputs with a larger magnitude (or a NaN) never reach an XNNPACK runtime that serves a route.

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ipj/device/allocator.hpp"
 #include "ipj/energy/energy_monitor.hpp"
 #include "ipj/serve/http_front_end.hpp"
 #include "ipj/serve/kserve_codec.hpp"
@@ -64,6 +65,8 @@ class InferenceServer {
   std::string metrics_text() const;
 
   ServeOptions options_;
+  // glibc's malloc tuned for the server's life, before any model loads (its timings run on it)
+  std::unique_ptr<device::ScopedAllocator> allocator_;
   std::unique_ptr<energy::EnergyMonitor> monitor_;
   std::unique_ptr<EnergyLedger> ledger_;
   std::unique_ptr<HttpFrontEnd> http_;     // before models_: destroyed after the batchers stopped
