@@ -153,14 +153,21 @@ TEST(Fp32Engine, EagerAndFrozenCheckpointsAgreeAndAutoRecordsItsChoice) {
     const Fp32EngineChoice& choice = *chosen->fp32_engine;
     EXPECT_EQ(choice.requested, Fp32Engine::auto_select);
     EXPECT_EQ(choice.batch, 16);
-    // eager and frozen timed at both sizes; XNNPACK's graph (it takes linear and conv layers) at batch 1
-    ASSERT_EQ(choice.measured.size(), 3u) << choice.reason;
+    // eager and frozen timed at both sizes; XNNPACK's graph (it takes linear and conv layers) at batch 1,
+    // unless the machine stalled so that batch 1 took over 5 ms (seen once under ctest -j2: the mlp's batch
+    // 1 at 5.6 ms, 0.04 ms normally), where by design it is not tried and the reason says so
+    if (choice.measured.size() == 2u) {
+      EXPECT_NE(choice.reason.find("; xnnpack not tried (batch 1 takes "), std::string::npos)
+          << choice.reason;
+    } else {
+      ASSERT_EQ(choice.measured.size(), 3u) << choice.reason;
+      EXPECT_EQ(choice.measured[2].engine, Fp32Engine::xnnpack);
+    }
     for (const EngineMeasurement& measured : choice.measured) {
       EXPECT_TRUE(measured.exact) << model_name;
       EXPECT_GT(measured.batch1_ms, 0.0);
       EXPECT_EQ(measured.batch_ms > 0.0, measured.engine != Fp32Engine::xnnpack) << model_name;
     }
-    EXPECT_EQ(choice.measured[2].engine, Fp32Engine::xnnpack);
     const auto& winner = choice.engine == Fp32Engine::eager ? choice.measured[0] : choice.measured[1];
     for (std::size_t index = 0; index < 2; ++index)
       EXPECT_LE(std::sqrt(winner.batch1_ms * winner.batch_ms),
