@@ -21,15 +21,15 @@ class ScopedProcessSettings {
 
   const ThreadPlan& threads() const { return threads_; }
   // What the allocator choice did (applied = false and an empty reason without one).
-  const AllocatorPlan& allocator() const { return allocator_; }
+  const AllocatorPlan& allocator() const { return allocator_ ? allocator_->plan() : no_allocator_; }
 
  private:
   ThreadPlan threads_;
-  AllocatorPlan allocator_;
-  bool allocator_set_ = false;
   int previous_torch_threads_ = 1;
   int previous_blas_threads_ = -1;  // -1: not OpenBLAS
-  MallocSettings previous_malloc_ = MallocSettings::untouched;
+  AllocatorPlan no_allocator_;
+  // Destroyed after the destructor's body put the threads back: malloc settings are restored last.
+  std::optional<ScopedAllocator> allocator_;
 };
 
 }  // namespace ipj::device
