@@ -59,8 +59,11 @@ QuantMode parse_quant_mode(const std::string& name) {
 
 std::vector<std::string> available_quantized_engines() {
   std::vector<std::string> names;
+  // The engines ipj names: builds with FBGEMM (the official LibTorch 2.x ones) also list QEngine::X86, which
+  // engine_name calls "none" and use_quantized_engine cannot select.
   for (const at::QEngine engine : at::globalContext().supportedQEngines())
-    if (engine != at::QEngine::NoQEngine) names.push_back(engine_name(engine));
+    if (engine != at::QEngine::NoQEngine && engine_name(engine) != "none")
+      names.push_back(engine_name(engine));
   return names;
 }
 

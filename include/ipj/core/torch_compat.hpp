@@ -113,9 +113,12 @@ auto optimizer_state_key(Optimizer& optimizer, const TensorType& parameter) {
   }
 }
 
-// A c10d process group over one backend (Gloo or NCCL). In 1.13 the backend *is* the process group; from 2.0
-// a ProcessGroup holds one backend per device type, and from ~2.5 it is made without ProcessGroup::Options.
-// Templated on ipj's call site types so that this header needs no c10d include.
+// A c10d process group over one backend (Gloo or NCCL). In 1.13 the backend *is* the process group. From 2.0
+// a ProcessGroup holds one backend per device type: 2.0 - 2.5 make it with ProcessGroup::Options, whose
+// backend name sets the default backend (there is no setDefaultBackend before 2.6); later releases make it
+// without Options and set the default backend by call. Gloo serves CPU and CUDA tensors, as 1.13's
+// ProcessGroupGloo did and as init_process_group("gloo") registers it; NCCL serves CUDA tensors. Templated on
+// ipj's call site types so that this header needs no c10d include.
 template <typename Group, typename Store, typename BackendPtr>
 c10::intrusive_ptr<Group> process_group_over(BackendPtr backend, const c10::intrusive_ptr<Store>& store,
                                              int rank, int size, bool nccl) {
@@ -123,22 +126,24 @@ c10::intrusive_ptr<Group> process_group_over(BackendPtr backend, const c10::intr
   if constexpr (std::is_base_of_v<Group, BackendType>) {
     return backend;
   } else {
+    const auto type = nccl ? Group::BackendType::NCCL : Group::BackendType::GLOO;
     c10::intrusive_ptr<Group> group;
     if constexpr (std::is_constructible_v<Group, c10::intrusive_ptr<Store>, int, int>) {
       group = c10::make_intrusive<Group>(store, rank, size);
+      group->setDefaultBackend(type);
     } else {
       group = c10::make_intrusive<Group>(
           store, rank, size, c10::make_intrusive<typename Group::Options>(nccl ? "nccl" : "gloo"));
     }
-    const auto type = nccl ? Group::BackendType::NCCL : Group::BackendType::GLOO;
-    group->setDefaultBackend(type);
-    group->setBackend(nccl ? c10::DeviceType::CUDA : c10::DeviceType::CPU, type, backend);
+    if (!nccl) group->setBackend(c10::DeviceType::CPU, type, backend);
+    group->setBackend(c10::DeviceType::CUDA, type, backend);
     return group;
   }
 }
 
-// c10d::Reducer as DistributedDataParallel builds it. 1.13 takes the per-bucket size limits third; 2.x takes
-// them last (as int64_t) after two flags (skip_all_reduce_unused_params, use_python_reducer).
+// c10d::Reducer as DistributedDataParallel builds it. 1.13 and 2.x through at least 2.5 take the per-bucket
+// size limits third; 2025 releases add two flags (skip_all_reduce_unused_params, use_python_reducer) after
+// first_bucket_bytes_cap and drop the limits, which the newest take back last (as int64_t).
 template <typename Reducer, typename GroupPtr>
 std::unique_ptr<Reducer> make_reducer(std::vector<at::Tensor> parameters,
                                       std::vector<std::vector<std::size_t>> bucket_indices,
@@ -146,21 +151,30 @@ std::unique_ptr<Reducer> make_reducer(std::vector<at::Tensor> parameters,
                                       std::int64_t bucket_bytes, std::int64_t first_bucket_bytes) {
   const std::size_t count = parameters.size();
   using Names = std::unordered_map<std::size_t, std::string>;
-  if constexpr (std::is_constructible_v<Reducer, std::vector<at::Tensor>,
-                                        std::vector<std::vector<std::size_t>>, std::vector<std::size_t>,
-                                        GroupPtr, std::vector<bool>, std::int64_t, bool, bool, Names,
-                                        std::int64_t>) {
+  using Tensors = std::vector<at::Tensor>;
+  using Buckets = std::vector<std::vector<std::size_t>>;
+  using Flags = std::vector<bool>;
+  if constexpr (std::is_constructible_v<Reducer, Tensors, Buckets, std::vector<std::size_t>, GroupPtr, Flags,
+                                        std::int64_t, bool, bool, Names, std::int64_t>) {
     return std::make_unique<Reducer>(
         std::move(parameters), std::move(bucket_indices), std::move(bucket_limits), group,
         std::vector<bool>(count, false), bucket_bytes,
         /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false, Names(), first_bucket_bytes);
-  } else {
+  } else if constexpr (std::is_constructible_v<Reducer, Tensors, Buckets, GroupPtr, Flags, std::int64_t, bool,
+                                               bool, Names, std::int64_t, bool, bool,
+                                               std::vector<std::int64_t>>) {
     return std::make_unique<Reducer>(std::move(parameters), std::move(bucket_indices), group,
                                      std::vector<bool>(count, false), bucket_bytes,
                                      /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false,
                                      Names(), first_bucket_bytes, /*skip_all_reduce_unused_params=*/false,
                                      /*use_python_reducer=*/false,
                                      std::vector<std::int64_t>(bucket_limits.begin(), bucket_limits.end()));
+  } else {
+    return std::make_unique<Reducer>(std::move(parameters), std::move(bucket_indices), group,
+                                     std::vector<bool>(count, false), bucket_bytes,
+                                     /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false,
+                                     Names(), first_bucket_bytes, /*skip_all_reduce_unused_params=*/false,
+                                     /*use_python_reducer=*/false);
   }
 }
 
