@@ -267,16 +267,25 @@ double chosen_batch_ms(const Fp32EngineChoice& choice) {
 }
 
 // XNNPACK's runtime for [batch, ...sample_shape] on a pool of `threads` (concurrent calls wait: the route
-// keeps them off it), checked against eager on pixels and normal(0, 2) values; null when it cannot be built
-// or differs (the reason says which).
+// keeps them off it), or with split_rows its rows split across `threads` one-thread runtimes, checked against
+// eager on pixels and normal(0, 2) values; null when it cannot be built or differs (the reason says which).
 std::shared_ptr<InferenceModel> checked_runtime(const std::shared_ptr<InferenceModel>& eager,
                                                 const GraphIrSource& graph_ir,
                                                 const std::vector<std::int64_t>& sample_shape,
-                                                std::int64_t batch, int threads, std::string& reason) {
+                                                std::int64_t batch, int threads, std::string& reason,
+                                                bool split_rows = false) {
   std::shared_ptr<InferenceModel> runtime;
   double difference = INFINITY;
   try {
-    runtime = xnnpack_runtime_model(graph_ir(), batch, threads);
+    if (split_rows) {
+      const quant::Graph graph = graph_ir();
+      const RowRuntimeBuilder one_thread = [&graph](std::int64_t rows) {
+        return xnnpack_runtime_model(graph, rows, 1);
+      };
+      runtime = xnnpack_row_split_model(one_thread, batch, threads);
+    } else {
+      runtime = xnnpack_runtime_model(graph_ir(), batch, threads);
+    }
     const Forward reference = [&eager](const torch::Tensor& input) { return eager->forward(input); };
     const Forward candidate = [&runtime](const torch::Tensor& input) { return runtime->forward(input); };
     difference = xnnpack_difference(*eager, *runtime, sample_shape,
@@ -320,6 +329,37 @@ BatchRouteModels::RuntimeBuilder fewer_threads_builder(const RunOptions& run,
              int threads, std::string& reason) -> std::shared_ptr<const InferenceModel> {
     return checked_runtime(eager, graph_ir, sample_shape, batch, threads, reason);
   };
+}
+
+// The faster of `runtime` (on the pool) and the batch's rows split across `threads` one-thread runtimes
+// (where the batch has two rows per thread and the split is exact), timed alternating with `chosen`: [chosen
+// ms, XNNPACK ms]; `runtime` becomes the split where it won (choice.batch_xnnpack_row_parts set); `forms`
+// gets both forms' times where both were timed.
+std::vector<double> time_xnnpack_forms(const std::shared_ptr<InferenceModel>& chosen,
+                                       std::shared_ptr<InferenceModel>& runtime,
+                                       const std::shared_ptr<InferenceModel>& eager,
+                                       const GraphIrSource& graph_ir,
+                                       const std::vector<std::int64_t>& sample_shape, int threads,
+                                       Fp32EngineChoice& choice, std::string& forms) {
+  const std::int64_t batch = choice.batch;
+  std::string refused;
+  const std::shared_ptr<InferenceModel> split =
+      threads >= 2 && batch >= 2 * threads
+          ? checked_runtime(eager, graph_ir, sample_shape, batch, threads, refused, /*split_rows=*/true)
+          : nullptr;
+  if (!refused.empty()) spdlog::debug("XNNPACK row split at batch {} not used: {}", batch, refused);
+  std::vector<Forward> sides{forward_on(chosen, threads), forward_on(runtime, threads)};
+  if (split) sides.push_back(forward_on(split, threads));
+  const std::vector<double> fastest =
+      fastest_alternating_ms(sides, torch::rand(batch_shape(batch, sample_shape)));
+  if (!split) return {fastest[0], fastest[1]};
+  forms = "; one runtime on a pool of " + std::to_string(threads) + " " + format_number("%.3f", fastest[1]) +
+          " ms, its rows split across " + std::to_string(threads) + " one-thread runtimes " +
+          format_number("%.3f", fastest[2]) + " ms";
+  if (fastest[2] >= fastest[1]) return {fastest[0], fastest[1]};
+  runtime = split;
+  choice.batch_xnnpack_row_parts = threads;
+  return {fastest[0], fastest[2]};
 }
 
 }  // namespace
@@ -423,7 +463,7 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
   const int threads = run_pool_threads(run);
   const std::string at_batch = "XNNPACK runtime at batch " + std::to_string(batch);
   std::string refused;
-  const auto runtime = checked_runtime(eager, graph_ir, sample_shape, batch, threads, refused);
+  auto runtime = checked_runtime(eager, graph_ir, sample_shape, batch, threads, refused);
   if (!runtime) {
     choice.reason += "; " + at_batch + " not used: " + refused;
     return chosen;
@@ -443,14 +483,15 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
         BatchRoutePlan{shape, threads, batch});
   }
   torch::NoGradGuard no_grad;
+  std::string forms;
   const std::vector<double> fastest =
-      fastest_alternating_ms({forward_on(chosen, threads), forward_on(runtime, threads)}, torch::rand(shape));
+      time_xnnpack_forms(chosen, runtime, eager, graph_ir, sample_shape, threads, choice, forms);
   choice.batch_xnnpack_ms = fastest[1];
   // the same threads on both sides: XNNPACK has to be >= 10% faster (no flip-flopping between loads)
   const bool wins = fastest[1] <= 0.9 * fastest[0];
   choice.reason += "; " + at_batch + (wins ? " runs it: " : " kept out: ") +
                    format_number("%.3f", fastest[1]) + " ms vs " + format_number("%.3f", fastest[0]) +
-                   " ms (" + choice_name(choice.engine) + ")" + on_threads;
+                   " ms (" + choice_name(choice.engine) + ")" + on_threads + forms;
   if (!wins) return chosen;
   choice.batch_engine = Fp32Engine::xnnpack;
   // Smaller batches (a server's partial ones) padded with zero rows up to `batch` where that still wins by

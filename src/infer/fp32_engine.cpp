@@ -137,7 +137,8 @@ Json to_json(const Fp32EngineChoice& choice) {
           {"batch_engine", choice_name(choice.batch_engine)},
           {"batch_xnnpack_ms", choice.batch_xnnpack_ms},
           {"batch_xnnpack_threads", choice.batch_xnnpack_threads},
-          {"batch_xnnpack_min_rows", choice.batch_xnnpack_min_rows}};
+          {"batch_xnnpack_min_rows", choice.batch_xnnpack_min_rows},
+          {"batch_xnnpack_row_parts", choice.batch_xnnpack_row_parts}};
 }
 
 Fp32EngineChoice choose_fp32_engine(const std::vector<Fp32Candidate>& candidates,
@@ -247,6 +248,7 @@ Json to_json(const Int8BatchEngine& engine) {
           {"libtorch_ms", engine.libtorch_ms},
           {"xnnpack_ms", engine.xnnpack_ms},
           {"min_rows", engine.min_rows},
+          {"row_parts", engine.row_parts},
           {"reason", engine.reason}};
 }
 

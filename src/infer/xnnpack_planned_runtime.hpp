@@ -29,6 +29,8 @@ bool initialised();
 
 // Calls PlannedRuntimeModel::forward has answered in this process (xnnpack_runtime_calls()).
 std::uint64_t calls_answered();
+// One more call answered (a runtime made of others that do not count their own: a row split).
+void count_answered_call();
 // false while an UncountedXnnpackCalls lives on the calling thread.
 bool calls_counted_on_this_thread();
 

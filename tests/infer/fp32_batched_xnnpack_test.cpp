@@ -525,7 +525,14 @@ TEST(BatchedXnnpack, ForcedOrTimedTheRoutedBatchAnswersAsEager) {
         EXPECT_LE(choice.batch_xnnpack_min_rows, 8);
       }
       EXPECT_EQ(json["batch_xnnpack_min_rows"], choice.batch_xnnpack_min_rows);
+      // batch 8 on 2 threads: one runtime on the pool and the rows split in two timed, the faster kept
+      EXPECT_NE(choice.reason.find("; one runtime on a pool of 2 "), std::string::npos) << choice.reason;
+      EXPECT_TRUE(choice.batch_xnnpack_row_parts == 0 || choice.batch_xnnpack_row_parts == 2);
     }
+    if (engine == Fp32Engine::xnnpack) {
+      EXPECT_EQ(choice.batch_xnnpack_row_parts, 0);  // the pool, checked
+    }
+    EXPECT_EQ(json["batch_xnnpack_row_parts"], choice.batch_xnnpack_row_parts);
     const device::CallerOpenMpThreads two(2);
     const std::uint64_t calls_before = xnnpack_runtime_calls();
     EXPECT_LT((model->forward(batch) - expected).abs().max().item<double>(), 1e-4);

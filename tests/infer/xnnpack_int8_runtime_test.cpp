@@ -85,10 +85,28 @@ TEST_P(XnnpackInt8, APoolAnswersExactlyAsTheCallingThread) {
   EXPECT_TRUE(torch::equal(alone, pooled)) << (alone - pooled).abs().max().item<double>();
 }
 
+// Rows split across one-thread int8 runtimes answer exactly as one runtime on the whole batch (XNNPACK's
+// int8 rows are independent), the slices in order.
+TEST_P(XnnpackInt8, ARowSplitAnswersExactlyAsOneRuntime) {
+  if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK";
+  const QuantizedProgram int8 = static_int8(GetParam());
+  const torch::Tensor pixels = testing::test_pixels(9);  // [9, 1, 28, 28]
+  const torch::Tensor whole = xnnpack_int8_runtime_model(int8, 9)->forward(pixels);
+  const RowRuntimeBuilder one_thread = [&int8](std::int64_t rows) {
+    return xnnpack_int8_runtime_model(int8, rows);
+  };
+  for (const int parts : {2, 3}) {
+    const torch::Tensor split = xnnpack_row_split_model(one_thread, 9, parts)->forward(pixels);
+    EXPECT_TRUE(torch::equal(whole, split))
+        << parts << " parts: " << (whole - split).abs().max().item<double>();
+  }
+}
+
 // Loading a static int8 variant times the batch size the run names on XNNPACK's int8 runtime (a pool of the
-// run's threads) against LibTorch's int8 kernels and records it; whichever runs, the answers at that size
-// and at padded partial sizes are LibTorch's up to requantization rounding. No record without a batch row,
-// for an engine asked for by name, for dynamic int8, or where no int8 route is wanted (a reference).
+// run's threads, or the rows split across one-thread runtimes: the faster) against LibTorch's int8 kernels
+// and records it; whichever runs, the answers at that size and at padded partial sizes are LibTorch's up to
+// requantization rounding. No record without a batch row, for an engine asked for by name, for dynamic int8,
+// or where no int8 route is wanted (a reference).
 TEST_P(XnnpackInt8, LoadingTimesTheRunsBatchOnXnnpacksInt8Runtime) {
   if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK";
   LoadOptions options;
@@ -108,6 +126,12 @@ TEST_P(XnnpackInt8, LoadingTimesTheRunsBatchOnXnnpacksInt8Runtime) {
   EXPECT_GT(engine.xnnpack_ms, 0.0) << engine.reason;
   EXPECT_EQ(engine.reason.rfind("batch 8 on XNNPACK's int8 runtime (2 thread(s)) ", 0), 0u) << engine.reason;
   EXPECT_EQ(engine.xnnpack, engine.xnnpack_ms <= 0.9 * engine.libtorch_ms) << engine.reason;
+  // batch 8 on 2 threads: one runtime on the pool and the rows split in two were both timed, the faster kept
+  EXPECT_NE(engine.reason.find("; one runtime on a pool of 2 "), std::string::npos) << engine.reason;
+  EXPECT_NE(engine.reason.find(", its rows split across 2 one-thread runtimes "), std::string::npos)
+      << engine.reason;
+  EXPECT_TRUE(engine.row_parts == 0 || engine.row_parts == 2) << engine.row_parts;
+  EXPECT_EQ(to_json(engine)["row_parts"], engine.row_parts);
   if (engine.xnnpack) {
     EXPECT_GE(engine.min_rows, 2);
     EXPECT_LE(engine.min_rows, 8);

@@ -1,6 +1,7 @@
 // XNNPACK's subgraph runtime of the graph IR: PyTorch's own outputs for torchvision's ResNet-18 and
 // MobileNetV2 (make_graph_models.py), every node kind against the graph interpreter (ATen), refusals that
-// name the node, the input shape guard, and concurrent callers.
+// name the node, the input shape guard, concurrent callers, and a batch's rows split across one-thread
+// runtimes (the same answers, one call counted, a slice's error on the caller).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -265,6 +266,99 @@ TEST(XnnpackRuntime, ConcurrentCallersEachGetTheirOwnAnswer) {
       caller.join();
     EXPECT_EQ(wrong.load(), 0) << "with fallback " << with_fallback;
   }
+}
+
+// A batch's rows split across one-thread runtimes answers as one runtime on the whole batch (rows are
+// independent), in order, over uneven slices, counted as one XNNPACK call; concurrent callers each get their
+// own answer.
+TEST(XnnpackRowSplit, AnswersAsOneRuntimeAndCountsOneCall) {
+  if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK (libxnnpack-dev)";
+  EXPECT_EQ(row_split_sizes(7, 3), (std::vector<std::int64_t>{3, 2, 2}));
+  EXPECT_EQ(row_split_sizes(64, 2), (std::vector<std::int64_t>{32, 32}));
+  EXPECT_TRUE(row_split_sizes(1, 2).empty());
+  const Graph graph = every_kind_graph();
+  torch::NoGradGuard no_grad;
+  const auto whole = xnnpack_runtime_model(graph, 7, 1);
+  std::vector<std::int64_t> built_rows;
+  const auto split = xnnpack_row_split_model(
+      [&](std::int64_t rows) {
+        built_rows.push_back(rows);
+        return xnnpack_runtime_model(graph, rows, 1);
+      },
+      7, 3);
+  EXPECT_EQ(built_rows, (std::vector<std::int64_t>{3, 2, 2}));
+  EXPECT_EQ(split->sample_shape, whole->sample_shape);
+  for (int call = 0; call < 3; ++call) {
+    const torch::Tensor pixels = torch::rand({7, 3, 11, 11});
+    const std::uint64_t calls_before = xnnpack_runtime_calls();
+    const torch::Tensor answer = split->forward(pixels);  // [7, classes]
+    EXPECT_EQ(xnnpack_runtime_calls() - calls_before, 1u);
+    EXPECT_LT(relative_difference(answer, whole->forward(pixels)), 1e-6) << "call " << call;
+  }
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> callers;
+  for (int thread = 0; thread < 3; ++thread)
+    callers.emplace_back([&, thread] {
+      torch::NoGradGuard no_grad_here;
+      for (int call = 0; call < 20; ++call) {
+        const torch::Tensor pixels = torch::full({7, 3, 11, 11}, 0.01 * (thread * 20 + call));
+        if (relative_difference(split->forward(pixels), quant::run_graph(graph, pixels)) > 1e-5) ++wrong;
+      }
+    });
+  for (std::thread& caller : callers)
+    caller.join();
+  EXPECT_EQ(wrong.load(), 0);
+  try {
+    split->forward(torch::rand({6, 3, 11, 11}));
+    ADD_FAILURE() << "a batch of 6 reached a split built for 7";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::invalid_input) << error.what();
+  }
+}
+
+// Splits that cannot be made are refused naming why; a slice that throws puts its error on the caller, and
+// the split answers the next call.
+TEST(XnnpackRowSplit, RefusesSplitsItCannotMakeAndRaisesASlicesError) {
+  if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK (libxnnpack-dev)";
+  class Rows : public InferenceModel {  // answers each row's first value; throws while `fail` is set
+   public:
+    explicit Rows(const std::atomic<bool>& fail) : fail_(fail) {}
+    torch::Tensor forward(const torch::Tensor& input) const override {
+      if (fail_) fail(ErrorCategory::runtime, "slice failed on purpose");
+      return input.flatten(1).narrow(1, 0, 1).clone();  // [rows, 1]
+    }
+
+   private:
+    const std::atomic<bool>& fail_;
+  };
+  std::atomic<bool> second_fails{false};
+  const std::atomic<bool> never{false};
+  int built = 0;
+  const RowRuntimeBuilder build = [&](std::int64_t) -> std::shared_ptr<InferenceModel> {
+    return std::make_shared<Rows>(built++ == 1 ? second_fails : never);
+  };
+  for (const auto& [batch, parts] : {std::pair<std::int64_t, int>{4, 1}, {1, 2}}) {
+    try {
+      xnnpack_row_split_model(build, batch, parts);
+      ADD_FAILURE() << batch << " rows in " << parts;
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), ErrorCategory::invalid_input);
+      EXPECT_NE(std::string(error.what()).find("cannot be split"), std::string::npos) << error.what();
+    }
+  }
+  const auto split = xnnpack_row_split_model(build, 4, 2);
+  const torch::Tensor input = torch::arange(8, torch::kFloat).view({4, 2});  // rows start 0, 2, 4, 6
+  EXPECT_TRUE(torch::equal(split->forward(input), torch::tensor({0.f, 2.f, 4.f, 6.f}).view({4, 1})));
+  second_fails = true;
+  try {
+    split->forward(input);
+    ADD_FAILURE() << "the second slice's error was lost";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::runtime);
+    EXPECT_NE(std::string(error.what()).find("slice failed on purpose"), std::string::npos);
+  }
+  second_fails = false;
+  EXPECT_TRUE(torch::equal(split->forward(input), torch::tensor({0.f, 2.f, 4.f, 6.f}).view({4, 1})));
 }
 
 }  // namespace

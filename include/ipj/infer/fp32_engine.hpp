@@ -79,11 +79,14 @@ struct Fp32EngineChoice {
   // that many threads (a plan shrunk for a busy machine runs `engine`). batch_xnnpack_ms 0: not timed.
   // Batches of batch_xnnpack_min_rows..batch-1 rows (a server's partial batches) run there too, padded with
   // zero rows, where that timed faster with the chosen engine's time taken as proportional to the rows
-  // (= batch: no padding; 0: XNNPACK does not run).
+  // (= batch: no padding; 0: XNNPACK does not run). batch_xnnpack_row_parts > 0: the batch's rows split
+  // across that many one-thread runtimes (xnnpack_row_split_model), which timed faster than one runtime on
+  // the pool.
   Fp32Engine batch_engine = Fp32Engine::eager;
   double batch_xnnpack_ms = 0.0;
   int batch_xnnpack_threads = 0;
   std::int64_t batch_xnnpack_min_rows = 0;
+  int batch_xnnpack_row_parts = 0;
 };
 
 // The largest relative difference from eager that still counts as the same fp32 model (rounding of folded
@@ -128,7 +131,8 @@ struct Int8BatchEngine {
   double libtorch_ms = 0.0, xnnpack_ms = 0.0;  // per batch at load (0: not timed)
   bool xnnpack = false;                        // batches of `batch` run on XNNPACK's runtime
   std::int64_t min_rows = 0;                   // and batches from this many rows, padded to `batch`
-  std::string reason;                          // what was timed or why not
+  int row_parts = 0;   // > 0: the rows split across this many one-thread runtimes; 0: one runtime on the pool
+  std::string reason;  // what was timed or why not
 };
 Json to_json(const Int8BatchEngine& engine);
 // `pool_threads`: the threads of the pool the run will use (0: the CPUs this process may use: affinity and

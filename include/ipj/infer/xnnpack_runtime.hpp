@@ -56,6 +56,22 @@ std::shared_ptr<InferenceModel> xnnpack_int8_graph_runtime_model(
     const quant::QuantizedGraph& int8, std::int64_t batch,
     std::shared_ptr<const InferenceModel> busy = nullptr, int threads = 1);
 
+// `batch` rows split into `parts` slices (row_split_sizes), each on its own one-thread runtime that
+// build(rows) makes, the slices run at once on a pthreadpool of `parts` threads (the caller takes one, the
+// workers sleep after each call): one hand-off per call where a runtime on a pool of `parts` waits for its
+// workers at every operator (the mlp's int8 batch of 64 at load on Turin-BF16: 0.18-0.24 ms split in two vs
+// 0.26-0.33 ms on a pool of 2; two one-thread copies of a layer run 1.87x one, bench/python/vcpu_pairing.py).
+// The answer: the slices' answers in order,
+// counted as one XNNPACK call. Throws ipj::Error(invalid_input) for parts < 2 or batch < parts, what build
+// throws, and ipj::Error(unsupported) without XNNPACK. Concurrency as xnnpack_runtime_model's.
+using RowRuntimeBuilder = std::function<std::shared_ptr<InferenceModel>(std::int64_t rows)>;
+std::shared_ptr<InferenceModel> xnnpack_row_split_model(const RowRuntimeBuilder& build, std::int64_t batch,
+                                                        int parts,
+                                                        std::shared_ptr<const InferenceModel> busy = nullptr);
+// The slices' rows: `parts` sizes differing by at most one, the larger first, summing to `batch`; empty for
+// parts < 1 or batch < parts.
+std::vector<std::int64_t> row_split_sizes(std::int64_t batch, int parts);
+
 // How many forward calls XNNPACK runtimes (any of the above, any model) have answered in this process so
 // far: what `ipj bench` counts per row, and how a test sees which engine a route sent a call to. Calls a
 // runtime passed to its `busy` model are not counted, nor calls made on a thread while an
