@@ -344,7 +344,7 @@ std::vector<double> time_xnnpack_forms(const std::shared_ptr<InferenceModel>& ch
   const std::int64_t batch = choice.batch;
   std::string refused;
   const std::shared_ptr<InferenceModel> split =
-      threads >= 2 && batch >= 2 * threads
+      row_split_worth_timing(batch, threads)
           ? checked_runtime(eager, graph_ir, sample_shape, batch, threads, refused, /*split_rows=*/true)
           : nullptr;
   if (!refused.empty()) spdlog::debug("XNNPACK row split at batch {} not used: {}", batch, refused);
@@ -353,9 +353,7 @@ std::vector<double> time_xnnpack_forms(const std::shared_ptr<InferenceModel>& ch
   const std::vector<double> fastest =
       fastest_alternating_ms(sides, torch::rand(batch_shape(batch, sample_shape)));
   if (!split) return {fastest[0], fastest[1]};
-  forms = "; one runtime on a pool of " + std::to_string(threads) + " " + format_number("%.3f", fastest[1]) +
-          " ms, its rows split across " + std::to_string(threads) + " one-thread runtimes " +
-          format_number("%.3f", fastest[2]) + " ms";
+  forms = row_split_timings(threads, fastest[1], fastest[2]);
   if (fastest[2] >= fastest[1]) return {fastest[0], fastest[1]};
   runtime = split;
   choice.batch_xnnpack_row_parts = threads;
@@ -369,6 +367,16 @@ Forward forward_on(const std::shared_ptr<const InferenceModel>& model, int threa
     const device::CallerOpenMpThreads scope(threads);
     return model->forward(input);
   };
+}
+
+bool row_split_worth_timing(std::int64_t batch, int threads) {
+  return threads >= 2 && batch >= 2 * static_cast<std::int64_t>(threads);
+}
+
+std::string row_split_timings(int threads, double pool_ms, double split_ms) {
+  return "; one runtime on a pool of " + std::to_string(threads) + " " + format_number("%.3f", pool_ms) +
+         " ms, its rows split across " + std::to_string(threads) + " one-thread runtimes " +
+         format_number("%.3f", split_ms) + " ms";
 }
 
 int run_pool_threads(const RunOptions& run) {

@@ -77,6 +77,13 @@ Forward forward_on(const std::shared_ptr<const InferenceModel>& model, int threa
 // The threads of the pool as the run sets it later (--threads, else every CPU the process may use).
 int run_pool_threads(const RunOptions& run);
 
+// Whether a batch route also times the batch's rows split across `threads` one-thread runtimes: two or more
+// threads and at least two rows per thread.
+bool row_split_worth_timing(std::int64_t batch, int threads);
+// "; one runtime on a pool of T P ms, its rows split across T one-thread runtimes S ms": both forms' load
+// timings, for a route's reason.
+std::string row_split_timings(int threads, double pool_ms, double split_ms);
+
 // Where `chosen` runs batch 1 on XNNPACK's runtime on the calling thread (choice.batch1_engine xnnpack,
 // form runtime) and the run has >= 2 threads: the same runtime on a pthreadpool of the run's threads,
 // checked against `eager` and timed against `chosen` at batch 1; >= kBatch1PoolMinSpeedup faster at <=

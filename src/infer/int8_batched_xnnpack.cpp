@@ -86,7 +86,7 @@ std::shared_ptr<const InferenceModel> faster_int8_runtime(std::shared_ptr<const 
                                                           Int8BatchEngine& engine, std::string& forms) {
   std::string refused;
   const std::shared_ptr<const InferenceModel> split =
-      engine.threads >= 2 && shape[0] >= 2 * engine.threads
+      row_split_worth_timing(shape[0], engine.threads)
           ? checked_int8_runtime(int8, candidate, shape, engine.threads, refused, RuntimeForm::row_split)
           : nullptr;
   if (!refused.empty()) spdlog::debug("{}: no row split: {}", int8->model_name, refused);
@@ -96,9 +96,7 @@ std::shared_ptr<const InferenceModel> faster_int8_runtime(std::shared_ptr<const 
   engine.libtorch_ms = fastest[0];
   engine.xnnpack_ms = fastest[1];
   if (!split) return pooled;
-  forms = "; one runtime on a pool of " + std::to_string(engine.threads) + " " +
-          format_number("%.3f", fastest[1]) + " ms, its rows split across " + std::to_string(engine.threads) +
-          " one-thread runtimes " + format_number("%.3f", fastest[2]) + " ms";
+  forms = row_split_timings(engine.threads, fastest[1], fastest[2]);
   if (fastest[2] >= fastest[1]) return pooled;
   engine.xnnpack_ms = fastest[2];
   engine.row_parts = engine.threads;

@@ -1,7 +1,7 @@
 // A batch's rows split across one-thread XNNPACK runtimes run at once (xnnpack_row_split_model): one
 // hand-off per call where a runtime on a pool waits for its workers at every operator. Limits: the slices'
 // sizes are fixed when built; built only with IPJ_WITH_XNNPACK (pthreadpool).
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <exception>
 #include <mutex>
