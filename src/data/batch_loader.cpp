@@ -29,6 +29,41 @@ constexpr std::uint64_t kShuffleStream = 1;
 constexpr std::uint64_t kAugmentStream = 2;
 constexpr int kCropPadding = 4;
 
+// Where one image lands in its batch: shifted by (offset_y, offset_x) inside a zero border, then mirrored.
+struct Placement {
+  int offset_y = 0, offset_x = 0;
+  bool flip = false;
+};
+
+// One channel plane [height, width]: target[y][x] = source[y + offset_y][x'] * scale + shift with x' = x +
+// offset_x (flip: width - 1 - x + offset_x), and shift (a zero pixel) where that falls outside the source.
+// Each row is one contiguous span between two fills, so the loop vectorises.
+void convert_plane(const std::uint8_t* source, float* target, int height, int width, Placement placement,
+                   float scale, float shift) {
+  const int first_x = placement.flip ? std::max(0, placement.offset_x) : std::max(0, -placement.offset_x);
+  const int end_x = placement.flip ? std::min(width, width + placement.offset_x)
+                                   : std::min(width, width - placement.offset_x);
+  for (int y = 0; y < height; ++y) {
+    float* target_row = target + static_cast<std::int64_t>(y) * width;
+    const int source_y = y + placement.offset_y;
+    if (source_y < 0 || source_y >= height || first_x >= end_x) {
+      std::fill(target_row, target_row + width, shift);
+      continue;
+    }
+    const std::uint8_t* source_row = source + static_cast<std::int64_t>(source_y) * width;
+    std::fill(target_row, target_row + first_x, shift);
+    if (placement.flip) {
+      const int mirror = width - 1 + placement.offset_x;  // x -> source x = mirror - x
+      for (int x = first_x; x < end_x; ++x)
+        target_row[x] = static_cast<float>(source_row[mirror - x]) * scale + shift;
+    } else {
+      for (int x = first_x; x < end_x; ++x)
+        target_row[x] = static_cast<float>(source_row[x + placement.offset_x]) * scale + shift;
+    }
+    std::fill(target_row + end_x, target_row + width, shift);
+  }
+}
+
 }  // namespace
 
 std::vector<std::int64_t> epoch_order(std::int64_t count, std::uint64_t seed, std::uint64_t epoch,
@@ -118,27 +153,15 @@ Batch BatchLoader::build_batch(std::int64_t batch_index) const {
     const std::uint8_t* source = images_.streamed() ? decoded.data() + row * images_.image_bytes()
                                                     : images_.pixels.data() + sample * images_.image_bytes();
     float* target = out + row * images_.image_bytes();
-    int offset_y = 0, offset_x = 0;
-    bool flip = false;
+    Placement placement;
     if (options_.augment) {
-      offset_y = static_cast<int>(generator() % (2 * kCropPadding + 1)) - kCropPadding;
-      offset_x = static_cast<int>(generator() % (2 * kCropPadding + 1)) - kCropPadding;
-      flip = (generator() & 1u) != 0;
+      placement.offset_y = static_cast<int>(generator() % (2 * kCropPadding + 1)) - kCropPadding;
+      placement.offset_x = static_cast<int>(generator() % (2 * kCropPadding + 1)) - kCropPadding;
+      placement.flip = (generator() & 1u) != 0;
     }
-    for (int channel = 0; channel < channels; ++channel) {
-      const std::uint8_t* source_plane = source + channel * plane;
-      float* target_plane = target + channel * plane;
-      for (int y = 0; y < height; ++y) {
-        const int source_y = y + offset_y;
-        for (int x = 0; x < width; ++x) {
-          const int unflipped_x = flip ? width - 1 - x : x;
-          const int source_x = unflipped_x + offset_x;
-          const bool inside = source_y >= 0 && source_y < height && source_x >= 0 && source_x < width;
-          const float raw = inside ? source_plane[source_y * width + source_x] : 0.0f;  // zero padding
-          target_plane[y * width + x] = raw * scale[channel] + shift[channel];
-        }
-      }
-    }
+    for (int channel = 0; channel < channels; ++channel)
+      convert_plane(source + channel * plane, target + channel * plane, height, width, placement,
+                    scale[channel], shift[channel]);
   }
   return batch;
 }

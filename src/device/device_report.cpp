@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "ipj/device/blas_info.hpp"
 #include "ipj/device/cpu_info.hpp"
 #include "ipj/device/threading.hpp"
 #include "ipj/device/torch_info.hpp"
@@ -30,6 +31,7 @@ Json device_report() {
                      {"blas_threads", blas_thread_count()},
                      {"quantized_engines", torch_info.quantized_engines},
                      {"cuda_built", torch_info.cuda_built}};
+  report["blas"] = to_json(loaded_blas());
   Json cuda = Json::array();
   Json cuda_precisions = Json::object();
   for (const auto& device : torch_info.cuda_devices) {
@@ -76,6 +78,14 @@ std::string render_device_report(const Json& report) {
     out << ' ' << engine.get<std::string>();
   out << "\nThreads  ATen " << torch_json["intra_op_threads"].get<int>() << ", OpenBLAS "
       << torch_json["blas_threads"].get<int>() << '\n';
+  const Json& blas = report["blas"];
+  out << "BLAS     " << blas["library"].get<std::string>();
+  if (!blas["kernels"].get<std::string>().empty())
+    out << ", " << blas["kernels"].get<std::string>() << " kernels (" << blas["kernel_isa"].get<std::string>()
+        << (blas["forced_by"].is_null() ? "" : ", forced by " + blas["forced_by"].get<std::string>()) << ")";
+  out << '\n';
+  if (!blas["advice"].get<std::string>().empty())
+    out << "         note: " << blas["advice"].get<std::string>() << '\n';
   out << "CUDA    ";
   if (report["cuda"].empty()) out << " none (" << report["cuda_note"].get<std::string>() << ")";
   for (const auto& device : report["cuda"])

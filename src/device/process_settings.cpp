@@ -2,14 +2,32 @@
 #include "ipj/device/process_settings.hpp"
 
 #include <ATen/Parallel.h>
+#include <spdlog/spdlog.h>
+
+#include <mutex>
+
+#include "ipj/device/blas_info.hpp"
 
 namespace ipj::device {
+namespace {
+
+// Once per process: BLAS kernels below the CPU's ISA slow every fp32 GEMM of the run (ipj cannot switch them:
+// OpenBLAS picks them when it loads).
+void warn_once_about_blas_kernels() {
+  static std::once_flag warned;
+  std::call_once(warned, [] {
+    if (const BlasInfo& blas = loaded_blas(); !blas.advice.empty()) spdlog::warn("{}", blas.advice);
+  });
+}
+
+}  // namespace
 
 ScopedProcessSettings::ScopedProcessSettings(ThreadPlan threads, std::optional<AllocatorChoice> allocator)
     : threads_(std::move(threads)),
       previous_torch_threads_(at::get_num_threads()),
       previous_blas_threads_(blas_thread_count()) {
   apply_thread_plan(threads_);
+  warn_once_about_blas_kernels();
   if (allocator) allocator_.emplace(*allocator);
 }
 

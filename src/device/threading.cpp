@@ -1,5 +1,6 @@
 // Applying thread plans to ATen and (through dlsym, no link-time dependency) OpenBLAS and OpenMP.
 #include "ipj/device/threading.hpp"
+#include "ipj/device/blas_info.hpp"
 #include "ipj/device/wait_policy.hpp"
 
 #include <ATen/Parallel.h>
@@ -99,7 +100,8 @@ Json to_json(const ThreadPlan& plan) {
               {"blas", plan.blas_threads},
               {"omp_wait_policy", omp_wait_policy_description()},
               {"blas_wait", blas_wait_description()},
-              {"wait_policy_reason", wait_policy_reason()}};
+              {"wait_policy_reason", wait_policy_reason()},
+              {"blas_kernels", blas_kernels_text(loaded_blas())}};
 }
 
 Json unplanned_threads_json() {
@@ -108,7 +110,8 @@ Json unplanned_threads_json() {
               {"torch", at::get_num_threads()},
               {"omp_wait_policy", omp_wait_policy_description()},
               {"blas_wait", blas_wait_description()},
-              {"wait_policy_reason", wait_policy_reason()}};
+              {"wait_policy_reason", wait_policy_reason()},
+              {"blas_kernels", blas_kernels_text(loaded_blas())}};
 }
 
 void apply_thread_plan(const ThreadPlan& plan) {

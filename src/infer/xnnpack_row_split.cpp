@@ -29,8 +29,10 @@ class RowSplitModel : public InferenceModel {
                 std::shared_ptr<const InferenceModel> busy)
       : parts_(std::move(parts)), rows_(std::move(rows)), busy_(std::move(busy)) {
     InferenceModel::operator=(*parts_.front());
-    for (const std::int64_t count : rows_)
+    for (const std::int64_t count : rows_) {
+      first_rows_.push_back(batch_);
       batch_ += count;
+    }
     pool_ = pthreadpool_create(parts_.size());
     if (!pool_) fail(ErrorCategory::runtime, "XNNPACK row split: no thread pool could be made");
   }
@@ -73,18 +75,17 @@ class RowSplitModel : public InferenceModel {
     try {
       torch::NoGradGuard no_grad;       // grad mode is per thread
       UncountedXnnpackCalls uncounted;  // the split call counts once, on the caller's thread
-      std::int64_t first = 0;
-      for (std::size_t part = 0; part < index; ++part)
-        first += call.model->rows_[part];
+      const RowSplitModel& model = *call.model;
       call.outputs[index] =
-          call.model->parts_[index]->forward(call.input->narrow(0, first, call.model->rows_[index]));
+          model.parts_[index]->forward(call.input->narrow(0, model.first_rows_[index], model.rows_[index]));
     } catch (...) {
       call.errors[index] = std::current_exception();
     }
   }
 
   std::vector<std::shared_ptr<const InferenceModel>> parts_;
-  std::vector<std::int64_t> rows_;
+  std::vector<std::int64_t> rows_;        // each slice's rows
+  std::vector<std::int64_t> first_rows_;  // each slice's first row in the batch
   std::shared_ptr<const InferenceModel> busy_;
   std::int64_t batch_ = 0;
   pthreadpool_t pool_ = nullptr;

@@ -59,6 +59,40 @@ TEST(Cli, DevicesJsonContract) {
   EXPECT_FALSE(report["mps"]["available"].get<bool>());
 }
 
+// The BLAS record names the kernels OpenBLAS loaded and what chose them. OPENBLAS_CORETYPE is read when
+// OpenBLAS loads, so child processes show it: Prescott (SSE3 kernels) forced, or the CPU's own detected; a
+// training run's threads record names them and its stderr warns once where the CPU has better.
+TEST(Cli, DevicesAndTrainingNameTheBlasKernelsAndWhatForcedThem) {
+  const auto forced =
+      testing::run_process("OPENBLAS_CORETYPE=Prescott " + testing::ipj_binary() + " devices --json");
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  const json report = json::parse(forced.out);
+  if (report["blas"]["library"] != "OpenBLAS") GTEST_SKIP() << "this LibTorch's BLAS is not OpenBLAS";
+  EXPECT_EQ(report["blas"]["kernels"], "Prescott");
+  EXPECT_EQ(report["blas"]["kernel_isa"], "SSE/AVX");
+  EXPECT_EQ(report["blas"]["forced_by"], "OPENBLAS_CORETYPE=Prescott");
+  const bool cpu_has_better =
+      report["cpu"]["features"]["avx2"].get<bool>() && report["cpu"]["features"]["fma3"].get<bool>();
+  EXPECT_EQ(report["blas"]["advice"].get<std::string>().empty(), !cpu_has_better) << report["blas"];
+  const auto detected =
+      testing::run_process("env -u OPENBLAS_CORETYPE " + testing::ipj_binary() + " devices --json");
+  ASSERT_EQ(detected.exit_code, 0) << detected.err;
+  EXPECT_TRUE(json::parse(detected.out)["blas"]["forced_by"].is_null());
+
+  const auto run =
+      testing::run_process("OPENBLAS_CORETYPE=Prescott " + testing::ipj_binary() +
+                           " train --model mlp --epochs 1 --limit 256 --test-limit 128 --no-save "
+                           "--no-energy --json --quiet");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(json::parse(run.out)["threads"]["blas_kernels"],
+            "OpenBLAS Prescott kernels (SSE/AVX, forced by OPENBLAS_CORETYPE=Prescott)");
+  std::size_t warnings = 0;
+  for (std::size_t at = run.err.find("OPENBLAS_CORETYPE=Prescott is set"); at != std::string::npos;
+       at = run.err.find("OPENBLAS_CORETYPE=Prescott is set", at + 1))
+    ++warnings;
+  EXPECT_EQ(warnings, cpu_has_better ? 1u : 0u) << run.err;
+}
+
 TEST(Cli, ModelsJsonListsAllModels) {
   const auto result = ipj("models --json");
   ASSERT_EQ(result.exit_code, 0) << result.err;

@@ -4,6 +4,8 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <set>
+#include <tuple>
 
 #include "ipj/data/batch_loader.hpp"
 #include "support/test_support.hpp"
@@ -101,6 +103,53 @@ TEST(BatchLoader, PrefetchMatchesSynchronousAndAugmentationIsSeeded) {
   options.augment = false;
   const auto plain = all_batches(dataset.train, dataset.normalization, options);
   EXPECT_FALSE(torch::equal(plain[0], synchronous[0]));  // augmentation changed pixels
+}
+
+// Every augmented image is one of the 9 x 9 x 2 placements of its source (shifted by -4..4 in y and x inside
+// a zero border, then mirrored or not), computed here with torch's pad, narrow and flip; the same placement
+// for every channel; and over the batch several placements occur (so plain copies would fail).
+TEST(BatchLoader, AugmentedImagesAreShiftedMirroredCropsOfTheirSource) {
+  ImageSet images;
+  images.count = 48;
+  images.channels = 3;
+  images.height = 7;
+  images.width = 6;
+  for (std::int64_t sample = 0; sample < images.count; ++sample) {
+    images.labels.push_back(static_cast<std::uint8_t>(sample));  // the label names the source image
+    for (int pixel = 0; pixel < 3 * 7 * 6; ++pixel)
+      images.pixels.push_back(static_cast<std::uint8_t>(1 + (sample * 7 + pixel * 3) % 250));  // never 0
+  }
+  const Normalization normalization{{0.25f, 0.5f, 0.75f}, {0.5f, 0.25f, 2.0f}};
+  LoaderOptions options;
+  options.batch_size = images.count;
+  options.seed = 5;
+  options.augment = true;
+  BatchLoader loader(images, normalization, options);
+  const auto batch = loader.next();
+  ASSERT_TRUE(batch);
+  const auto all_pixels = torch::tensor(std::vector<std::int64_t>(images.pixels.begin(), images.pixels.end()))
+                              .to(torch::kFloat32)
+                              .view({images.count, 3, 7, 6});             // [N, C, H, W]
+  const auto mean = torch::tensor(normalization.mean).view({3, 1, 1});    // [C, 1, 1]
+  const auto std_dev = torch::tensor(normalization.std).view({3, 1, 1});  // [C, 1, 1]
+  std::set<std::tuple<int, int, bool>> placements_seen;
+  for (std::int64_t row = 0; row < images.count; ++row) {
+    const std::int64_t sample = batch->labels[row].item<std::int64_t>();
+    const auto padded = torch::constant_pad_nd(all_pixels[sample], {4, 4, 4, 4}, 0);  // [C, H + 8, W + 8]
+    int matches = 0;
+    for (int offset_y = -4; offset_y <= 4; ++offset_y)
+      for (int offset_x = -4; offset_x <= 4; ++offset_x)
+        for (const bool flip : {false, true}) {
+          auto crop = padded.narrow(1, 4 + offset_y, 7).narrow(2, 4 + offset_x, 6);  // [C, H, W]
+          if (flip) crop = crop.flip({2});
+          const auto expected = (crop / 255.0f - mean) / std_dev;
+          if (!torch::allclose(batch->images[row], expected, 1e-5, 1e-5)) continue;
+          ++matches;
+          placements_seen.insert({offset_y, offset_x, flip});
+        }
+    EXPECT_GE(matches, 1) << "image " << row << " (source " << sample << ") is no placement of its source";
+  }
+  EXPECT_GE(placements_seen.size(), 10u);
 }
 
 TEST(BatchLoader, AbandoningAnEpochEarlyStopsTheProducer) {

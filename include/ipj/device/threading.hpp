@@ -61,11 +61,12 @@ int usable_cpus(const MachineState& machine);
 ThreadPlan plan_for_machine(ThreadPlanChoice choice, ThreadWorkload workload, int cores,
                             const MachineState& machine);
 
-// {plan, reason, available_cpus, quota, torch, blas, omp_wait_policy, blas_wait, wait_policy_reason}: the
-// `threads` record of results files.
+// {plan, reason, available_cpus, quota, torch, blas, omp_wait_policy, blas_wait, wait_policy_reason,
+// blas_kernels}: the `threads` record of results files.
 Json to_json(const ThreadPlan& plan);
 // The threads of a command that plans none (quantize, prune, distill: LibTorch's defaults): {plan
-// "libtorch-default", reason, torch (ATen's pool size now), omp_wait_policy, blas_wait, wait_policy_reason}.
+// "libtorch-default", reason, torch (ATen's pool size now), omp_wait_policy, blas_wait, wait_policy_reason,
+// blas_kernels}.
 Json unplanned_threads_json();
 
 // Sets both pools (process-wide; prefer ScopedProcessSettings, which restores them).
