@@ -11,12 +11,13 @@
 namespace ipj::device {
 namespace {
 
-// Once per process: BLAS kernels below the CPU's ISA slow every fp32 GEMM of the run (ipj cannot switch them:
-// OpenBLAS picks them when it loads).
-void warn_once_about_blas_kernels() {
-  static std::once_flag warned;
-  std::call_once(warned, [] {
-    if (const BlasInfo& blas = loaded_blas(); !blas.advice.empty()) spdlog::warn("{}", blas.advice);
+// Once per process, at debug level: BLAS kernels below the CPU's ISA slow every fp32 GEMM of the run (ipj
+// cannot switch them: OpenBLAS picks them when it loads). Not a warning: a failing command's stderr is its
+// one error line; `ipj devices` and results' threads.blas_kernels say it to everyone.
+void log_blas_kernels_once() {
+  static std::once_flag logged;
+  std::call_once(logged, [] {
+    if (const BlasInfo& blas = loaded_blas(); !blas.advice.empty()) spdlog::debug("{}", blas.advice);
   });
 }
 
@@ -27,7 +28,7 @@ ScopedProcessSettings::ScopedProcessSettings(ThreadPlan threads, std::optional<A
       previous_torch_threads_(at::get_num_threads()),
       previous_blas_threads_(blas_thread_count()) {
   apply_thread_plan(threads_);
-  warn_once_about_blas_kernels();
+  log_blas_kernels_once();
   if (allocator) allocator_.emplace(*allocator);
 }
 
