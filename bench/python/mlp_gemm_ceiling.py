@@ -3,10 +3,12 @@ mlp (784-512-512-10; forward x W^T for three layers, backward dW for three and d
 alone, best of five spells each, so that samples/s = batch / (their summed time) is what a loop that did
 nothing else would reach. --engine openblas (default): torch.mm, OpenBLAS in Debian's torch on all its
 threads, what both training loops run; onednn: the same products as torch's oneDNN fp32 linear (input in
-oneDNN's layout, not counted; ATen's threads = all cores), what a loop on oneDNN's GEMMs could reach.
+oneDNN's layout, not counted; ATen's threads = all cores), what a loop on oneDNN's GEMMs could reach;
+onednn-bf16: torch.mm on bf16 tensors (oneDNN's bf16 GEMMs where the CPU has AVX512-BF16 or AMX; ATen's
+threads = all cores), the GEMM part of a bf16 autocast step.
 Limits: those GEMMs only (no bias, activation, loss or optimizer time), one timing per shape.
 Prints one JSON line per batch: {"batch", "engine", "gflop", "gemm_gflop_per_s", "ceiling_samples_per_s"}.
-Usage: python3 bench/python/mlp_gemm_ceiling.py [--engine openblas|onednn] [batch ...]   (default: 128 256)
+Usage: python3 bench/python/mlp_gemm_ceiling.py [--engine openblas|onednn|onednn-bf16] [batch ...]   (default: 128 256)
 """
 import json
 import os
@@ -35,7 +37,9 @@ def product(engine, m, k, n):
     if engine == "onednn":
         a_onednn, b_rows = a.to_mkldnn(), b.t().contiguous()  # [m, k] in oneDNN's layout; [n, k] as linear weight
         return lambda: torch.ops.aten.mkldnn_linear(a_onednn, b_rows, None)
-    out = torch.empty(m, n)
+    if engine == "onednn-bf16":
+        a, b = a.bfloat16(), b.bfloat16()
+    out = torch.empty(m, n, dtype=a.dtype)
     return lambda: torch.mm(a, b, out=out)
 
 
@@ -57,8 +61,8 @@ def main():
     engine = "openblas"
     if arguments[:1] == ["--engine"]:
         engine, arguments = arguments[1], arguments[2:]
-    if engine not in ("openblas", "onednn"):
-        sys.exit(f"--engine {engine}: expected openblas or onednn")
+    if engine not in ("openblas", "onednn", "onednn-bf16"):
+        sys.exit(f"--engine {engine}: expected openblas, onednn or onednn-bf16")
     batches = [int(value) for value in arguments] or [128, 256]
     # openblas: ATen's pool idle, the GEMMs on OpenBLAS's own threads; onednn: on ATen's pool
     torch.set_num_threads(1 if engine == "openblas" else os.cpu_count())
