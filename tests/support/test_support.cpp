@@ -188,8 +188,11 @@ const bool kStaticThreadPlans = ::setenv("IPJ_STATIC_THREADS", "1", /*overwrite=
 std::string ipj_binary() {
   // ipj starts itself a second time with OMP_WAIT_POLICY=PASSIVE unless it is set (apps/ipj/main.cpp): set
   // here for every child, so that the suite's hundreds of short runs load LibTorch once. CliThreads.* unsets
-  // it.
-  static const bool passive_waiting = ::setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0) == 0;
+  // it. With the user's policy set ipj leaves OpenBLAS's idle workers alone, so the children get the passive
+  // choice's OPENBLAS_THREAD_TIMEOUT=4 here too (sleep at once, not OpenBLAS's ~0.1 s yield loop, which also
+  // made a server's own CPU look like a neighbour's in ServeThreads).
+  static const bool passive_waiting = ::setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/0) == 0 &&
+                                      ::setenv("OPENBLAS_THREAD_TIMEOUT", "4", /*overwrite=*/0) == 0;
   (void)passive_waiting;
   return IPJ_BINARY;
 }
