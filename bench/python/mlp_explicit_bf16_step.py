@@ -8,23 +8,15 @@ loading, no evaluation); bf16 GEMMs need AVX512-BF16 or AMX to be fast.
 Prints one JSON line: {"batch", "autocast_samples_per_s", "explicit_samples_per_s"} (best of the rounds).
 Usage: python3 bench/python/mlp_explicit_bf16_step.py [batch=256] [rounds=3]
 """
-import ctypes
 import json
 import os
 import sys
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3
-
-
-def tune_malloc():
-    libc = ctypes.CDLL("libc.so.6")
-    for option, value in ((M_MMAP_THRESHOLD, 256 << 20), (M_TRIM_THRESHOLD, 1 << 30), (M_TOP_PAD, 64 << 20)):
-        libc.mallopt(option, value)
+from mlp_explicit_step import best_samples_per_s, tune_malloc  # this folder: the fp32 probe
 
 
 def explicit_step_function(model, batch, images, labels):
@@ -91,16 +83,7 @@ def main():
         optimizer.step()
 
     explicit_step = explicit_step_function(model, batch, images, labels)
-    best = {"autocast": 0.0, "explicit": 0.0}
-    steps = 300
-    for _ in range(rounds):
-        for name, step_function in (("autocast", autocast_step), ("explicit", explicit_step)):
-            for index in range(30):
-                step_function(index)
-            start = time.perf_counter()
-            for index in range(steps):
-                step_function(index)
-            best[name] = max(best[name], batch * steps / (time.perf_counter() - start))
+    best = best_samples_per_s({"autocast": autocast_step, "explicit": explicit_step}, batch, rounds)
     print(json.dumps({"batch": batch, "autocast_samples_per_s": best["autocast"],
                       "explicit_samples_per_s": best["explicit"]}))
 

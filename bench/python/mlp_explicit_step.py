@@ -25,6 +25,20 @@ def tune_malloc():
         libc.mallopt(option, value)
 
 
+def best_samples_per_s(step_functions, batch, rounds, steps=300):
+    """{name: best samples/s over the rounds}, the step functions alternating, 30 warm-up steps each time."""
+    best = {name: 0.0 for name in step_functions}
+    for _ in range(rounds):
+        for name, step_function in step_functions.items():
+            for step in range(30):
+                step_function(step)
+            start = time.perf_counter()
+            for step in range(steps):
+                step_function(step)
+            best[name] = max(best[name], batch * steps / (time.perf_counter() - start))
+    return best
+
+
 def main():
     batch = int(sys.argv[1]) if len(sys.argv) > 1 else 128
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
@@ -73,16 +87,7 @@ def main():
             momentum.mul_(0.9).add_(grad)
             parameter.add_(momentum, alpha=-0.01)
 
-    best = {"autograd": 0.0, "explicit": 0.0}
-    steps = 300
-    for _ in range(rounds):
-        for name, step_function in (("autograd", autograd_step), ("explicit", explicit_step)):
-            for step in range(30):
-                step_function(step)
-            start = time.perf_counter()
-            for step in range(steps):
-                step_function(step)
-            best[name] = max(best[name], batch * steps / (time.perf_counter() - start))
+    best = best_samples_per_s({"autograd": autograd_step, "explicit": explicit_step}, batch, rounds)
     print(json.dumps({"batch": batch, "autograd_samples_per_s": best["autograd"],
                       "explicit_samples_per_s": best["explicit"]}))
 
