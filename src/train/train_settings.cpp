@@ -246,10 +246,12 @@ void add_speed_rows(std::vector<TrainSetting>& rows) {
       field_row("memory_format", "--memory-format",
                 "contiguous | channels_last (NHWC weights and batches: faster convolutions and pooling)",
                 &C::memory_format, kTuned | kShow));
-  rows.push_back(
-      field_row("optimizer_impl", "--optimizer-impl",
-                "fused (SGD: one-pass momentum, gradients set to none) | torch (torch::optim as is)",
-                &C::optimizer_impl, kTuned | kShow));
+  rows.push_back(field_row(
+      "optimizer_impl", "--optimizer-impl",
+      "fused (SGD: a hand-written step for chains of Linear layers such as the mlp on the CPU, else "
+      "autograd) | autograd (autograd, then SGD with one-pass momentum and gradients set to none) | "
+      "torch (torch::optim as is)",
+      &C::optimizer_impl, kTuned | kShow));
   rows.push_back(field_row(
       "compile", "--compile",
       "none | jit (evaluate through frozen TorchScript: mlp, cnn) | graphs (CUDA graphs, GPU builds)",

@@ -10,6 +10,7 @@
 #include "ipj/core/log.hpp"
 #include "ipj/models/registry.hpp"
 #include "ipj/train/checkpoint.hpp"
+#include "ipj/train/linear_chain_step.hpp"
 #include "ipj/train/model_setup.hpp"
 
 namespace ipj::train {
@@ -214,19 +215,39 @@ StepLoss TrainingSetup::classification_loss(const data::Batch& batch) const {
   return {torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), on_device.labels), logits};
 }
 
+namespace {
+
+// What the linear-chain step leaves out (linear_chain_step.hpp): the other devices and precisions, gradient
+// accumulation, processes training together and step hooks; the model itself is checked by its layers.
+bool takes_linear_chain_step(const TrainingSetup& setup, const StepHooks& hooks) {
+  const TrainConfig& config = setup.config;
+  const Precision precision = setup.precision.precision;
+  return config.optimizer_impl == OptimizerImpl::fused && !setup.device.is_cuda() &&
+         !config.model.is_file() && config.compile != CompileMode::graphs && config.accum == 1 &&
+         config.world_size == 1 && !hooks.before_backward && !hooks.before_optimizer_step &&
+         (precision == Precision::fp32 || precision == Precision::bf16);
+}
+
+}  // namespace
+
 std::unique_ptr<TrainingStep> choose_training_step(TrainingSetup& setup, LossHook loss,
                                                    const StepHooks& hooks,
                                                    std::unique_ptr<CapturableSgd>& fused_sgd) {
   const TrainConfig& config = setup.config;
   const bool sgd = config.optimizer == OptimizerKind::sgd;
   if (config.compile == CompileMode::graphs ||
-      (sgd && config.optimizer_impl == OptimizerImpl::fused && !setup.loss_scaling))
+      (sgd && config.optimizer_impl != OptimizerImpl::torch && !setup.loss_scaling))
     fused_sgd = std::make_unique<CapturableSgd>(static_cast<torch::optim::SGD&>(*setup.optimizer));
 #ifdef IPJ_WITH_CUDA
   if (config.compile == CompileMode::graphs) return std::make_unique<CudaGraphStep>(setup, *fused_sgd);
 #endif
   if (setup.loss_scaling)
     return make_loss_scaling_step(*setup.optimizer, setup.scaler, std::move(loss), hooks);
+  if (fused_sgd && takes_linear_chain_step(setup, hooks))
+    if (auto layers = linear_chain_layers(config.model.zoo_name, *setup.model))
+      return make_linear_chain_step(
+          std::move(*layers), *fused_sgd,
+          setup.precision.precision == Precision::bf16 ? ChainPrecision::bf16 : ChainPrecision::fp32);
   if (fused_sgd) return make_fused_sgd_step(*fused_sgd, std::move(loss), hooks);
   return make_torch_optimizer_step(*setup.optimizer, std::move(loss), hooks);
 }

@@ -60,10 +60,11 @@ class TrainingSetup {
   void use_channels_last();
 };
 
-// The step strategy for the run: a CUDA graph (--compile graphs), loss scaling, fused SGD
-// (--optimizer-impl fused with sgd) or torch's optimizer. `fused_sgd` receives the CapturableSgd the fused
-// and graph steps use (it must outlive the step). Created after the setup, so that CapturableSgd shares the
-// resumed momentum buffers in the weights' memory format.
+// The step strategy for the run: a CUDA graph (--compile graphs), loss scaling, the linear-chain step
+// (--optimizer-impl fused, sgd, a chain of Linear layers on the CPU: linear_chain_step.hpp), fused SGD after
+// autograd (--optimizer-impl fused or autograd with sgd) or torch's optimizer. `fused_sgd` receives the
+// CapturableSgd the fused and graph steps use (it must outlive the step). Created after the setup, so that
+// CapturableSgd shares the resumed momentum buffers in the weights' memory format.
 std::unique_ptr<TrainingStep> choose_training_step(TrainingSetup& setup, LossHook loss,
                                                    const StepHooks& hooks,
                                                    std::unique_ptr<CapturableSgd>& fused_sgd);

@@ -93,7 +93,7 @@ TEST(Trainer, ChannelsLastTrainsTheSameModelAsContiguous) {
 }
 
 TEST(Trainer, FusedSgdStepTrainsLikeTorchsOptimizer) {
-  // --optimizer-impl fused (CapturableSgd, gradients set to none) against torch::optim::SGD: the same run up
+  // --optimizer-impl fused (the linear-chain step for the mlp) against torch::optim::SGD: the same run up
   // to rounding (one fused multiply-add per element where torch rounds twice), with momentum and weight decay
   // and a changing rate (cosine), and the same checkpointable momentum state.
   TrainConfig config = small_config();
@@ -108,6 +108,9 @@ TEST(Trainer, FusedSgdStepTrainsLikeTorchsOptimizer) {
   config.optimizer_impl = OptimizerImpl::fused;
   const TrainResult fused = run_training(config, dataset, quiet());
   EXPECT_EQ(fused.report["config"]["optimizer_impl"], "fused");
+  // The mlp is a straight chain of Linear layers: the fused implementation is its hand-written step.
+  EXPECT_EQ(fused.report["training_step"], "linear_chain");
+  EXPECT_EQ(reference.report["training_step"], "torch_optimizer");
   const auto expected = reference.model->named_parameters();
   for (const auto& item : fused.model->named_parameters())
     EXPECT_LT((item.value() - expected[item.key()]).abs().max().item<double>(), 1e-4) << item.key();

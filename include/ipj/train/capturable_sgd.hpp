@@ -29,6 +29,9 @@ class CapturableSgd {
   void clear_gradients();
 
   const torch::Tensor& learning_rate_tensor() const { return learning_rate_; }  // [] fp32 on the device
+  const std::vector<torch::Tensor>& parameters() const { return parameters_; }
+  double momentum() const { return momentum_; }
+  double weight_decay() const { return weight_decay_; }
   // The optimizer-owned momentum buffers, one per parameter (undefined tensors without momentum).
   const std::vector<torch::Tensor>& momentum_buffers() const { return momentum_buffers_; }
 

@@ -18,10 +18,11 @@ enum class OptimizerKind { sgd, adamw };                // --optimizer
 enum class ScheduleKind { none, step, cosine };         // --schedule
 enum class LossScaling { none, dynamic, automatic };    // --loss-scale; automatic: dynamic for fp16
 enum class MemoryFormat { contiguous, channels_last };  // --memory-format
-enum class OptimizerImpl { fused, torch };              // --optimizer-impl
-enum class CompileMode { none, jit, graphs };           // --compile
-using device::AllocatorChoice;                          // --allocator
-using device::ThreadPlanChoice;                         // --thread-plan
+// --optimizer-impl; fused: the linear-chain step where it applies, else autograd + CapturableSgd
+enum class OptimizerImpl { fused, autograd, torch };
+enum class CompileMode { none, jit, graphs };  // --compile
+using device::AllocatorChoice;                 // --allocator
+using device::ThreadPlanChoice;                // --thread-plan
 
 // --device: the CPU or a CUDA device ("cpu", "cuda", "cuda:N").
 struct DeviceSpec {
@@ -72,8 +73,10 @@ struct ChoiceNames<train::MemoryFormat> {
 };
 template <>
 struct ChoiceNames<train::OptimizerImpl> {
-  static constexpr std::array<std::pair<train::OptimizerImpl, const char*>, 2> names{
-      {{train::OptimizerImpl::fused, "fused"}, {train::OptimizerImpl::torch, "torch"}}};
+  static constexpr std::array<std::pair<train::OptimizerImpl, const char*>, 3> names{
+      {{train::OptimizerImpl::fused, "fused"},
+       {train::OptimizerImpl::autograd, "autograd"},
+       {train::OptimizerImpl::torch, "torch"}}};
 };
 template <>
 struct ChoiceNames<train::CompileMode> {
