@@ -14,6 +14,7 @@
 #include "ipj/models/catalog.hpp"
 #include "ipj/train/capturable_sgd.hpp"
 #include "ipj/train/linear_chain_kernels.hpp"
+#include "onednn_chain_gemms.hpp"
 
 namespace ipj::train {
 namespace {
@@ -44,7 +45,10 @@ struct LayerBuffers {
 class LinearChainStep : public TrainingStep {
  public:
   LinearChainStep(std::vector<ChainLayer> layers, CapturableSgd& sgd, ChainPrecision precision)
-      : layers_(std::move(layers)), sgd_(sgd), precision_(precision) {
+      : layers_(std::move(layers)),
+        sgd_(sgd),
+        precision_(precision),
+        onednn_(precision == ChainPrecision::bf16 ? OnednnChainGemms::create() : nullptr) {
     buffers_.resize(layers_.size());
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       buffers_[l].weight_velocity = velocity_of(layers_[l].weight);
@@ -52,7 +56,9 @@ class LinearChainStep : public TrainingStep {
       if (precision_ == ChainPrecision::bf16) {
         buffers_[l].weight_copy = layers_[l].weight.detach().to(torch::kBFloat16).contiguous();
       }
-      buffers_[l].weight_grad = torch::empty(layers_[l].weight.sizes(), activation_options());
+      // fp32 where oneDNN writes it (bf16 x bf16 -> fp32), else in the GEMMs' dtype
+      buffers_[l].weight_grad = torch::empty(
+          layers_[l].weight.sizes(), onednn_ ? torch::TensorOptions(torch::kFloat32) : activation_options());
       buffers_[l].bias_grad = torch::empty(layers_[l].bias.sizes(), torch::kFloat32);
       weight_offsets_.push_back(weight_offsets_.back() + layers_[l].weight.numel());
     }
@@ -140,6 +146,7 @@ class LinearChainStep : public TrainingStep {
 
   // output_l = input_l W_l^T + b_l, ReLU where the layer has one; the last layer's into logits_ (fp32).
   void forward(const torch::Tensor& input, std::int64_t rows) {
+    if (onednn_) return forward_onednn(input, rows);
     torch::Tensor layer_input = input;
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       torch::Tensor output = buffers_[l].output.narrow(0, 0, rows);  // [B, out]
@@ -164,6 +171,22 @@ class LinearChainStep : public TrainingStep {
     }
   }
 
+  // bf16 on oneDNN's primitives: bias and ReLU inside the GEMM, the logits written in fp32.
+  void forward_onednn(const torch::Tensor& input, std::int64_t rows) {
+    const void* layer_input = input.data_ptr();
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      const bool last = l + 1 == layers_.size();
+      void* output = last ? logits_.data_ptr() : buffers_[l].output.data_ptr();  // [B, out]
+      onednn_->forward(shape(l), rows, layer_input, gemm_weight(l).data_ptr(),
+                       values_of<float>(layers_[l].bias), output, layers_[l].relu, last);
+      layer_input = output;
+    }
+  }
+
+  OnednnChainGemms::Layer shape(std::size_t l) const {
+    return {l, layers_[l].weight.size(1), layers_[l].weight.size(0)};
+  }
+
   // The summed loss; the last layer's output gradient and bias gradient.
   double loss_and_gradient(const torch::Tensor& labels, std::int64_t rows) {
     LayerBuffers& last = buffers_.back();
@@ -179,11 +202,19 @@ class LinearChainStep : public TrainingStep {
     for (std::size_t l = layers_.size(); l-- > 0;) {
       const torch::Tensor output_grad = buffers_[l].output_grad.narrow(0, 0, rows);  // [B, out]
       const torch::Tensor layer_input = l == 0 ? input : buffers_[l - 1].output.narrow(0, 0, rows);
-      at::mm_out(buffers_[l].weight_grad, output_grad.t(), layer_input);  // [out, in]
+      if (onednn_)
+        onednn_->weight_grad(shape(l), rows, output_grad.data_ptr(), layer_input.data_ptr(),
+                             values_of<float>(buffers_[l].weight_grad));
+      else
+        at::mm_out(buffers_[l].weight_grad, output_grad.t(), layer_input);  // [out, in]
       if (l == 0) break;
       LayerBuffers& below = buffers_[l - 1];
       torch::Tensor input_grad = below.output_grad.narrow(0, 0, rows);  // [B, in]
-      at::mm_out(input_grad, output_grad, gemm_weight(l));
+      if (onednn_)
+        onednn_->input_grad(shape(l), rows, output_grad.data_ptr(), gemm_weight(l).data_ptr(),
+                            input_grad.data_ptr());
+      else
+        at::mm_out(input_grad, output_grad, gemm_weight(l));
       mask_and_bias_grad(below, layers_[l - 1].relu, rows);
     }
   }
@@ -235,17 +266,19 @@ class LinearChainStep : public TrainingStep {
     const LayerBuffers& layer = buffers_[l];
     float* weight = values_of<float>(layers_[l].weight) + offset;
     float* velocity = layer.weight_velocity == nullptr ? nullptr : layer.weight_velocity + offset;
-    if (bf16())
+    Bf16Bits* copy = bf16() ? values_of<Bf16Bits>(layer.weight_copy) + offset : nullptr;
+    if (layer.weight_grad.scalar_type() == torch::kBFloat16)
       kernels::sgd_update(weight, velocity, values_of<Bf16Bits>(layer.weight_grad) + offset, count, settings,
-                          values_of<Bf16Bits>(layer.weight_copy) + offset);
+                          copy);
     else
       kernels::sgd_update(weight, velocity, values_of<float>(layer.weight_grad) + offset, count, settings,
-                          nullptr);
+                          copy);
   }
 
   std::vector<ChainLayer> layers_;
   CapturableSgd& sgd_;
   ChainPrecision precision_;
+  std::unique_ptr<OnednnChainGemms> onednn_;  // bf16 GEMMs on oneDNN's own primitives; null: ATen's
   std::vector<LayerBuffers> buffers_;
   std::vector<std::int64_t> weight_offsets_{
       0};  // [layers + 1]: where each layer's weights start in one range
