@@ -44,11 +44,13 @@ struct LayerBuffers {
 
 class LinearChainStep : public TrainingStep {
  public:
-  LinearChainStep(std::vector<ChainLayer> layers, CapturableSgd& sgd, ChainPrecision precision)
+  LinearChainStep(std::vector<ChainLayer> layers, CapturableSgd& sgd, ChainPrecision precision,
+                  ChainGemms gemms)
       : layers_(std::move(layers)),
         sgd_(sgd),
         precision_(precision),
-        onednn_(precision == ChainPrecision::bf16 ? OnednnChainGemms::create() : nullptr) {
+        onednn_(precision == ChainPrecision::bf16 && gemms == ChainGemms::best ? OnednnChainGemms::create()
+                                                                               : nullptr) {
     buffers_.resize(layers_.size());
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       buffers_[l].weight_velocity = velocity_of(layers_[l].weight);
@@ -316,8 +318,8 @@ std::optional<std::vector<ChainLayer>> linear_chain_layers(const std::string& zo
 }
 
 std::unique_ptr<TrainingStep> make_linear_chain_step(std::vector<ChainLayer> layers, CapturableSgd& sgd,
-                                                     ChainPrecision precision) {
-  return std::make_unique<LinearChainStep>(std::move(layers), sgd, precision);
+                                                     ChainPrecision precision, ChainGemms gemms) {
+  return std::make_unique<LinearChainStep>(std::move(layers), sgd, precision, gemms);
 }
 
 }  // namespace ipj::train

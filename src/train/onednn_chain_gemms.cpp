@@ -7,6 +7,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <map>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 
@@ -116,10 +117,17 @@ class OnednnGemms : public OnednnChainGemms {
 std::unique_ptr<OnednnChainGemms> OnednnChainGemms::create() {
   try {
     auto gemms = std::make_unique<OnednnGemms>();
-    // A bf16 matmul this CPU can run (oneDNN refuses where it has no bf16 kernels).
+    // A bf16 matmul this CPU runs natively: oneDNN refuses on AVX2 CPUs; its reference kernels ("ref:...")
+    // would be slower than ATen's.
     const auto probe = matrix(16, 16, DataType::bf16, Tag::ab);
-    dnnl::matmul::primitive_desc(dnnl::matmul::desc(probe, probe, probe),
-                                 dnnl::engine(dnnl::engine::kind::cpu, 0));
+    const dnnl::matmul::primitive_desc description(dnnl::matmul::desc(probe, probe, probe),
+                                                   dnnl::engine(dnnl::engine::kind::cpu, 0));
+    const std::string implementation = description.impl_info_str();
+    if (implementation.rfind("ref", 0) == 0) {
+      spdlog::debug("linear-chain step: oneDNN's bf16 matmul is its reference ({}); ATen's GEMMs instead",
+                    implementation);
+      return nullptr;
+    }
     return gemms;
   } catch (const dnnl::error& error) {
     spdlog::debug("linear-chain step: oneDNN has no bf16 matmul here ({}); ATen's GEMMs instead",

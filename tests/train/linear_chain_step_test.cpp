@@ -113,10 +113,10 @@ struct TwinMlps {
       initial.push_back(from[i].clone());
     }
   }
-  std::unique_ptr<TrainingStep> step(ChainPrecision precision) {
+  std::unique_ptr<TrainingStep> step(ChainPrecision precision, ChainGemms gemms = ChainGemms::best) {
     auto layers = linear_chain_layers("mlp", *chain);
     EXPECT_TRUE(layers.has_value());
-    return make_linear_chain_step(std::move(*layers), sgd, precision);
+    return make_linear_chain_step(std::move(*layers), sgd, precision, gemms);
   }
   // One autograd step of `model`; returns its loss.
   static double autograd_step(models::Classifier& model, torch::optim::SGD& optimizer,
@@ -181,9 +181,12 @@ TEST(LinearChainStep, Fp32FollowsAutogradThroughShortBatchesAndRateChanges) {
                    0.1);  // what checkpoints save
 }
 
-TEST(LinearChainStep, Bf16TrainsAsCloseToFp32AsAutocastDoes) {
+// Both GEMM paths: oneDNN's primitives (where built in and native here) and ATen's at::mm.
+class LinearChainBf16 : public ::testing::TestWithParam<ChainGemms> {};
+
+TEST_P(LinearChainBf16, TrainsAsCloseToFp32AsAutocastDoes) {
   TwinMlps twins;
-  const auto step = twins.step(ChainPrecision::bf16);
+  const auto step = twins.step(ChainPrecision::bf16, GetParam());
   for (int i = 0; i < 4; ++i) {
     const data::Batch batch = random_batch(128, 40 + static_cast<std::uint64_t>(i));
     StepContext context;
@@ -202,6 +205,11 @@ TEST(LinearChainStep, Bf16TrainsAsCloseToFp32AsAutocastDoes) {
     EXPECT_LT(ours[i], 1.25 * autocast[i] + 1e-3) << "parameter " << i;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Gemms, LinearChainBf16, ::testing::Values(ChainGemms::best, ChainGemms::aten),
+                         [](const ::testing::TestParamInfo<ChainGemms>& info) {
+                           return std::string(info.param == ChainGemms::best ? "Best" : "Aten");
+                         });
 
 TEST(LinearChainStep, OnlyStraightLinearChainsQualify) {
   auto cnn = models::create_model("cnn", {1, 28, 28}, 10);

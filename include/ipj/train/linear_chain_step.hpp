@@ -28,6 +28,9 @@ struct ChainLayer {
 };
 
 enum class ChainPrecision { fp32, bf16 };
+// Where bf16 GEMMs run: oneDNN's own primitives where built in and native here, else ATen (best), or ATen's
+// at::mm always (aten: the path of builds without libdnnl-dev, for tests and comparisons).
+enum class ChainGemms { best, aten };
 
 // The layers of a zoo model whose layer program is flatten then Linear steps (the last without ReLU), or
 // nullopt for any other model (or a TorchScript file).
@@ -37,6 +40,7 @@ std::optional<std::vector<ChainLayer>> linear_chain_layers(const std::string& zo
 // The step over `layers`, updating them with `sgd`'s settings and momentum buffers (so checkpoints and
 // --resume see what it trained). Images [B, ...] flatten to [B, layers[0].in]; labels [B] int64.
 std::unique_ptr<TrainingStep> make_linear_chain_step(std::vector<ChainLayer> layers, CapturableSgd& sgd,
-                                                     ChainPrecision precision);
+                                                     ChainPrecision precision,
+                                                     ChainGemms gemms = ChainGemms::best);
 
 }  // namespace ipj::train
