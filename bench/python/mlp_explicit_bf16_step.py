@@ -13,10 +13,9 @@ import os
 import sys
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-from mlp_explicit_step import best_samples_per_s, tune_malloc  # this folder: the fp32 probe
+from mlp_explicit_step import best_samples_per_s, seed_mlp, tune_malloc  # this folder: the fp32 probe
 
 
 def explicit_step_function(model, batch, images, labels):
@@ -68,12 +67,7 @@ def main():
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     tune_malloc()
     torch.set_num_threads(os.cpu_count())
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
-                          nn.Linear(512, 10))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    images = [torch.randn(batch, 1, 28, 28) for _ in range(8)]  # [B, 1, 28, 28]
-    labels = [torch.randint(0, 10, (batch,)) for _ in range(8)]  # [B]
+    model, optimizer, images, labels = seed_mlp(batch)
 
     def autocast_step(index):
         optimizer.zero_grad()

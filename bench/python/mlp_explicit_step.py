@@ -39,17 +39,23 @@ def best_samples_per_s(step_functions, batch, rounds, steps=300):
     return best
 
 
-def main():
-    batch = int(sys.argv[1]) if len(sys.argv) > 1 else 128
-    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    tune_malloc()
-    torch.set_num_threads(1)
+def seed_mlp(batch):
+    """The seeds' mlp with its SGD (lr 0.01, momentum 0.9) and eight random batches of `batch` samples."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
                           nn.Linear(512, 10))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     images = [torch.randn(batch, 1, 28, 28) for _ in range(8)]  # [B, 1, 28, 28]
     labels = [torch.randint(0, 10, (batch,)) for _ in range(8)]  # [B]
+    return model, optimizer, images, labels
+
+
+def main():
+    batch = int(sys.argv[1]) if len(sys.argv) > 1 else 128
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    tune_malloc()
+    torch.set_num_threads(1)
+    model, optimizer, images, labels = seed_mlp(batch)
 
     def autograd_step(step):
         optimizer.zero_grad()

@@ -1,7 +1,8 @@
 // The linear-chain training step: forward, cross-entropy, backward and SGD by hand over buffers kept across
-// steps (GEMMs through at::mm_out: OpenBLAS for fp32, oneDNN for bf16), elementwise work in chain_kernels'
-// fused passes split over ATen's threads. bf16: activations, gradients and a weight copy in bf16, fp32
-// master weights, bias gradients and momentum (what autocast + an fp32 optimizer keep).
+// steps (GEMMs: OpenBLAS through at::mm_out for fp32; oneDNN's own primitives for bf16, at::mm_out where
+// they are missing), elementwise work in chain_kernels' fused passes split over ATen's threads. bf16:
+// activations, gradients and a weight copy in bf16, fp32 master weights, bias gradients and momentum (what
+// autocast + an fp32 optimizer keep).
 #include "ipj/train/linear_chain_step.hpp"
 
 #include <ATen/Parallel.h>
@@ -114,7 +115,7 @@ class LinearChainStep : public TrainingStep {
     const std::int64_t in = layers_.front().weight.size(1);
     if (bf16()) input_copy_ = torch::empty({rows, in}, activation_options());
     logits_ = torch::empty({rows, classes()}, torch::kFloat32);
-    logits_grad_ = torch::empty({rows, classes()}, torch::kFloat32);
+    if (bf16()) logits_grad_ = torch::empty({rows, classes()}, torch::kFloat32);
   }
 
   torch::Tensor batch_input(const torch::Tensor& images, std::int64_t rows) {
