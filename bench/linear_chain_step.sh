@@ -4,16 +4,27 @@
 # order flips each round) to share the machine's noise. For each precision it prints per-round samples/s, the
 # ratio fused/autograd, the median ratio, and each side's best round as a share of the step's GEMM ceiling
 # (bench/python/mlp_gemm_ceiling.py: the step's eight matrix products alone; oneDNN bf16 for bf16).
-# Usage: [IPJ_BENCH_PRECISIONS="fp32 bf16"] [IPJ_BENCH_BATCH=256] bench/linear_chain_step.sh [rounds=3]
+# IPJ_BENCH_TORCHSCRIPT=1 trains the seeds' Python Mlp (bench/python/seed_train_loop.py, the same 784-512-512-10
+# shape) saved by torch.jit.script instead: a user's TorchScript MLP.
+# Usage: [IPJ_BENCH_PRECISIONS="fp32 bf16"] [IPJ_BENCH_BATCH=256] [IPJ_BENCH_TORCHSCRIPT=1]
+#        bench/linear_chain_step.sh [rounds=3]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds="${1:-3}"
 batch="${IPJ_BENCH_BATCH:-256}"
 ipj=./build/bin/ipj
 python=/usr/bin/python3
+model=mlp
+if [[ "${IPJ_BENCH_TORCHSCRIPT:-0}" == 1 ]]; then
+  scratch=$(mktemp -d)
+  trap 'rm -rf "$scratch"' EXIT
+  model="$scratch/seed_mlp.pt"
+  PYTHONPATH=bench/python "$python" -c "import sys, torch, seed_train_loop as s
+torch.jit.script(s.Mlp()).save(sys.argv[1])" "$model"
+fi
 field() { "$python" -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 run_ipj() {  # precision impl -> samples/s of one epoch over the 60,000 training images
-  "$ipj" train --model mlp --epochs 1 --batch "$batch" --lr 0.1 --momentum 0.9 --prefetch 4 --precision "$1" \
+  "$ipj" train --model "$model" --epochs 1 --batch "$batch" --lr 0.1 --momentum 0.9 --prefetch 4 --precision "$1" \
     --optimizer-impl "$2" --no-save --no-energy --json --quiet | field "['final']['samples_per_s']"
 }
 ceiling() {  # precision -> the GEMMs' samples/s at this batch

@@ -223,9 +223,16 @@ bool takes_linear_chain_step(const TrainingSetup& setup, const StepHooks& hooks)
   const TrainConfig& config = setup.config;
   const Precision precision = setup.precision.precision;
   return config.optimizer_impl == OptimizerImpl::fused && !setup.device.is_cuda() &&
-         !config.model.is_file() && config.compile != CompileMode::graphs && config.accum == 1 &&
-         config.world_size == 1 && !hooks.before_backward && !hooks.before_optimizer_step &&
+         config.compile != CompileMode::graphs && config.accum == 1 && config.world_size == 1 &&
+         !hooks.before_backward && !hooks.before_optimizer_step &&
          (precision == Precision::fp32 || precision == Precision::bf16);
+}
+
+// The model's Linear chain: a zoo model's from its layer program, a TorchScript file's from its graph.
+std::optional<std::vector<ChainLayer>> model_linear_chain(const TrainingSetup& setup) {
+  if (!setup.config.model.is_file()) return linear_chain_layers(setup.config.model.zoo_name, *setup.model);
+  const auto* script = dynamic_cast<const models::ScriptClassifier*>(setup.model.get());
+  return script == nullptr ? std::nullopt : script_linear_chain_layers(*script);
 }
 
 }  // namespace
@@ -244,7 +251,7 @@ std::unique_ptr<TrainingStep> choose_training_step(TrainingSetup& setup, LossHoo
   if (setup.loss_scaling)
     return make_loss_scaling_step(*setup.optimizer, setup.scaler, std::move(loss), hooks);
   if (fused_sgd && takes_linear_chain_step(setup, hooks))
-    if (auto layers = linear_chain_layers(config.model.zoo_name, *setup.model))
+    if (auto layers = model_linear_chain(setup))
       return make_linear_chain_step(
           std::move(*layers), *fused_sgd,
           setup.precision.precision == Precision::bf16 ? ChainPrecision::bf16 : ChainPrecision::fp32);

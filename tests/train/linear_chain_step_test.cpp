@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "ipj/core/error.hpp"
 #include "ipj/models/registry.hpp"
 #include "ipj/train/capturable_sgd.hpp"
 #include "ipj/train/linear_chain_kernels.hpp"
@@ -210,6 +211,34 @@ INSTANTIATE_TEST_SUITE_P(Gemms, LinearChainBf16, ::testing::Values(ChainGemms::b
                          [](const ::testing::TestParamInfo<ChainGemms>& info) {
                            return std::string(info.param == ChainGemms::best ? "Best" : "Aten");
                          });
+
+TEST(LinearChainStep, RefusesALabelOutsideTheClassesAndABatchOfTheWrongSizeBeforeTouchingAWeight) {
+  TwinMlps twins;
+  const auto step = twins.step(ChainPrecision::fp32);
+  StepContext context;
+  context.learning_rate = 0.05;
+  data::Batch bad_label = random_batch(8, 60);
+  bad_label.labels[5] = 10;  // classes are 0..9
+  data::Batch wrong_size = random_batch(8, 61);
+  wrong_size.images = torch::randn({8, 1, 28, 27});  // [8, 756]: the first layer takes 784
+  for (const auto& [batch, message] : std::vector<std::pair<data::Batch, std::string>>{
+           {bad_label, "label 10 outside [0, 10)"}, {wrong_size, "must hold 6272 fp32 values, got 6048"}}) {
+    try {
+      step->run(batch, context);
+      ADD_FAILURE() << "accepted: " << message;
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), ErrorCategory::invalid_input);
+      EXPECT_NE(std::string(error.what()).find(message), std::string::npos) << error.what();
+    }
+  }
+  // No weight moved.
+  auto parameters = twins.chain->parameters();
+  for (std::size_t i = 0; i < parameters.size(); ++i)
+    EXPECT_TRUE(torch::equal(parameters[i], twins.initial[i])) << "parameter " << i;
+  // And the step still trains after the refusals.
+  const StepLoss loss = step->run(random_batch(8, 62), context);
+  EXPECT_TRUE(std::isfinite(loss.loss.item<double>()));
+}
 
 TEST(LinearChainStep, OnlyStraightLinearChainsQualify) {
   auto cnn = models::create_model("cnn", {1, 28, 28}, 10);

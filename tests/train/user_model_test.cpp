@@ -1,6 +1,7 @@
 // Training users' TorchScript models (made at test time by Debian's python3-torch and torchvision): every
 // architecture, scripted and traced, trains and its OUT/model.pt gives in Python the outputs ipj gives; two
-// SGD steps equal PyTorch's own training of the same file; --resume is bit-for-bit (BatchNorm + dropout).
+// SGD steps equal PyTorch's own training of the same file (plain MLPs on the linear-chain step); --resume is
+// bit-for-bit (BatchNorm + dropout).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -13,6 +14,7 @@
 #include "ipj/data/batch_loader.hpp"
 #include "ipj/models/script_classifier.hpp"
 #include "ipj/train/checkpoint.hpp"
+#include "ipj/train/linear_chain_step.hpp"
 #include "ipj/train/model_setup.hpp"
 #include "ipj/train/trainer.hpp"
 #include "support/test_support.hpp"
@@ -135,7 +137,8 @@ TEST(UserModels, TwoSgdStepsEqualPyTorchTrainingTheSameFile) {
   // ipj's trainer (fused SGD with momentum and weight decay, its loader's normalised and shuffled batches)
   // against torch.optim.SGD in Python on the same batches: parameters and BatchNorm statistics agree.
   testing::TempDir dir;
-  const std::vector<std::string> names{"mlp_scripted", "residual_scripted"};
+  // The mlps train on the linear-chain step, the residual net through autograd.
+  const std::vector<std::string> names{"mlp_scripted", "seq_mlp_traced", "residual_scripted"};
   const auto made = testing::make_user_models(dir.path(), names);
   ASSERT_EQ(made.exit_code, 0) << made.err;
   const data::Dataset dataset = synthetic_data(dir.file("data"), 8, 8);
@@ -178,6 +181,8 @@ TEST(UserModels, TwoSgdStepsEqualPyTorchTrainingTheSameFile) {
   ASSERT_EQ(python.exit_code, 0) << python.err;
   for (std::size_t index = 0; index < names.size(); ++index) {
     SCOPED_TRACE(names[index]);
+    EXPECT_EQ(results[index].report["training_step"],
+              names[index].find("mlp") != std::string::npos ? "linear_chain" : "fused_sgd");
     auto state = results[index].model->named_parameters();
     for (const auto& buffer : results[index].model->named_buffers())
       if (buffer.value().is_floating_point()) state.insert(buffer.key(), buffer.value());
@@ -230,6 +235,61 @@ TEST(UserModels, ResumeIsBitExactWithBatchNormAndDropoutAndRefusesAnotherFile) {
     EXPECT_EQ(error.category(), ErrorCategory::usage);
     EXPECT_NE(std::string(error.what()).find("copy.pt"), std::string::npos) << error.what();
     EXPECT_NE(std::string(error.what()).find("is not the file"), std::string::npos) << error.what();
+  }
+}
+
+TEST(UserModels, PlainLinearChainsTrainOnTheLinearChainStepAndEverythingElseThroughAutograd) {
+  // name -> Linear layers the linear-chain step takes (0: the model stays on autograd).
+  const std::vector<std::pair<std::string, std::size_t>> expected = {
+      {"mlp_scripted", 2},
+      {"mlp_traced", 2},
+      {"flat_mlp_scripted", 2},
+      {"view_mlp_scripted", 2},
+      {"view_mlp_traced", 2},
+      {"seq_mlp_scripted", 3},
+      {"seq_mlp_traced", 3},
+      {"dropout_mlp_traced", 2},  // traced in eval mode: dropout passes through
+      {"dropout_mlp_scripted", 0},
+      {"tied_mlp_scripted", 0},
+      {"no_bias_mlp_scripted", 0},
+      {"partly_frozen_mlp_traced", 0},
+      {"relu_logits_mlp_scripted", 0},
+      {"cnn_bn_scripted", 0},
+      {"tied_residual_traced", 0}};
+  std::vector<std::string> names;
+  for (const auto& item : expected)
+    names.push_back(item.first);
+  testing::TempDir dir;
+  const auto made = testing::make_user_models(dir.path(), names);
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  for (const auto& [name, layer_count] : expected) {
+    SCOPED_TRACE(name);
+    const auto classifier = models::create_script_classifier(
+        models::ModelSource::torchscript(dir.file(name + ".pt"), is_flat(name)
+                                                                     ? std::vector<std::int64_t>{784}
+                                                                     : std::vector<std::int64_t>{}),
+        {1, 28, 28}, 10);
+    const auto layers = script_linear_chain_layers(*classifier);
+    ASSERT_EQ(layers.has_value(), layer_count > 0);
+    if (!layers) continue;
+    ASSERT_EQ(layers->size(), layer_count);
+    for (std::size_t l = 0; l < layer_count; ++l)
+      EXPECT_EQ((*layers)[l].relu, l + 1 < layer_count) << "layer " << l;
+    // The module's own tensors, updated in place by the step.
+    const auto parameters = classifier->named_parameters();
+    const std::string first = name.rfind("seq_", 0) == 0 ? "1" : "fc1";
+    EXPECT_TRUE((*layers)[0].weight.is_same(parameters[first + ".weight"]));
+    EXPECT_TRUE((*layers)[0].bias.is_same(parameters[first + ".bias"]));
+  }
+  // Through the trainer: the step each run used is in its results.
+  const data::Dataset dataset = synthetic_data(dir.file("data"), 64, 16);
+  for (const auto& [name, step] : std::vector<std::pair<std::string, std::string>>{
+           {"seq_mlp_traced", "linear_chain"}, {"dropout_mlp_scripted", "fused_sgd"}}) {
+    TrainConfig config = user_config(dir.file(name + ".pt"));
+    config.precision = Precision::bf16;
+    const TrainResult result = run_training(config, dataset, quiet());
+    EXPECT_EQ(result.report["training_step"], step) << name;
+    EXPECT_TRUE(std::isfinite(result.epochs[0].loss)) << name;
   }
 }
 

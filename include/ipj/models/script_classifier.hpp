@@ -31,6 +31,8 @@ class ScriptClassifier : public Classifier {
 
   const std::vector<std::int64_t>& sample_shape() const { return sample_shape_; }
   const std::string& path() const { return path_; }
+  // The scripted module itself (its tensors are this classifier's parameters and buffers).
+  const torch::jit::Module& module() const { return module_; }
 
   // Writes the module with its current weights (contiguous, eval mode) to `path` atomically, as a TorchScript
   // file that Python's torch.jit.load runs unchanged; `extra_files` go into its extra/ folder.

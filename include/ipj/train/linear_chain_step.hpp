@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ipj/models/classifier.hpp"
+#include "ipj/models/script_classifier.hpp"
 #include "ipj/train/training_loop.hpp"
 
 namespace ipj::train {
@@ -33,9 +34,15 @@ enum class ChainPrecision { fp32, bf16 };
 enum class ChainGemms { best, aten };
 
 // The layers of a zoo model whose layer program is flatten then Linear steps (the last without ReLU), or
-// nullopt for any other model (or a TorchScript file).
+// nullopt for any other model (TorchScript files: script_linear_chain_layers).
 std::optional<std::vector<ChainLayer>> linear_chain_layers(const std::string& zoo_name,
                                                            models::Classifier& model);
+
+// The layers of a user's TorchScript module whose forward, inlined, is flatten (or view(B, -1)) then
+// linear (+ relu) steps on its own trainable parameters, the last without ReLU; nullopt for anything else
+// (dropout, BatchNorm, other operators, tied or frozen weights, a Linear without bias). src:
+// script_linear_chain.cpp.
+std::optional<std::vector<ChainLayer>> script_linear_chain_layers(const models::ScriptClassifier& model);
 
 // The step over `layers`, updating them with `sgd`'s settings and momentum buffers (so checkpoints and
 // --resume see what it trained). Images [B, ...] flatten to [B, layers[0].in]; labels [B] int64.

@@ -32,6 +32,58 @@ class FlatMlp(Mlp):
         return self.fc2(F.relu(self.fc1(x)))
 
 
+class ViewMlp(Mlp):
+    def forward(self, x):  # the tutorials' x.view(x.size(0), -1)
+        x = x.view(x.size(0), -1)
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+def seq_mlp():  # three Linear layers in nn.Sequential, an in-place ReLU
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 64), nn.ReLU(inplace=True), nn.Linear(64, 32), nn.ReLU(),
+                         nn.Linear(32, 10))
+
+
+class DropoutMlp(Mlp):
+    """Active dropout when scripted; traced in eval mode, dropout(x, 0.2, False) passes values through."""
+
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.2)
+
+    def forward(self, x):
+        return self.fc2(self.drop(F.relu(self.fc1(x.flatten(1)))))
+
+
+class TiedMlp(Mlp):
+    """One hidden Linear applied twice: its weight is used by two layers of the chain."""
+
+    def __init__(self):
+        super().__init__()
+        self.hidden = nn.Linear(64, 64)
+
+    def forward(self, x):
+        x = F.relu(self.fc1(x.flatten(1)))
+        x = F.relu(self.hidden(x))
+        return self.fc2(F.relu(self.hidden(x)))
+
+
+def no_bias_mlp():
+    model = Mlp()
+    model.fc1 = nn.Linear(784, 64, bias=False)
+    return model
+
+
+def partly_frozen_mlp():  # fc1 frozen (fine-tuning the head only)
+    model = Mlp()
+    model.fc1.requires_grad_(False)
+    return model
+
+
+class ReluLogitsMlp(Mlp):
+    def forward(self, x):
+        return F.relu(self.fc2(F.relu(self.fc1(x.flatten(1)))))
+
+
 class CnnBn(nn.Module):
     """Conv + BatchNorm + ReLU + pool, dropout, linear: BN statistics and dropout masks exercise train mode."""
 
@@ -162,7 +214,9 @@ ARCHITECTURES = {
     "mobilenet_v2": mobilenet_v2, "wrong_classes": lambda: Mlp(classes=5), "wrong_input": lambda: Mlp(inputs=3 * 32 * 32),
     "no_parameters": NoParameters, "tuple_output": TupleOutput, "tied_residual": TiedResidual,
     "depthwise_bn_hardswish": DepthwiseBnHardswish, "inplace_input": InplaceInput, "complex_output": ComplexOutput,
-    "nan_output": NanOutput,
+    "nan_output": NanOutput, "view_mlp": ViewMlp, "seq_mlp": seq_mlp, "dropout_mlp": DropoutMlp,
+    "tied_mlp": TiedMlp, "no_bias_mlp": no_bias_mlp, "partly_frozen_mlp": partly_frozen_mlp,
+    "relu_logits_mlp": ReluLogitsMlp,
 }
 
 
