@@ -23,7 +23,7 @@ packages=(
   # toolchain
   g++ cmake ninja-build ccache clang-format make
   # LibTorch (CPU, oneDNN) and a fast BLAS: without libopenblas0 training runs ~20x slower; oneDNN's own API
-  # (the libdnnl LibTorch already links) for the linear-chain step's bf16 GEMMs
+  # (the libdnnl LibTorch already links) for the linear-chain step's GEMMs
   libtorch-dev libopenblas0 libdnnl-dev
   # the real data
   dataset-fashion-mnist

@@ -1,6 +1,6 @@
 // The linear-chain training step: forward, cross-entropy, backward and SGD by hand over buffers kept across
-// steps (GEMMs: OpenBLAS through at::mm_out for fp32; oneDNN's own primitives for bf16, at::mm_out where
-// they are missing), elementwise work in chain_kernels' fused passes split over ATen's threads. bf16:
+// steps (GEMMs on oneDNN's own primitives, fp32 or bf16, on the threads the plan gives GEMMs; at::mm_out
+// where they are missing), elementwise work in chain_kernels' fused passes split over ATen's threads. bf16:
 // activations, gradients and a weight copy in bf16, fp32 master weights, bias gradients and momentum (what
 // autocast + an fp32 optimizer keep).
 #include "ipj/train/linear_chain_step.hpp"
@@ -10,8 +10,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "ipj/core/error.hpp"
+#include "ipj/device/threading.hpp"
 #include "ipj/models/catalog.hpp"
 #include "ipj/train/capturable_sgd.hpp"
 #include "ipj/train/linear_chain_kernels.hpp"
@@ -50,8 +52,10 @@ class LinearChainStep : public TrainingStep {
       : layers_(std::move(layers)),
         sgd_(sgd),
         precision_(precision),
-        onednn_(precision == ChainPrecision::bf16 && gemms == ChainGemms::best ? OnednnChainGemms::create()
-                                                                               : nullptr) {
+        onednn_(gemms == ChainGemms::best ? OnednnChainGemms::create(precision == ChainPrecision::bf16
+                                                                         ? OnednnChainGemms::Element::bf16
+                                                                         : OnednnChainGemms::Element::fp32)
+                                          : nullptr) {
     buffers_.resize(layers_.size());
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       buffers_[l].weight_velocity = velocity_of(layers_[l].weight);
@@ -71,6 +75,10 @@ class LinearChainStep : public TrainingStep {
     if (!context.starts_group || !context.applies_update || context.loss_share != 1.0)
       fail(ErrorCategory::internal, "the linear-chain step takes one micro-batch per update");
     torch::NoGradGuard no_grad;
+    // oneDNN's GEMMs (and the passes) on the threads the plan gave the GEMMs: OpenBLAS's for an fp32 plan
+    // (ATen's pool at 1 thread), ATen's for bf16 (read per step: a re-plan changes them).
+    std::optional<device::CallerOpenMpThreads> gemm_threads;
+    if (onednn_) gemm_threads.emplace(gemm_thread_count());
     const std::int64_t rows = batch.labels.size(0);
     reserve(rows);
     const torch::Tensor input = batch_input(batch.images, rows);  // [B, in] activation dtype
@@ -85,6 +93,12 @@ class LinearChainStep : public TrainingStep {
   }
 
   const char* name() const override { return "linear_chain"; }
+  std::string detail() const override {
+    const std::string precision = bf16() ? "bf16" : "fp32";
+    if (!onednn_) return precision + " GEMMs through ATen (at::mm_out" + (bf16() ? ")" : ": OpenBLAS)");
+    return precision + " GEMMs on oneDNN's matmul primitives (" + onednn_->implementation() +
+           ") with the GEMM threads (" + std::to_string(gemm_thread_count()) + ")";
+  }
 
  private:
   bool bf16() const { return precision_ == ChainPrecision::bf16; }
@@ -92,6 +106,9 @@ class LinearChainStep : public TrainingStep {
     return torch::TensorOptions().dtype(bf16() ? torch::kBFloat16 : torch::kFloat32);
   }
   std::int64_t classes() const { return layers_.back().weight.size(0); }
+  static int gemm_thread_count() {
+    return std::max(device::caller_openmp_threads(), device::blas_thread_count());
+  }
 
   float* velocity_of(const torch::Tensor& parameter) const {
     const auto& parameters = sgd_.parameters();
@@ -174,7 +191,7 @@ class LinearChainStep : public TrainingStep {
     }
   }
 
-  // bf16 on oneDNN's primitives: bias and ReLU inside the GEMM, the logits written in fp32.
+  // On oneDNN's primitives: bias and ReLU inside the GEMM, the logits written in fp32.
   void forward_onednn(const torch::Tensor& input, std::int64_t rows) {
     const void* layer_input = input.data_ptr();
     for (std::size_t l = 0; l < layers_.size(); ++l) {
@@ -281,7 +298,7 @@ class LinearChainStep : public TrainingStep {
   std::vector<ChainLayer> layers_;
   CapturableSgd& sgd_;
   ChainPrecision precision_;
-  std::unique_ptr<OnednnChainGemms> onednn_;  // bf16 GEMMs on oneDNN's own primitives; null: ATen's
+  std::unique_ptr<OnednnChainGemms> onednn_;  // GEMMs on oneDNN's own primitives; null: ATen's
   std::vector<LayerBuffers> buffers_;
   std::vector<std::int64_t> weight_offsets_{
       0};  // [layers + 1]: where each layer's weights start in one range

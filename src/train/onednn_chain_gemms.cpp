@@ -1,4 +1,4 @@
-// The linear-chain step's bf16 GEMMs on oneDNN's matmul primitives (see the header). Primitives and their
+// The linear-chain step's GEMMs on oneDNN's matmul primitives (see the header). Primitives and their
 // memory objects are cached per (kind, layer, rows); each call only points the memory objects at the buffers.
 #include "onednn_chain_gemms.hpp"
 
@@ -10,6 +10,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 
 #include "ipj/core/log.hpp"
 
@@ -32,16 +33,22 @@ struct Gemm {
 
 class OnednnGemms : public OnednnChainGemms {
  public:
-  OnednnGemms() : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {}
+  OnednnGemms(DataType element, std::string implementation)
+      : element_(element),
+        implementation_(std::move(implementation)),
+        engine_(dnnl::engine::kind::cpu, 0),
+        stream_(engine_) {}
+
+  const std::string& implementation() const override { return implementation_; }
 
   void forward(Layer layer, std::int64_t rows, const void* input, const void* weight, const float* bias,
                void* output, bool relu, bool fp32_output) override {
     Gemm& gemm = cached(GemmKind::forward, layer, rows, [&] {
-      const auto source = matrix(rows, layer.in, DataType::bf16, Tag::ab);        // [rows, in]
-      const auto weights = matrix(layer.in, layer.out, DataType::bf16, Tag::ba);  // W^T of W [out, in]
+      const auto source = matrix(rows, layer.in, element_, Tag::ab);        // [rows, in]
+      const auto weights = matrix(layer.in, layer.out, element_, Tag::ba);  // W^T of W [out, in]
       const auto destination =
-          matrix(rows, layer.out, fp32_output ? DataType::f32 : DataType::bf16, Tag::ab);  // [rows, out]
-      const auto bias_desc = matrix(1, layer.out, DataType::f32, Tag::ab);                 // [1, out]
+          matrix(rows, layer.out, fp32_output ? DataType::f32 : element_, Tag::ab);  // [rows, out]
+      const auto bias_desc = matrix(1, layer.out, DataType::f32, Tag::ab);           // [1, out]
       dnnl::post_ops post_ops;
       if (relu) post_ops.append_eltwise(1.0F, dnnl::algorithm::eltwise_relu, 0.0F, 0.0F);
       dnnl::primitive_attr attributes;
@@ -57,8 +64,8 @@ class OnednnGemms : public OnednnChainGemms {
   void weight_grad(Layer layer, std::int64_t rows, const void* output_grad, const void* input,
                    float* weight_grad) override {
     Gemm& gemm = cached(GemmKind::weight_grad, layer, rows, [&] {
-      const auto source = matrix(layer.out, rows, DataType::bf16, Tag::ba);          // grad^T of [rows, out]
-      const auto weights = matrix(rows, layer.in, DataType::bf16, Tag::ab);          // [rows, in]
+      const auto source = matrix(layer.out, rows, element_, Tag::ba);                // grad^T of [rows, out]
+      const auto weights = matrix(rows, layer.in, element_, Tag::ab);                // [rows, in]
       const auto destination = matrix(layer.out, layer.in, DataType::f32, Tag::ab);  // [out, in]
       const dnnl::matmul::primitive_desc description(dnnl::matmul::desc(source, weights, destination),
                                                      engine_);
@@ -70,9 +77,9 @@ class OnednnGemms : public OnednnChainGemms {
   void input_grad(Layer layer, std::int64_t rows, const void* output_grad, const void* weight,
                   void* input_grad) override {
     Gemm& gemm = cached(GemmKind::input_grad, layer, rows, [&] {
-      const auto source = matrix(rows, layer.out, DataType::bf16, Tag::ab);       // [rows, out]
-      const auto weights = matrix(layer.out, layer.in, DataType::bf16, Tag::ab);  // [out, in]
-      const auto destination = matrix(rows, layer.in, DataType::bf16, Tag::ab);   // [rows, in]
+      const auto source = matrix(rows, layer.out, element_, Tag::ab);       // [rows, out]
+      const auto weights = matrix(layer.out, layer.in, element_, Tag::ab);  // [out, in]
+      const auto destination = matrix(rows, layer.in, element_, Tag::ab);   // [rows, in]
       const dnnl::matmul::primitive_desc description(dnnl::matmul::desc(source, weights, destination),
                                                      engine_);
       return Gemm{dnnl::matmul(description), memory(source), memory(weights), memory(destination), {}};
@@ -107,6 +114,8 @@ class OnednnGemms : public OnednnChainGemms {
     stream_.wait();
   }
 
+  DataType element_;  // inputs, weights, activations
+  std::string implementation_;
   dnnl::engine engine_;
   dnnl::stream stream_;
   std::map<std::tuple<GemmKind, std::size_t, std::int64_t>, Gemm> gemms_;
@@ -114,23 +123,24 @@ class OnednnGemms : public OnednnChainGemms {
 
 }  // namespace
 
-std::unique_ptr<OnednnChainGemms> OnednnChainGemms::create() {
+std::unique_ptr<OnednnChainGemms> OnednnChainGemms::create(Element element) {
+  const DataType type = element == Element::bf16 ? DataType::bf16 : DataType::f32;
+  const char* name = element == Element::bf16 ? "bf16" : "fp32";
   try {
-    auto gemms = std::make_unique<OnednnGemms>();
-    // A bf16 matmul this CPU runs natively: oneDNN refuses on AVX2 CPUs; its reference kernels ("ref:...")
+    // A matmul this CPU runs natively: oneDNN refuses bf16 on AVX2 CPUs; its reference kernels ("ref:...")
     // would be slower than ATen's.
-    const auto probe = matrix(16, 16, DataType::bf16, Tag::ab);
+    const auto probe = matrix(16, 16, type, Tag::ab);
     const dnnl::matmul::primitive_desc description(dnnl::matmul::desc(probe, probe, probe),
                                                    dnnl::engine(dnnl::engine::kind::cpu, 0));
     const std::string implementation = description.impl_info_str();
     if (implementation.rfind("ref", 0) == 0) {
-      spdlog::debug("linear-chain step: oneDNN's bf16 matmul is its reference ({}); ATen's GEMMs instead",
+      spdlog::debug("linear-chain step: oneDNN's {} matmul is its reference ({}); ATen's GEMMs instead", name,
                     implementation);
       return nullptr;
     }
-    return gemms;
+    return std::make_unique<OnednnGemms>(type, implementation);
   } catch (const dnnl::error& error) {
-    spdlog::debug("linear-chain step: oneDNN has no bf16 matmul here ({}); ATen's GEMMs instead",
+    spdlog::debug("linear-chain step: oneDNN has no {} matmul here ({}); ATen's GEMMs instead", name,
                   error.what());
     return nullptr;
   }
@@ -141,7 +151,7 @@ std::unique_ptr<OnednnChainGemms> OnednnChainGemms::create() {
 #else  // no oneDNN in this build
 
 namespace ipj::train {
-std::unique_ptr<OnednnChainGemms> OnednnChainGemms::create() {
+std::unique_ptr<OnednnChainGemms> OnednnChainGemms::create(Element) {
   return nullptr;
 }
 }  // namespace ipj::train

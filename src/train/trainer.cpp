@@ -49,7 +49,7 @@ class TrainingRun {
               return setup_.classification_loss(batch);
             },
             hooks.step, fused_sgd_)),
-        report_(setup_, dataset, hooks, step_->name()),
+        report_(setup_, dataset, hooks, *step_),
         folder_(setup_, hooks.write_files),
         monitor_((hooks.energy_meters ? hooks.energy_meters : default_energy_meters)(config),
                  energy::MonitorOptions{config.energy_interval_ms,

@@ -35,7 +35,7 @@ std::string results_path(const TrainConfig& config) {
 }  // namespace
 
 TrainingReport::TrainingReport(const TrainingSetup& setup, const data::Dataset& dataset,
-                               const TrainHooks& hooks, const std::string& step_name)
+                               const TrainHooks& hooks, const TrainingStep& step)
     : setup_(setup) {
   const TrainConfig& config = setup.config;
   const device::ThreadPlan& threads = setup.process_settings.threads();
@@ -47,7 +47,8 @@ TrainingReport::TrainingReport(const TrainingSetup& setup, const data::Dataset& 
                           {"used", choice_name(setup.precision.precision)},
                           {"reason", setup.precision.reason},
                           {"loss_scaling", setup.loss_scaling ? "dynamic" : "none"}};
-  header_["training_step"] = step_name;
+  header_["training_step"] = step.name();
+  header_["training_step_detail"] = step.detail();
   header_["environment"] = hooks.environment;
   header_["threads"] = device::to_json(threads);  // torch, blas, reason + plan, available_cpus, quota
   header_["allocator"] = {

@@ -18,7 +18,7 @@ namespace ipj::train {
 class TrainingReport {
  public:
   TrainingReport(const TrainingSetup& setup, const data::Dataset& dataset, const TrainHooks& hooks,
-                 const std::string& step_name);
+                 const TrainingStep& step);
 
   // What results.json holds after an epoch of an unfinished run ("complete": false, no "final").
   Json partial(const std::vector<EpochMetrics>& epochs) const;

@@ -162,9 +162,18 @@ data::Batch random_batch(std::int64_t rows, std::uint64_t seed) {
   return batch;
 }
 
-TEST(LinearChainStep, Fp32FollowsAutogradThroughShortBatchesAndRateChanges) {
+// Both GEMM paths: oneDNN's primitives (where built in and native here) and ATen's at::mm (OpenBLAS for
+// fp32).
+class LinearChainFp32 : public ::testing::TestWithParam<ChainGemms> {};
+class LinearChainBf16 : public ::testing::TestWithParam<ChainGemms> {};
+
+std::string gemms_name(const ::testing::TestParamInfo<ChainGemms>& info) {
+  return info.param == ChainGemms::best ? "Best" : "Aten";
+}
+
+TEST_P(LinearChainFp32, FollowsAutogradThroughShortBatchesAndRateChanges) {
   TwinMlps twins;
-  const auto step = twins.step(ChainPrecision::fp32);
+  const auto step = twins.step(ChainPrecision::fp32, GetParam());
   const std::vector<std::pair<std::int64_t, double>> batches = {
       {64, 0.05}, {64, 0.05}, {23, 0.02}, {64, 0.1}};
   for (std::size_t i = 0; i < batches.size(); ++i) {
@@ -182,8 +191,8 @@ TEST(LinearChainStep, Fp32FollowsAutogradThroughShortBatchesAndRateChanges) {
                    0.1);  // what checkpoints save
 }
 
-// Both GEMM paths: oneDNN's primitives (where built in and native here) and ATen's at::mm.
-class LinearChainBf16 : public ::testing::TestWithParam<ChainGemms> {};
+INSTANTIATE_TEST_SUITE_P(Gemms, LinearChainFp32, ::testing::Values(ChainGemms::best, ChainGemms::aten),
+                         gemms_name);
 
 TEST_P(LinearChainBf16, TrainsAsCloseToFp32AsAutocastDoes) {
   TwinMlps twins;
@@ -208,9 +217,7 @@ TEST_P(LinearChainBf16, TrainsAsCloseToFp32AsAutocastDoes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gemms, LinearChainBf16, ::testing::Values(ChainGemms::best, ChainGemms::aten),
-                         [](const ::testing::TestParamInfo<ChainGemms>& info) {
-                           return std::string(info.param == ChainGemms::best ? "Best" : "Aten");
-                         });
+                         gemms_name);
 
 TEST(LinearChainStep, RefusesALabelOutsideTheClassesAndABatchOfTheWrongSizeBeforeTouchingAWeight) {
   TwinMlps twins;

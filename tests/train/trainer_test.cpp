@@ -111,6 +111,12 @@ TEST(Trainer, FusedSgdStepTrainsLikeTorchsOptimizer) {
   // The mlp is a straight chain of Linear layers: the fused implementation is its hand-written step.
   EXPECT_EQ(fused.report["training_step"], "linear_chain");
   EXPECT_EQ(reference.report["training_step"], "torch_optimizer");
+  // Where its GEMMs ran: oneDNN's primitives where built in and native here, else ATen's at::mm.
+  const std::string detail = fused.report["training_step_detail"].get<std::string>();
+  EXPECT_TRUE(detail.rfind("fp32 GEMMs on oneDNN's matmul primitives (", 0) == 0 ||
+              detail == "fp32 GEMMs through ATen (at::mm_out: OpenBLAS)")
+      << detail;
+  EXPECT_EQ(reference.report["training_step_detail"], "");
   const auto expected = reference.model->named_parameters();
   for (const auto& item : fused.model->named_parameters())
     EXPECT_LT((item.value() - expected[item.key()]).abs().max().item<double>(), 1e-4) << item.key();

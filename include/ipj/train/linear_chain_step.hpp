@@ -1,9 +1,10 @@
 // A hand-written training step for models that are a straight chain of Linear layers with ReLU between them
-// (the mlp; any zoo model whose layer program is flatten + linear steps), trained on the CPU by SGD with
-// momentum on cross-entropy, in fp32 or bf16: each GEMM writes into a buffer kept across steps, the
-// elementwise work runs as fused passes (bias + ReLU, ReLU mask + bias gradient, SGD + bf16 weight copy), and
-// there is no autograd graph and no autocast cast per step. The same maths as autograd + CapturableSgd up to
-// rounding. Limits: CPU, fp32 or bf16, one micro-batch per update, no step hooks (chain_step_refusal says).
+// (the mlp; any zoo model whose layer program is flatten + linear steps; a TorchScript MLP), trained on the
+// CPU by SGD with momentum on cross-entropy, in fp32 or bf16: each GEMM writes into a buffer kept across
+// steps, the elementwise work runs as fused passes (bias + ReLU, ReLU mask + bias gradient, SGD + bf16 weight
+// copy), and there is no autograd graph and no autocast cast per step. The same maths as autograd +
+// CapturableSgd up to rounding. Limits: CPU, fp32 or bf16, one micro-batch per update, no step hooks
+// (chain_step_refusal says).
 #pragma once
 
 #include <torch/types.h>
@@ -29,8 +30,8 @@ struct ChainLayer {
 };
 
 enum class ChainPrecision { fp32, bf16 };
-// Where bf16 GEMMs run: oneDNN's own primitives where built in and native here, else ATen (best), or ATen's
-// at::mm always (aten: the path of builds without libdnnl-dev, for tests and comparisons).
+// Where the GEMMs run: oneDNN's own primitives where built in and native here, else ATen (best), or ATen's
+// at::mm always (aten: OpenBLAS for fp32; the path of builds without libdnnl-dev, for tests and comparisons).
 enum class ChainGemms { best, aten };
 
 // The layers of a zoo model whose layer program is flatten then Linear steps (the last without ReLU), or

@@ -65,8 +65,10 @@ class TrainingStep {
   // Returns the micro-batch's loss and logits, or an undefined loss when the step could not take the batch
   // (a recorded CUDA graph and a short last batch: counted as dropped).
   virtual StepLoss run(const data::Batch& batch, const StepContext& context) = 0;
-  // For results: "torch_optimizer", "fused_sgd", "loss_scaling" or "cuda_graph".
+  // For results: "torch_optimizer", "fused_sgd", "loss_scaling", "cuda_graph" or "linear_chain".
   virtual const char* name() const = 0;
+  // For results' training_step_detail: where the step's own kernels run, when it chooses ("" otherwise).
+  virtual std::string detail() const { return {}; }
 };
 
 // torch::optim as it is: zero_grad(), backward, step().
