@@ -14,6 +14,7 @@
 #include <unordered_set>
 
 #include "ipj/core/log.hpp"
+#include "ipj/models/script_classifier.hpp"
 #include "ipj/train/linear_chain_step.hpp"
 
 namespace ipj::train {

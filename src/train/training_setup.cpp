@@ -9,6 +9,7 @@
 #include "ipj/core/error.hpp"
 #include "ipj/core/log.hpp"
 #include "ipj/models/registry.hpp"
+#include "ipj/models/script_classifier.hpp"
 #include "ipj/train/checkpoint.hpp"
 #include "ipj/train/linear_chain_step.hpp"
 #include "ipj/train/model_setup.hpp"

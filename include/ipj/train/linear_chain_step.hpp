@@ -15,8 +15,11 @@
 #include <vector>
 
 #include "ipj/models/classifier.hpp"
-#include "ipj/models/script_classifier.hpp"
 #include "ipj/train/training_loop.hpp"
+
+namespace ipj::models {
+class ScriptClassifier;
+}  // namespace ipj::models
 
 namespace ipj::train {
 
