@@ -4,7 +4,7 @@
 // steps, the elementwise work runs as fused passes (bias + ReLU, ReLU mask + bias gradient, SGD + bf16 weight
 // copy), and there is no autograd graph and no autocast cast per step. The same maths as autograd +
 // CapturableSgd up to rounding. Limits: CPU, fp32 or bf16, one micro-batch per update, no step hooks
-// (chain_step_refusal says).
+// (training_setup.cpp, takes_linear_chain_step, checks them before choosing this step).
 #pragma once
 
 #include <torch/types.h>
