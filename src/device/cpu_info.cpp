@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -45,6 +47,42 @@ std::uint64_t read_number_file(const std::string& path) {
 }
 
 }  // namespace
+
+std::optional<OnednnIsaCap> parse_onednn_isa_cap(const std::string& variable, const std::string& value) {
+  // oneDNN 2.x's names (it reads them in any case): whether bf16 and VNNI instructions are inside the cap.
+  // AVX2_VNNI needs the CPU's AVX-VNNI, which ipj does not probe: counted as without (7-bit int8 weights,
+  // the safe side).
+  struct Inside {
+    bool bf16;
+    bool vnni;
+  };
+  static const std::map<std::string, Inside> kCaps = {{"SSE41", {false, false}},
+                                                      {"AVX", {false, false}},
+                                                      {"AVX2", {false, false}},
+                                                      {"AVX2_VNNI", {false, false}},
+                                                      {"AVX512_MIC", {false, false}},
+                                                      {"AVX512_MIC_4OPS", {false, false}},
+                                                      {"AVX512_CORE", {false, false}},
+                                                      {"AVX512_CORE_VNNI", {false, true}},
+                                                      {"AVX512_CORE_BF16", {true, true}},
+                                                      {"AVX512_CORE_FP16", {true, true}},
+                                                      {"AVX512_CORE_AMX", {true, true}},
+                                                      {"AVX512_CORE_AMX_FP16", {true, true}},
+                                                      {"ALL", {true, true}}};
+  std::string upper = value;
+  std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
+  const auto known = kCaps.find(upper);
+  if (known == kCaps.end()) return std::nullopt;
+  return OnednnIsaCap{variable, value, known->second.bf16, known->second.vnni};
+}
+
+std::optional<OnednnIsaCap> onednn_isa_cap_from_environment() {
+  for (const char* variable : {"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"}) {
+    const char* value = std::getenv(variable);
+    if (value != nullptr && *value != '\0') return parse_onednn_isa_cap(variable, value);
+  }
+  return std::nullopt;
+}
 
 std::uint64_t available_memory_bytes() {
   std::uint64_t available = std::numeric_limits<std::uint64_t>::max();
@@ -109,15 +147,21 @@ CpuInfo probe_cpu() {
   if (info.cores <= 0) info.cores = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   if (info.logical_processors <= 0) info.logical_processors = info.cores;
   if (info.model.empty()) info.model = "unknown CPU";
+  info.onednn_cap = onednn_isa_cap_from_environment();
   return info;
 }
 
 std::vector<std::string> native_cpu_precisions(const CpuInfo& cpu) {
   std::vector<std::string> precisions{"fp32"};
-  if (cpu.has("avx512_bf16") || cpu.has("amx_bf16")) precisions.push_back("bf16");
-  if (cpu.has("avx512_fp16")) precisions.push_back("fp16");
-  if (cpu.has("avx512_vnni") || cpu.has("amx_int8")) precisions.push_back("int8");
+  const bool onednn_may_use_bf16 = !cpu.onednn_cap || cpu.onednn_cap->allows_bf16;
+  if ((cpu.has("avx512_bf16") || cpu.has("amx_bf16")) && onednn_may_use_bf16) precisions.push_back("bf16");
+  if (cpu.has("avx512_fp16") && onednn_may_use_bf16) precisions.push_back("fp16");
+  if (onednn_int8_has_vnni(cpu)) precisions.push_back("int8");
   return precisions;
+}
+
+bool onednn_int8_has_vnni(const CpuInfo& cpu) {
+  return (cpu.has("avx512_vnni") || cpu.has("amx_int8")) && (!cpu.onednn_cap || cpu.onednn_cap->allows_vnni);
 }
 
 }  // namespace ipj::device

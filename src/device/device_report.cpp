@@ -22,7 +22,13 @@ Json device_report() {
                    {"cores", cpu.cores},
                    {"logical_processors", cpu.logical_processors},
                    {"features", features},
-                   {"memory_bytes", cpu.memory_bytes}};
+                   {"memory_bytes", cpu.memory_bytes},
+                   {"onednn_isa_cap", nullptr}};
+  if (cpu.onednn_cap)
+    report["cpu"]["onednn_isa_cap"] = {{"variable", cpu.onednn_cap->variable},
+                                       {"value", cpu.onednn_cap->value},
+                                       {"allows_bf16", cpu.onednn_cap->allows_bf16},
+                                       {"allows_vnni", cpu.onednn_cap->allows_vnni}};
   report["torch"] = {{"version", torch_info.version},
                      {"onednn", torch_info.onednn},
                      {"openmp", torch_info.openmp},
@@ -69,6 +75,12 @@ std::string render_device_report(const Json& report) {
   for (const auto& [name, present] : cpu["features"].items())
     out << ' ' << name << (present ? "+" : "-");
   out << '\n';
+  if (const Json& cap = cpu["onednn_isa_cap"]; cap.is_object())
+    out << "         oneDNN capped at " << cap["value"].get<std::string>() << " by "
+        << cap["variable"].get<std::string>()
+        << (cap["allows_bf16"].get<bool>() ? "" : ": no bf16 instructions for LibTorch's bf16 kernels")
+        << (cap["allows_vnni"].get<bool>() ? "" : ", no VNNI for its int8 kernels (7-bit int8 weights)")
+        << '\n';
   const Json& torch_json = report["torch"];
   out << "LibTorch " << torch_json["version"].get<std::string>()
       << "  oneDNN=" << (torch_json["onednn"].get<bool>() ? "yes" : "no")

@@ -89,11 +89,17 @@ double variant_accuracy(const InferenceModel& model, const data::Dataset& datase
     throw;
   } catch (const std::exception& error) {
     const auto& images = dataset.test;
-    fail(ErrorCategory::invalid_input, "'" + model.path + "' cannot run on the images of '" +
-                                           dataset.directory + "' (" + std::to_string(images.channels) + "x" +
-                                           std::to_string(images.height) + "x" +
-                                           std::to_string(images.width) + "): " + error_cause(error.what()) +
-                                           "; check --data, --input-shape, --channels and --resize");
+    // bf16 runs on oneDNN's bf16 kernels, which a oneDNN cap (ONEDNN_MAX_CPU_ISA) can refuse: say so too
+    const std::string bf16_hint =
+        model.variant == Variant::bf16
+            ? "; if its fp32 variant runs, LibTorch's bf16 kernels failed here (oneDNN's bf16 support: ipj "
+              "devices, onednn_isa_cap)"
+            : "";
+    fail(ErrorCategory::invalid_input,
+         "'" + model.path + "' cannot run on the images of '" + dataset.directory + "' (" +
+             std::to_string(images.channels) + "x" + std::to_string(images.height) + "x" +
+             std::to_string(images.width) + "): " + error_cause(error.what()) + bf16_hint +
+             "; check --data, --input-shape, --channels and --resize");
   }
   const std::int64_t outputs = logits.defined() && logits.dim() == 2 ? logits.size(1) : 0;
   if (outputs > 0 && dataset.num_classes > outputs) {

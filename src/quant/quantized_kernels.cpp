@@ -29,10 +29,7 @@ ConvPacked prepack_conv(const torch::Tensor& qweight, const torch::Tensor& bias,
 }
 
 bool kernel_saturates(const std::string& engine) {
-  static const bool has_vnni = [] {
-    const device::CpuInfo cpu = device::probe_cpu();
-    return cpu.has("avx512_vnni") || cpu.has("amx_int8");
-  }();
+  static const bool has_vnni = device::onednn_int8_has_vnni(device::probe_cpu());
   return (engine == "onednn" || engine == "fbgemm") && !has_vnni;
 }
 

@@ -26,8 +26,9 @@ ConvPacked prepack_conv(const torch::Tensor& qweight, const torch::Tensor& bias,
 // the engine's kernels can use it: requantized to [-63, 63] (scales * 127 / 63) where kernel_saturates.
 torch::Tensor quantize_weight(const torch::Tensor& int8_values, const torch::Tensor& scales,
                               const std::string& engine);
-// True for oneDNN and FBGEMM on CPUs without VNNI (AVX-512 VNNI or AMX-INT8): measured on an AVX2 EPYC,
-// full-range weights gave errors of 11-18 output quanta, 7-bit weights 0.5.
+// True for oneDNN and FBGEMM on CPUs without VNNI (AVX-512 VNNI or AMX-INT8), or with oneDNN capped below
+// it (ONEDNN_MAX_CPU_ISA, device/cpu_info.hpp): measured on an AVX2 EPYC, full-range weights gave errors
+// of 11-18 output quanta, 7-bit weights 0.5.
 bool kernel_saturates(const std::string& engine);
 // qa + qb (then relu) requantized to `out`.
 torch::Tensor quantized_add(const torch::Tensor& qa, const torch::Tensor& qb, const QuantParams& out,

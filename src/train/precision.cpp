@@ -6,6 +6,7 @@
 #include "ipj/device/cpu_info.hpp"
 #include "ipj/device/torch_info.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace ipj::train {
@@ -34,7 +35,18 @@ PrecisionChoice resolve_precision(Precision requested, bool cpu_bf16_native) {
 PrecisionChoice resolve_precision_here(Precision requested, const DeviceSpec& device) {
   if (!device.cuda) {
     const device::CpuInfo cpu = device::probe_cpu();
-    return resolve_precision(requested, cpu.has("avx512_bf16") || cpu.has("amx_bf16"));
+    const auto native = device::native_cpu_precisions(cpu);
+    PrecisionChoice choice =
+        resolve_precision(requested, std::find(native.begin(), native.end(), "bf16") != native.end());
+    const bool capped =
+        (cpu.has("avx512_bf16") || cpu.has("amx_bf16")) && cpu.onednn_cap && !cpu.onednn_cap->allows_bf16;
+    if (!capped || requested == Precision::fp32) return choice;
+    const std::string cap = "this CPU has bf16 instructions, but " + cpu.onednn_cap->variable + "=" +
+                            cpu.onednn_cap->value + " keeps oneDNN (LibTorch's bf16 kernels) off them";
+    choice.reason = choice.precision == Precision::fp32
+                        ? "auto: fp32 (" + cap + ")"
+                        : "requested bf16 (" + cap + ": expect it slow or failing)";
+    return choice;
   }
   const int index = device.index < 0 ? 0 : device.index;
   const device::TorchInfo torch_info = device::probe_torch();

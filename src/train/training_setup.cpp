@@ -49,11 +49,12 @@ void probe_model(const TrainConfig& config, const models::InputShape& shape, std
   probe->forward(torch::zeros({2, shape.channels, shape.height, shape.width}));
 }
 
-// The resolved precision, or fp32 with a warning when a user's model fails under CPU autocast (LibTorch 1.13
-// has no bf16 path for some ops, e.g. nn.MultiheadAttention's): found before training, not after it.
+// The resolved precision, or fp32 with a warning when the model fails under CPU autocast (LibTorch 1.13 has
+// no bf16 path for some ops, e.g. nn.MultiheadAttention's; a oneDNN capped below bf16 by ONEDNN_MAX_CPU_ISA
+// refuses bf16 matmuls): found before training, not after it. Zoo models are probed too (a few ms).
 PrecisionChoice precision_that_runs(const TrainConfig& config, const data::Dataset& dataset) {
   PrecisionChoice choice = resolve_precision_here(config.precision, config.device);
-  if (choice.precision == Precision::fp32 || config.device.cuda || !config.model.is_file()) return choice;
+  if (choice.precision == Precision::fp32 || config.device.cuda) return choice;
   const models::InputShape shape = image_shape(dataset);
   try {
     probe_model(config, shape, dataset.num_classes, choice.precision);

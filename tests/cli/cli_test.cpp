@@ -59,6 +59,49 @@ TEST(Cli, DevicesJsonContract) {
   EXPECT_FALSE(report["mps"]["available"].get<bool>());
 }
 
+// ONEDNN_MAX_CPU_ISA below AVX512_CORE_BF16 keeps LibTorch's bf16 kernels (oneDNN) off the CPU's bf16
+// instructions: `devices` says so and drops bf16 from the native precisions, `--precision auto` trains in
+// fp32 and says why, and a requested bf16 that oneDNN then refuses falls back to fp32 before training (it
+// stopped with "internal error: could not create a primitive descriptor iterator" after the data loaded).
+TEST(Cli, AOnednnCapBelowBf16IsReportedAndTrainingRunsInFp32) {
+  const std::string capped = "ONEDNN_MAX_CPU_ISA=AVX2 " + testing::ipj_binary() + " ";
+  const auto devices = testing::run_process(capped + "devices --json");
+  ASSERT_EQ(devices.exit_code, 0) << devices.err;
+  const json report = json::parse(devices.out);
+  EXPECT_EQ(report["cpu"]["onednn_isa_cap"], json({{"variable", "ONEDNN_MAX_CPU_ISA"},
+                                                   {"value", "AVX2"},
+                                                   {"allows_bf16", false},
+                                                   {"allows_vnni", false}}));
+  for (const auto& precision : report["native_precisions"]["cpu"])
+    EXPECT_NE(precision, "bf16");
+  const auto uncapped = testing::run_process("env -u ONEDNN_MAX_CPU_ISA -u DNNL_MAX_CPU_ISA " +
+                                             testing::ipj_binary() + " devices --json");
+  ASSERT_EQ(uncapped.exit_code, 0) << uncapped.err;
+  EXPECT_TRUE(json::parse(uncapped.out)["cpu"]["onednn_isa_cap"].is_null());
+  const bool bf16_hardware = report["cpu"]["features"]["avx512_bf16"].get<bool>() ||
+                             report["cpu"]["features"]["amx_bf16"].get<bool>();
+
+  testing::TempDir dir;
+  const std::string run = "train --model mlp --epochs 1 --limit 512 --test-limit 256 --json --out ";
+  const auto automatic = testing::run_process(capped + run + dir.file("auto") + " --precision auto");
+  ASSERT_EQ(automatic.exit_code, 0) << automatic.err;
+  const json chosen = json::parse(automatic.out)["precision"];
+  EXPECT_EQ(chosen["used"], "fp32") << chosen;
+  if (bf16_hardware) {
+    EXPECT_NE(chosen["reason"].get<std::string>().find("ONEDNN_MAX_CPU_ISA=AVX2"), std::string::npos)
+        << chosen;
+  }
+
+  const auto requested = testing::run_process(capped + run + dir.file("bf16") + " --precision bf16");
+  ASSERT_EQ(requested.exit_code, 0) << requested.err;
+  const json bf16 = json::parse(requested.out)["precision"];
+  if (bf16["used"] == "fp32") {
+    EXPECT_NE(bf16["reason"].get<std::string>().find("fell back to fp32"), std::string::npos) << bf16;
+  } else {
+    EXPECT_EQ(bf16["used"], "bf16") << bf16;
+  }
+}
+
 // The BLAS record names the kernels OpenBLAS loaded and what chose them. OPENBLAS_CORETYPE is read when
 // OpenBLAS loads, so child processes show it: Prescott (SSE3 kernels) forced, or the CPU's own detected; a
 // training run's threads record names them, and its debug log gives the advice once where the CPU has better

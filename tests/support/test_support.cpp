@@ -21,6 +21,7 @@
 #include <stdexcept>
 
 #include "ipj/data/idx_reader.hpp"
+#include "ipj/device/cpu_info.hpp"
 
 namespace ipj::testing {
 
@@ -214,6 +215,11 @@ void expect_cli_failure(const ProcessResult& result, int exit_code, const std::s
   EXPECT_NE(result.err.find(fragment), std::string::npos) << result.err;
   EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
   EXPECT_TRUE(result.out.empty()) << result.out;
+}
+
+bool onednn_refuses_bf16() {
+  const device::CpuInfo cpu = device::probe_cpu();
+  return (cpu.has("avx512_bf16") || cpu.has("amx_bf16")) && cpu.onednn_cap && !cpu.onednn_cap->allows_bf16;
 }
 
 }  // namespace ipj::testing

@@ -80,6 +80,11 @@ ProcessResult ipj(const std::string& arguments);
 std::string test_source_dir();
 std::string python_path();
 
+// True where this CPU has bf16 instructions but ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA caps oneDNN below them
+// (scripts/test-as-avx2.sh): Debian's LibTorch then still routes bf16 matmuls to oneDNN, which refuses them,
+// so tests that need bf16 to run skip; a real AVX2 CPU runs them (LibTorch's own bf16 kernels).
+bool onednn_refuses_bf16();
+
 // The CLI's failure contract (gtest expectations): exit `exit_code`, exactly one line on stderr containing
 // `fragment`, nothing on stdout.
 void expect_cli_failure(const ProcessResult& result, int exit_code, const std::string& fragment);
