@@ -21,6 +21,7 @@
 #include "ipj/core/error.hpp"
 #include "ipj/core/log.hpp"
 #include "ipj/device/machine_load.hpp"
+#include "ipj/device/threading.hpp"
 #include "ipj/device/torch_warnings.hpp"
 #include "ipj/device/wait_policy.hpp"
 
@@ -164,6 +165,7 @@ int main(int argc, char** argv) {
     ::unsetenv("IPJ_REEXEC");  // children (ipj launch's ranks) see the policy set and run once
     ipj::init_logging(log_level);
     ipj::device::show_each_torch_warning_once();  // a model that warns on every forward must not flood stderr
+    ipj::device::limit_openmp_to_team();          // OMP_THREAD_LIMIT / OMP_DYNAMIC / OMP_MAX_ACTIVE_LEVELS=0
     return runner ? runner() : 0;
   } catch (const ipj::Error& error) {
     std::cerr << "ipj: error: " << error.what() << std::endl;

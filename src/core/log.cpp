@@ -3,6 +3,8 @@
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 
 #include "ipj/core/error.hpp"
@@ -20,8 +22,10 @@ void init_logging(const std::string& level) {
   std::string chosen = level;
   if (chosen.empty()) {
     const char* from_env = std::getenv("IPJ_LOG_LEVEL");
-    chosen = from_env ? from_env : "info";
+    chosen = from_env != nullptr && *from_env != '\0' ? from_env : "info";  // set but empty: the default
   }
+  std::transform(chosen.begin(), chosen.end(), chosen.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });  // DEBUG = debug
   const auto parsed = spdlog::level::from_str(chosen);
   if (parsed == spdlog::level::off && chosen != "off") {
     fail(ErrorCategory::usage,

@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "ipj/core/log.hpp"
+
 namespace ipj::device {
 namespace {
 
@@ -86,6 +88,10 @@ ThreadPlan plan_for_machine(ThreadPlanChoice choice, ThreadWorkload workload, in
     plan = plan_for(choice, workload, usable);
   }
   plan.reason = seen + ": " + plan.reason;
+  if (const OpenMpTeamLimit& limit = openmp_team_limit(); limit.threads > 0 && limit.threads < available) {
+    plan.torch_threads = std::min(plan.torch_threads, limit.threads);
+    plan.reason += "; " + limit.reason;
+  }
   plan.available_cpus = available;
   plan.quota = machine.limits.cgroup.quota;
   return plan;
@@ -115,7 +121,7 @@ Json unplanned_threads_json() {
 }
 
 void apply_thread_plan(const ThreadPlan& plan) {
-  at::set_num_threads(std::max(1, plan.torch_threads));
+  at::set_num_threads(openmp_threads_allowed(plan.torch_threads));
   set_blas_threads(plan.blas_threads);
 }
 
@@ -129,6 +135,50 @@ using SetOpenMpThreads = void (*)(int);
 using GetOpenMpThreads = int (*)();
 }  // namespace
 
+const OpenMpTeamLimit& openmp_team_limit() {
+  static const OpenMpTeamLimit limit = [] {
+    OpenMpTeamLimit found;
+    const auto thread_limit = find_loaded_symbol<GetOpenMpThreads>("omp_get_thread_limit");
+    const auto active_levels = find_loaded_symbol<GetOpenMpThreads>("omp_get_max_active_levels");
+    const auto dynamic = find_loaded_symbol<GetOpenMpThreads>("omp_get_dynamic");
+    const auto named = [](const char* variable) {
+      const char* value = std::getenv(variable);
+      return std::string(variable) + "=" + (value != nullptr ? value : "?");
+    };
+    std::string cause;
+    if (active_levels != nullptr && active_levels() == 0) {
+      found.threads = 1;
+      cause = named("OMP_MAX_ACTIVE_LEVELS") + " serialises every parallel region";
+    } else if (dynamic != nullptr && dynamic() != 0) {
+      found.threads = 1;
+      cause = named("OMP_DYNAMIC") +
+              " lets libgomp hand out fewer threads than LibTorch's oneDNN kernels split "
+              "their work for (wrong results, hangs); unset it to use more";
+    } else if (const int limit_threads = thread_limit != nullptr ? thread_limit() : 0;
+               limit_threads > 0 && limit_threads < 1 << 16) {
+      found.threads = limit_threads;
+      cause = named("OMP_THREAD_LIMIT");
+    }
+    if (found.threads > 0)
+      found.reason = cause + ": OpenMP capped at " + std::to_string(found.threads) + " thread(s)";
+    return found;
+  }();
+  return limit;
+}
+
+int openmp_threads_allowed(int requested) {
+  const int threads = std::max(1, requested);
+  const OpenMpTeamLimit& limit = openmp_team_limit();
+  return limit.threads > 0 ? std::min(threads, limit.threads) : threads;
+}
+
+void limit_openmp_to_team() {
+  const OpenMpTeamLimit& limit = openmp_team_limit();
+  if (limit.threads == 0) return;
+  if (at::get_num_threads() > limit.threads) at::set_num_threads(limit.threads);
+  if (limit.threads < read_cpu_limits().available_cpus) spdlog::warn("{}", limit.reason);
+}
+
 int caller_openmp_threads() {
   static const auto get_threads = find_loaded_symbol<GetOpenMpThreads>("omp_get_max_threads");
   return get_threads ? get_threads() : 1;
@@ -140,9 +190,10 @@ CallerOpenMpThreads::CallerOpenMpThreads(int threads) {
   // count back over the one set here
   (void)at::get_num_threads();
   const int current = caller_openmp_threads();
-  if (set_threads == nullptr || current == threads) return;
+  const int allowed = openmp_threads_allowed(threads);
+  if (set_threads == nullptr || current == allowed) return;
   previous_ = current;
-  set_threads(std::max(1, threads));
+  set_threads(allowed);
 }
 
 CallerOpenMpThreads::~CallerOpenMpThreads() {
@@ -153,7 +204,7 @@ CallerOpenMpThreads::~CallerOpenMpThreads() {
 void set_caller_openmp_threads(int threads) {
   static const auto set_threads = find_loaded_symbol<SetOpenMpThreads>("omp_set_num_threads");
   (void)at::get_num_threads();  // LibTorch's lazy per-thread init runs now, not after the setting below
-  if (set_threads != nullptr) set_threads(std::max(1, threads));
+  if (set_threads != nullptr) set_threads(openmp_threads_allowed(threads));
 }
 
 int blas_thread_count() {

@@ -99,9 +99,11 @@ std::string omp_wait_policy_description() {
     const bool known = equals_ignoring_case(policy, "active") || equals_ignoring_case(policy, "passive");
     return std::string(policy) + (known ? "" : kUnknownToLibgomp) + who;
   }
-  if (const char* spins = std::getenv("GOMP_SPINCOUNT"))
-    return "spin, then sleep: GOMP_SPINCOUNT=" + std::string(spins) +
-           (is_spin_count(spins) ? "" : kUnknownToLibgomp) + who;
+  if (const char* spins = std::getenv("GOMP_SPINCOUNT")) {
+    const bool no_spin = is_spin_count(spins) && std::strspn(spins, "0") == std::strlen(spins);
+    return std::string(no_spin ? "sleep at once (no spin): " : "spin, then sleep: ") +
+           "GOMP_SPINCOUNT=" + spins + (is_spin_count(spins) ? "" : kUnknownToLibgomp) + who;
+  }
   return "unset (libgomp default: spin, then sleep)";
 }
 

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -79,9 +80,18 @@ std::optional<fs::path> find_package() {
 class TemporaryFolder {
  public:
   TemporaryFolder() {
-    std::string pattern = (fs::temp_directory_path() / "ipj-onnxruntime-XXXXXX").string();
+    std::error_code error;
+    const fs::path parent = fs::temp_directory_path(error);  // $TMPDIR, else /tmp
+    if (error) {
+      const char* tmpdir = std::getenv("TMPDIR");
+      fail(ErrorCategory::io, "no folder for ONNX Runtime's temporary files: TMPDIR='" +
+                                  std::string(tmpdir != nullptr ? tmpdir : "") + "' (" + error.message() +
+                                  "); point TMPDIR at an existing writable folder, or unset it");
+    }
+    std::string pattern = (parent / "ipj-onnxruntime-XXXXXX").string();
     if (::mkdtemp(pattern.data()) == nullptr)
-      fail(ErrorCategory::io, "cannot create a temporary folder under " + fs::temp_directory_path().string());
+      fail(ErrorCategory::io, "cannot create a temporary folder under " + parent.string() + " (" +
+                                  std::strerror(errno) + "); point TMPDIR at a writable folder");
     path_ = pattern;
   }
   ~TemporaryFolder() {

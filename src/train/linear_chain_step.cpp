@@ -107,7 +107,8 @@ class LinearChainStep : public TrainingStep {
   }
   std::int64_t classes() const { return layers_.back().weight.size(0); }
   static int gemm_thread_count() {
-    return std::max(device::caller_openmp_threads(), device::blas_thread_count());
+    return device::openmp_threads_allowed(
+        std::max(device::caller_openmp_threads(), device::blas_thread_count()));
   }
 
   float* velocity_of(const torch::Tensor& parameter) const {

@@ -213,6 +213,11 @@ TEST(Cli, BadFlagsExitTwoNamingTheFlag) {
   testing::expect_cli_failure(ipj("train --precision fp8 --no-save"), 2, "--precision");
   testing::expect_cli_failure(ipj("frobnicate"), 2, "frobnicate");
   testing::expect_cli_failure(ipj("train --device gpu --no-save"), 2, "--device");
+  // IPJ_LOG_LEVEL: set but empty is the default, any case is read, a wrong value is named
+  const std::string devices = " " + testing::ipj_binary() + " devices --json";
+  EXPECT_EQ(testing::run_process("IPJ_LOG_LEVEL=" + devices).exit_code, 0);
+  EXPECT_EQ(testing::run_process("IPJ_LOG_LEVEL=DEBUG" + devices).exit_code, 0);
+  testing::expect_cli_failure(testing::run_process("IPJ_LOG_LEVEL=loud" + devices), 2, "'loud'");
 }
 
 TEST(Cli, CudaDeviceOnACpuOnlyBuildIsUnsupported) {
@@ -558,6 +563,44 @@ TEST(CliThreads, TrainAndBenchSayWhichPlanRanWhyAndHowBusyTheMachineWas) {
   testing::expect_cli_failure(ipj(bench + " --thread-plan fastest"), 2, "--thread-plan");
 }
 
+// OpenMP settings under which libgomp hands a parallel region fewer threads than omp_get_max_threads() says
+// (OMP_THREAD_LIMIT, OMP_DYNAMIC=true, OMP_MAX_ACTIVE_LEVELS=0): LibTorch's oneDNN kernels split their work
+// for the count asked, so before ipj capped its plan a cnn's training hung in convolution_backward, an mlp
+// trained to NaN and static int8 answered 0.15 where it answers 0.66 (a hostile pass, 2026-12-07). Now the
+// plan is capped, results say why, and the answers are those of a one-thread run.
+TEST(CliThreads, OpenMpSettingsThatShrinkTheTeamCapThePlanInsteadOfBreakingKernels) {
+  testing::TempDir dir;
+  const std::string train =
+      " train --model cnn --limit 1000 --test-limit 300 --epochs 1 --lr 0.05 --no-energy "
+      "--quiet --json --out ";
+  const auto one_thread = ipj(train + dir.file("one") + " --threads 1");
+  ASSERT_EQ(one_thread.exit_code, 0) << one_thread.err;
+  const auto limited = testing::run_process("timeout 300 env OMP_THREAD_LIMIT=1 " + testing::ipj_binary() +
+                                            train + dir.file("lim"));
+  ASSERT_EQ(limited.exit_code, 0) << limited.err;  // 124: the hang is back
+  const json capped = json::parse(limited.out);
+  EXPECT_EQ(capped["threads"]["torch"], 1);
+  const bool lowered = capped["threads"]["available_cpus"].get<int>() > 1;
+  EXPECT_EQ(capped["threads"]["reason"].get<std::string>().find("OMP_THREAD_LIMIT=1: OpenMP capped at 1") !=
+                std::string::npos,
+            lowered)
+      << capped["threads"];
+  EXPECT_EQ(limited.err.find("OMP_THREAD_LIMIT=1") != std::string::npos, lowered) << limited.err;
+  EXPECT_NEAR(capped["final"]["test_acc"].get<double>(),
+              json::parse(one_thread.out)["final"]["test_acc"].get<double>(), 0.01);
+
+  const std::string bench = " bench --model " + dir.file("one") +
+                            " --variants int8-static --batch 8 --window-s 0.02 --max-windows 2 --no-energy "
+                            "--test-limit 300 --quiet --json";
+  const auto plain = ipj(bench);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const auto dynamic =
+      testing::run_process("timeout 300 env OMP_DYNAMIC=true " + testing::ipj_binary() + bench);
+  ASSERT_EQ(dynamic.exit_code, 0) << dynamic.err;
+  EXPECT_NEAR(json::parse(dynamic.out)["rows"][0]["test_acc"].get<double>(),
+              json::parse(plain.out)["rows"][0]["test_acc"].get<double>(), 0.02);
+}
+
 // libgomp reads its wait settings before main(): unless the user set them, ipj starts itself again with the
 // policy chosen from the load at start (a short spin when quiet, passive when busy) or IPJ_WAIT_POLICY's.
 TEST(CliThreads, TrainRunsWithTheWaitPolicyIpjChoseUnlessTheUserChoseOne) {
@@ -610,6 +653,9 @@ TEST(CliThreads, TrainRunsWithTheWaitPolicyIpjChoseUnlessTheUserChoseOne) {
   EXPECT_EQ(garbage["omp_wait_policy"],
             "spin, then sleep: GOMP_SPINCOUNT=abc (not a value libgomp knows: it runs its default, spin then "
             "sleep) (set by the user)");
+  // GOMP_SPINCOUNT=0 is no spin at all (it read "spin, then sleep" before a hostile pass, 12-07)
+  EXPECT_EQ(threads_of("GOMP_SPINCOUNT=0")["omp_wait_policy"],
+            "sleep at once (no spin): GOMP_SPINCOUNT=0 (set by the user)");
   const auto ignored = testing::run_process(unset + "GOMP_SPINCOUNT=500 IPJ_WAIT_POLICY=passive " +
                                             testing::ipj_binary() + train);
   EXPECT_NE(ignored.err.find("IPJ_WAIT_POLICY=passive not applied"), std::string::npos) << ignored.err;

@@ -455,6 +455,15 @@ TEST(ExportCli, JsonReportAndHelp) {
                            testing::trained_checkpoint("mlp") + " --out " + out + " --verify --json");
   ASSERT_EQ(unavailable.exit_code, 0) << unavailable.err;
   EXPECT_EQ(Json::parse(unavailable.out)["verify"]["status"], "unavailable");
+  // a TMPDIR that is not a folder is named (it read "No such file or directory: ''" before a hostile pass)
+  const auto bad_tmpdir =
+      testing::run_process("TMPDIR=/nonexistent/dir " + testing::ipj_binary() + " export --model " +
+                           testing::trained_checkpoint("mlp") + " --out " + out + " --verify --json");
+  if (bad_tmpdir.exit_code == 0) {  // no ONNX Runtime here: nothing needed a temporary folder
+    EXPECT_EQ(Json::parse(bad_tmpdir.out)["verify"]["status"], "unavailable");
+  } else {
+    testing::expect_cli_failure(bad_tmpdir, 4, "TMPDIR='/nonexistent/dir'");
+  }
 }
 
 }  // namespace

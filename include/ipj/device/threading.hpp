@@ -98,6 +98,22 @@ class CallerOpenMpThreads {
 // The calling thread's OpenMP thread count (1 without an OpenMP runtime).
 int caller_openmp_threads();
 
+// The threads libgomp really gives a parallel region when the user's OpenMP settings cap it below what
+// omp_get_max_threads() reports, which LibTorch's oneDNN kernels split their work for: handed fewer, they
+// answered wrong (static int8 accuracy 0.15 against 0.66), trained to NaN or hung (a hostile pass, 12-07).
+// OMP_THREAD_LIMIT=N: N; OMP_MAX_ACTIVE_LEVELS=0: 1 (every region serialised); OMP_DYNAMIC=true: 1 (libgomp
+// may hand out fewer at any region). Read once; `threads` 0 where nothing caps.
+struct OpenMpTeamLimit {
+  int threads = 0;
+  std::string reason;  // e.g. "OMP_THREAD_LIMIT=1 caps OpenMP at 1 thread(s)"
+};
+const OpenMpTeamLimit& openmp_team_limit();
+// `requested` OpenMP threads, lowered to the team limit.
+int openmp_threads_allowed(int requested);
+// At process start: ATen's pool lowered to the team limit (with one warning), so commands that plan no
+// threads also run their kernels within it.
+void limit_openmp_to_team();
+
 // Sets the calling thread's OpenMP thread count for good (ATen's pool and oneDNN on this thread), after
 // LibTorch's own per-thread first-use setting (which would otherwise overwrite it later). Unlike
 // at::set_num_threads it leaves LibTorch's shared pthreadpool alone: safe while other threads run models.
