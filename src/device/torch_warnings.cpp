@@ -26,7 +26,11 @@ class ShowOnceHandler : public compat::WarningHandlerBase {
       const std::lock_guard<std::mutex> lock(mutex_);
       if (!shown_.insert(key).second) return;
     }
-    spdlog::warn("LibTorch: {} (repeats of this warning are not shown)", message);
+    // A warning raised from a caught c10::Error (e.g. OMP_NUM_THREADS=0) carries its C++ backtrace: 13 frames
+    // on stderr for one bad variable. Shown without it; the whole message at debug level.
+    const std::size_t backtrace = message.find("\nException raised from ");
+    if (backtrace != std::string::npos) spdlog::debug("LibTorch: {}", message);
+    spdlog::warn("LibTorch: {} (repeats of this warning are not shown)", message.substr(0, backtrace));
   }
 
  private:
