@@ -21,6 +21,7 @@
 #include "ipj/core/error.hpp"
 #include "ipj/core/log.hpp"
 #include "ipj/device/machine_load.hpp"
+#include "ipj/device/openmp_binding.hpp"
 #include "ipj/device/threading.hpp"
 #include "ipj/device/torch_warnings.hpp"
 #include "ipj/device/wait_policy.hpp"
@@ -109,6 +110,8 @@ void settle_second_start_marks(char** argv) {
 int main(int argc, char** argv) {
   ipj::install_crash_report("ipj");
   settle_second_start_marks(argv);
+  // Before any thread starts: OMP_PROC_BIND pinned this thread to one OpenMP place at load
+  const auto& binding = ipj::device::widen_threads_bound_by_openmp();
   CLI::App app{
       "ipj - intelligence per joule: train and serve deep-learning models with less energy, and measure it.\n"
       "Example: ipj train --model mlp --epochs 2 --json"};
@@ -166,6 +169,7 @@ int main(int argc, char** argv) {
     ipj::init_logging(log_level);
     ipj::device::show_each_torch_warning_once();  // a model that warns on every forward must not flood stderr
     ipj::device::limit_openmp_to_team();          // OMP_THREAD_LIMIT / OMP_DYNAMIC / OMP_MAX_ACTIVE_LEVELS=0
+    if (!binding.reason.empty()) spdlog::info("{}", binding.reason);
     return runner ? runner() : 0;
   } catch (const ipj::Error& error) {
     std::cerr << "ipj: error: " << error.what() << std::endl;

@@ -2,6 +2,7 @@
 // /proc/loadavg, cgroup cpu.stat). Every reading is optional: a missing or unreadable file leaves the figure
 // empty rather than failing a run.
 #include "ipj/device/machine_load.hpp"
+#include "ipj/device/openmp_binding.hpp"
 
 #include <sched.h>
 #include <time.h>
@@ -230,6 +231,7 @@ int available_cpus(int affinity_cpus, std::optional<double> quota) {
 }
 
 CpuLimits read_cpu_limits() {
+  (void)widen_threads_bound_by_openmp();  // else OMP_PROC_BIND leaves this thread one place's CPUs
   CpuLimits limits;
   cpu_set_t set;
   CPU_ZERO(&set);

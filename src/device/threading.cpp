@@ -1,6 +1,7 @@
 // Applying thread plans to ATen and (through dlsym, no link-time dependency) OpenBLAS and OpenMP.
 #include "ipj/device/threading.hpp"
 #include "ipj/device/blas_info.hpp"
+#include "ipj/device/openmp_binding.hpp"
 #include "ipj/device/wait_policy.hpp"
 
 #include <ATen/Parallel.h>
@@ -92,6 +93,8 @@ ThreadPlan plan_for_machine(ThreadPlanChoice choice, ThreadWorkload workload, in
     plan.torch_threads = std::min(plan.torch_threads, limit.threads);
     plan.reason += "; " + limit.reason;
   }
+  if (const auto& binding = widen_threads_bound_by_openmp(); !binding.reason.empty())
+    plan.reason += "; " + binding.reason;
   plan.available_cpus = available;
   plan.quota = machine.limits.cgroup.quota;
   return plan;

@@ -601,6 +601,34 @@ TEST(CliThreads, OpenMpSettingsThatShrinkTheTeamCapThePlanInsteadOfBreakingKerne
               json::parse(plain.out)["rows"][0]["test_acc"].get<double>(), 0.02);
 }
 
+// OMP_PROC_BIND (HPC guides recommend it) makes libgomp pin the main thread to OpenMP place 0 at load, and
+// every thread started after it inherits that: before ipj widened them, OMP_PROC_BIND=true OMP_PLACES=cores
+// gave "1 CPU(s) available" on a 2-CPU machine and the mlp trained at the one-CPU speed (46k vs 77k
+// samples/s). Binding that names fewer CPUs (taskset, GOMP_CPU_AFFINITY) is the user's limit and stays.
+TEST(CliThreads, OpenMpBindingDoesNotShrinkTheMachineToOnePlace) {
+  const std::string train =
+      " train --model mlp --limit 500 --test-limit 100 --epochs 1 --no-energy --no-save --quiet --json";
+  const auto threads_under = [&](const std::string& environment) {
+    const auto result =
+        testing::run_process("timeout 300 " + environment + " " + testing::ipj_binary() + train);
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    return result.exit_code == 0 ? json::parse(result.out)["threads"] : json{{"available_cpus", 0}};
+  };
+  const int unbound = threads_under("env")["available_cpus"];
+  for (const char* binding :
+       {"OMP_PROC_BIND=true OMP_PLACES=cores", "OMP_PROC_BIND=spread OMP_PLACES=threads"}) {
+    const json bound = threads_under(std::string("env ") + binding);
+    EXPECT_EQ(bound["available_cpus"], unbound) << binding << ": " << bound;
+    EXPECT_EQ(
+        bound.value("reason", "").find(std::string(binding) + " bound the main thread") != std::string::npos,
+        unbound > 1)
+        << bound;
+  }
+  const json one_place = threads_under("env GOMP_CPU_AFFINITY=0");
+  EXPECT_EQ(one_place["available_cpus"], 1) << one_place;
+  EXPECT_EQ(one_place.value("reason", "").find("bound the main thread"), std::string::npos) << one_place;
+}
+
 // libgomp reads its wait settings before main(): unless the user set them, ipj starts itself again with the
 // policy chosen from the load at start (a short spin when quiet, passive when busy) or IPJ_WAIT_POLICY's.
 TEST(CliThreads, TrainRunsWithTheWaitPolicyIpjChoseUnlessTheUserChoseOne) {

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "ipj/device/machine_load.hpp"
+#include "ipj/device/openmp_binding.hpp"
 #include "ipj/device/threading.hpp"
 #include "support/test_support.hpp"
 
@@ -231,6 +232,18 @@ TEST(MachineThreadPlans, QuotaCapsThePlanAndExplicitThreadsOrPythonPlanAreKept) 
   for (const char* key : {"plan", "reason", "available_cpus", "quota", "torch", "blas"})
     EXPECT_TRUE(json.contains(key)) << key;
   EXPECT_TRUE(to_json(python)["quota"].is_null());
+}
+
+// OMP_PROC_BIND leaves the main thread one place; its threads widen to every place's CPU, never beyond them.
+TEST(OpenMpBinding, BoundThreadsWidenToTheUnionOfThePlacesOnly) {
+  EXPECT_EQ(cpus_to_widen_to({0}, {{0}, {1}, {2, 3}}), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(cpus_to_widen_to({4, 5}, {{4, 5}, {6, 7}}), (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_TRUE(cpus_to_widen_to({0, 1}, {{0}, {1}}).empty());  // already on every place
+  EXPECT_TRUE(cpus_to_widen_to({0, 1, 2}, {{1}}).empty());    // the places name fewer CPUs: the user's limit
+  EXPECT_TRUE(cpus_to_widen_to({0}, {}).empty());             // binding off: no places
+  EXPECT_EQ(cpu_list_text({3, 0, 1, 2, 6, 8, 9, 6}), "0-3,6,8-9");
+  EXPECT_EQ(cpu_list_text({5}), "5");
+  EXPECT_EQ(cpu_list_text({}), "");
 }
 
 TEST(MachineLoad, SamplerSeesThisProcesssOwnWork) {
