@@ -1,6 +1,8 @@
 // Assembles the `ipj devices` report and its human rendering.
 #include "ipj/device/device_report.hpp"
 
+#include <cstdlib>
+
 #include <sstream>
 
 #include "ipj/device/blas_info.hpp"
@@ -9,6 +11,15 @@
 #include "ipj/device/torch_info.hpp"
 
 namespace ipj::device {
+namespace {
+
+// ATEN_CPU_CAPABILITY as the user set it (LibTorch 1.13 takes avx2 | avx512 | default, lower case), or null.
+Json aten_capability_setting() {
+  const char* value = std::getenv("ATEN_CPU_CAPABILITY");
+  return value != nullptr ? Json(std::string("ATEN_CPU_CAPABILITY=") + value) : Json(nullptr);
+}
+
+}  // namespace
 
 Json device_report() {
   const CpuInfo cpu = probe_cpu();
@@ -34,6 +45,8 @@ Json device_report() {
                      {"openmp", torch_info.openmp},
                      {"mkl", torch_info.mkl},
                      {"intra_op_threads", torch_info.intra_op_threads},
+                     {"cpu_kernels", torch_info.cpu_kernels},
+                     {"cpu_kernels_set_by", aten_capability_setting()},
                      {"blas_threads", blas_thread_count()},
                      {"quantized_engines", torch_info.quantized_engines},
                      {"cuda_built", torch_info.cuda_built}};
@@ -88,6 +101,10 @@ std::string render_device_report(const Json& report) {
       << "  MKL=" << (torch_json["mkl"].get<bool>() ? "yes" : "no") << "  quantized engines:";
   for (const auto& engine : torch_json["quantized_engines"])
     out << ' ' << engine.get<std::string>();
+  out << "\nKernels  ATen " << torch_json["cpu_kernels"].get<std::string>()
+      << (torch_json["cpu_kernels_set_by"].is_null()
+              ? std::string(" (LibTorch's choice for this CPU)")
+              : " (" + torch_json["cpu_kernels_set_by"].get<std::string>() + ")");
   out << "\nThreads  ATen " << torch_json["intra_op_threads"].get<int>() << ", OpenBLAS "
       << torch_json["blas_threads"].get<int>() << '\n';
   const Json& blas = report["blas"];

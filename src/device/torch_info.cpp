@@ -3,6 +3,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <ATen/Version.h>
 #include <c10/core/QEngine.h>
 #include <torch/cuda.h>
 
@@ -21,6 +22,7 @@ TorchInfo probe_torch() {
   info.openmp = at::hasOpenMP();
   info.mkl = at::hasMKL();
   info.intra_op_threads = at::get_num_threads();
+  info.cpu_kernels = cpu_kernels_in(at::show_config());  // LibTorch exports no getter for it
   for (const at::QEngine engine : at::globalContext().supportedQEngines()) {
     if (engine == at::QEngine::NoQEngine) continue;
     info.quantized_engines.push_back(c10::toString(engine));
@@ -45,6 +47,15 @@ TorchInfo probe_torch() {
   }
 #endif
   return info;
+}
+
+std::string cpu_kernels_in(const std::string& show_config_text) {
+  const std::string key = "CPU capability usage: ";
+  const std::size_t start = show_config_text.find(key);
+  if (start == std::string::npos) return "";
+  const std::size_t value = start + key.size();
+  const std::size_t end = show_config_text.find('\n', value);
+  return show_config_text.substr(value, end == std::string::npos ? std::string::npos : end - value);
 }
 
 std::vector<std::string> usable_devices(const TorchInfo& torch_info) {

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ipj/core/atomic_file.hpp"
+#include "ipj/device/torch_info.hpp"
 #include "support/test_support.hpp"
 
 namespace ipj {
@@ -57,6 +58,27 @@ TEST(Cli, DevicesJsonContract) {
   EXPECT_FALSE(report["torch"]["version"].get<std::string>().empty());
   EXPECT_TRUE(report["cuda"].is_array());
   EXPECT_FALSE(report["mps"]["available"].get<bool>());
+}
+
+// ATen's vectorised kernels: what LibTorch chose (Debian's 1.13 picks AVX2 on an AVX-512 CPU unless
+// ATEN_CPU_CAPABILITY=avx512), the same answer Python torch gives under the same environment.
+TEST(Cli, DevicesNameAtensCpuKernelsAsPythonTorchDoes) {
+  for (const std::string setting : {"", "ATEN_CPU_CAPABILITY=default", "ATEN_CPU_CAPABILITY=avx2"}) {
+    const std::string environment = "env -u ATEN_CPU_CAPABILITY " + setting + " ";
+    const auto devices = testing::run_process(environment + testing::ipj_binary() + " devices --json");
+    ASSERT_EQ(devices.exit_code, 0) << devices.err;
+    const json torch_json = json::parse(devices.out)["torch"];
+    const auto python = testing::run_process(
+        environment + testing::python_path() +
+        " -c \"import torch; print([l.split(': ')[1] for l in torch.__config__.show().splitlines() "
+        "if 'CPU capability usage' in l][0])\"");
+    ASSERT_EQ(python.exit_code, 0) << python.err;
+    EXPECT_EQ(torch_json["cpu_kernels"].get<std::string>() + "\n", python.out) << setting;
+    EXPECT_EQ(torch_json["cpu_kernels_set_by"], setting.empty() ? json(nullptr) : json(setting));
+  }
+  EXPECT_EQ(device::cpu_kernels_in("  - OpenMP 201511\n  - CPU capability usage: AVX512\n  - Build"),
+            "AVX512");
+  EXPECT_EQ(device::cpu_kernels_in("no such line"), "");
 }
 
 // ONEDNN_MAX_CPU_ISA below AVX512_CORE_BF16 keeps LibTorch's bf16 kernels (oneDNN) off the CPU's bf16
