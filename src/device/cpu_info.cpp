@@ -160,6 +160,10 @@ std::vector<std::string> native_cpu_precisions(const CpuInfo& cpu) {
   return precisions;
 }
 
+bool bf16_held_back_by_onednn_cap(const CpuInfo& cpu) {
+  return (cpu.has("avx512_bf16") || cpu.has("amx_bf16")) && cpu.onednn_cap && !cpu.onednn_cap->allows_bf16;
+}
+
 bool onednn_int8_has_vnni(const CpuInfo& cpu) {
   return (cpu.has("avx512_vnni") || cpu.has("amx_int8")) && (!cpu.onednn_cap || cpu.onednn_cap->allows_vnni);
 }

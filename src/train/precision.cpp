@@ -38,9 +38,7 @@ PrecisionChoice resolve_precision_here(Precision requested, const DeviceSpec& de
     const auto native = device::native_cpu_precisions(cpu);
     PrecisionChoice choice =
         resolve_precision(requested, std::find(native.begin(), native.end(), "bf16") != native.end());
-    const bool capped =
-        (cpu.has("avx512_bf16") || cpu.has("amx_bf16")) && cpu.onednn_cap && !cpu.onednn_cap->allows_bf16;
-    if (!capped || requested == Precision::fp32) return choice;
+    if (!device::bf16_held_back_by_onednn_cap(cpu) || requested == Precision::fp32) return choice;
     const std::string cap = "this CPU has bf16 instructions, but " + cpu.onednn_cap->variable + "=" +
                             cpu.onednn_cap->value + " keeps oneDNN (LibTorch's bf16 kernels) off them";
     choice.reason = choice.precision == Precision::fp32

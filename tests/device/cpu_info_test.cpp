@@ -53,11 +53,14 @@ TEST(OnednnIsaCap, ACapTakesOutOfTheNativePrecisionsWhatItKeepsOneDnnFrom) {
   capped.onednn_cap = parse_onednn_isa_cap("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_VNNI");
   EXPECT_EQ(native_cpu_precisions(capped), (Precisions{"fp32", "int8"}));
   EXPECT_TRUE(onednn_int8_has_vnni(capped));
+  EXPECT_TRUE(bf16_held_back_by_onednn_cap(capped));
+  EXPECT_FALSE(bf16_held_back_by_onednn_cap(bf16_cpu));  // no cap
   capped.onednn_cap = parse_onednn_isa_cap("ONEDNN_MAX_CPU_ISA", "avx2");
   EXPECT_EQ(native_cpu_precisions(capped), (Precisions{"fp32"}));
   EXPECT_FALSE(onednn_int8_has_vnni(capped));
   capped.onednn_cap = parse_onednn_isa_cap("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16");
   EXPECT_EQ(native_cpu_precisions(capped), (Precisions{"fp32", "bf16", "int8"}));
+  EXPECT_FALSE(bf16_held_back_by_onednn_cap(capped));  // the cap reaches bf16
   // AMX-BF16 counts as bf16 hardware, and a cap below it removes it the same way
   CpuInfo amx = cpu_with({{"amx_bf16", true}});
   EXPECT_EQ(native_cpu_precisions(amx), (Precisions{"fp32", "bf16"}));
@@ -66,6 +69,9 @@ TEST(OnednnIsaCap, ACapTakesOutOfTheNativePrecisionsWhatItKeepsOneDnnFrom) {
   // an AVX2-only CPU has no bf16 or VNNI with or without a cap
   EXPECT_EQ(native_cpu_precisions(cpu_with({{"avx2", true}})), (Precisions{"fp32"}));
   EXPECT_FALSE(onednn_int8_has_vnni(cpu_with({{"avx2", true}})));
+  CpuInfo avx2_capped = cpu_with({{"avx2", true}});
+  avx2_capped.onednn_cap = parse_onednn_isa_cap("ONEDNN_MAX_CPU_ISA", "AVX2");
+  EXPECT_FALSE(bf16_held_back_by_onednn_cap(avx2_capped));  // nothing to hold back
 }
 
 }  // namespace ipj::device

@@ -218,8 +218,7 @@ void expect_cli_failure(const ProcessResult& result, int exit_code, const std::s
 }
 
 bool onednn_refuses_bf16() {
-  const device::CpuInfo cpu = device::probe_cpu();
-  return (cpu.has("avx512_bf16") || cpu.has("amx_bf16")) && cpu.onednn_cap && !cpu.onednn_cap->allows_bf16;
+  return device::bf16_held_back_by_onednn_cap(device::probe_cpu());
 }
 
 }  // namespace ipj::testing

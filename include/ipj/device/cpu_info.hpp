@@ -54,5 +54,8 @@ std::vector<std::string> native_cpu_precisions(const CpuInfo& cpu);
 // VNNI (or AMX-INT8) instructions that LibTorch's oneDNN int8 kernels may use here: without them x86 int8
 // kernels sum u8 x s8 pairs in saturating 16 bits (quant/quantized_kernels.hpp).
 bool onednn_int8_has_vnni(const CpuInfo& cpu);
+// bf16 instructions (AVX512_BF16 or AMX-BF16) that a oneDNN cap below AVX512_CORE_BF16 keeps LibTorch's bf16
+// kernels off (then cpu.onednn_cap is set).
+bool bf16_held_back_by_onednn_cap(const CpuInfo& cpu);
 
 }  // namespace ipj::device
