@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <new>
 #include <optional>
@@ -102,7 +103,12 @@ void settle_second_start_marks(char** argv) {
     return;
   }
   const std::string name = std::filesystem::path(argv[0]).filename().string().substr(0, 15);
-  if (!name.empty()) ::prctl(PR_SET_NAME, name.c_str(), 0, 0, 0);
+  if (name.empty()) return;
+  ::prctl(PR_SET_NAME, name.c_str(), 0, 0, 0);
+  // Threads the libraries started while loading (OpenBLAS's pool) took the name "exe" too (top -H shows them)
+  std::error_code ignored;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ignored))
+    std::ofstream(task.path() / "comm") << name;
 }
 
 }  // namespace
@@ -169,7 +175,7 @@ int main(int argc, char** argv) {
     ipj::init_logging(log_level);
     ipj::device::show_each_torch_warning_once();  // a model that warns on every forward must not flood stderr
     ipj::device::limit_openmp_to_team();          // OMP_THREAD_LIMIT / OMP_DYNAMIC / OMP_MAX_ACTIVE_LEVELS=0
-    if (!binding.reason.empty()) spdlog::info("{}", binding.reason);
+    if (!binding.reason.empty()) spdlog::debug("{}", binding.reason);  // results' threads.reason has it
     return runner ? runner() : 0;
   } catch (const ipj::Error& error) {
     std::cerr << "ipj: error: " << error.what() << std::endl;

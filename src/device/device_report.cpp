@@ -1,6 +1,8 @@
 // Assembles the `ipj devices` report and its human rendering.
 #include "ipj/device/device_report.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 
 #include <sstream>
@@ -13,10 +15,27 @@
 namespace ipj::device {
 namespace {
 
-// ATEN_CPU_CAPABILITY as the user set it (LibTorch 1.13 takes avx2 | avx512 | default, lower case), or null.
-Json aten_capability_setting() {
+// ATEN_CPU_CAPABILITY as the user set it, when LibTorch took it: the value, in lower case as LibTorch reads
+// it, names the level it reports (LibTorch ignores other values with a warning and picks for the CPU).
+struct AtenCapabilitySetting {
+  Json set_by = nullptr;   // "ATEN_CPU_CAPABILITY=avx2" when LibTorch took it
+  Json ignored = nullptr;  // the setting when LibTorch ignored it
+};
+
+AtenCapabilitySetting aten_capability_setting(const std::string& kernels) {
+  AtenCapabilitySetting setting;
   const char* value = std::getenv("ATEN_CPU_CAPABILITY");
-  return value != nullptr ? Json(std::string("ATEN_CPU_CAPABILITY=") + value) : Json(nullptr);
+  if (value == nullptr) return setting;
+  const std::string text = value, named = "ATEN_CPU_CAPABILITY=" + text;
+  std::string upper = text;
+  std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
+  const bool names_level =
+      upper == kernels || (text == "default" && (kernels == "NO AVX" || kernels == "DEFAULT"));
+  const bool taken = !text.empty() && std::none_of(text.begin(), text.end(), [](unsigned char c) {
+    return std::isupper(c);
+  }) && names_level;
+  (taken ? setting.set_by : setting.ignored) = named;
+  return setting;
 }
 
 }  // namespace
@@ -40,13 +59,15 @@ Json device_report() {
                                        {"value", cpu.onednn_cap->value},
                                        {"allows_bf16", cpu.onednn_cap->allows_bf16},
                                        {"allows_vnni", cpu.onednn_cap->allows_vnni}};
+  const AtenCapabilitySetting aten_setting = aten_capability_setting(torch_info.cpu_kernels);
   report["torch"] = {{"version", torch_info.version},
                      {"onednn", torch_info.onednn},
                      {"openmp", torch_info.openmp},
                      {"mkl", torch_info.mkl},
                      {"intra_op_threads", torch_info.intra_op_threads},
                      {"cpu_kernels", torch_info.cpu_kernels},
-                     {"cpu_kernels_set_by", aten_capability_setting()},
+                     {"cpu_kernels_set_by", aten_setting.set_by},
+                     {"cpu_kernels_ignored_setting", aten_setting.ignored},
                      {"blas_threads", blas_thread_count()},
                      {"quantized_engines", torch_info.quantized_engines},
                      {"cuda_built", torch_info.cuda_built}};
@@ -103,7 +124,11 @@ std::string render_device_report(const Json& report) {
     out << ' ' << engine.get<std::string>();
   out << "\nKernels  ATen " << torch_json["cpu_kernels"].get<std::string>()
       << (torch_json["cpu_kernels_set_by"].is_null()
-              ? std::string(" (LibTorch's choice for this CPU)")
+              ? std::string(" (LibTorch's choice for this CPU") +
+                    (torch_json["cpu_kernels_ignored_setting"].is_null()
+                         ? std::string(")")
+                         : "; " + torch_json["cpu_kernels_ignored_setting"].get<std::string>() +
+                               " ignored: LibTorch reads avx2, avx512 or default, in lower case)")
               : " (" + torch_json["cpu_kernels_set_by"].get<std::string>() + ")");
   out << "\nThreads  ATen " << torch_json["intra_op_threads"].get<int>() << ", OpenBLAS "
       << torch_json["blas_threads"].get<int>() << '\n';

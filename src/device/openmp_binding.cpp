@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -58,13 +59,35 @@ std::vector<int> process_thread_ids() {
   return ids;
 }
 
-// Which variable asked for the binding, as the user wrote it, for the message.
+// The variables that asked for the binding, as the user wrote them: OMP_PROC_BIND and GOMP_CPU_AFFINITY, else
+// OMP_PLACES (binding without OMP_PROC_BIND); OMP_PLACES's places are then given as libgomp parsed them (an
+// invalid OMP_PLACES falls back to libgomp's default places, which its own warning says).
 std::string binding_setting() {
   std::string text;
-  for (const char* name : {"OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY"})
+  for (const char* name : {"OMP_PROC_BIND", "GOMP_CPU_AFFINITY"})
     if (const char* value = std::getenv(name))
       text += (text.empty() ? "" : " ") + std::string(name) + "=" + value;
+  if (const char* places = std::getenv("OMP_PLACES"); text.empty() && places != nullptr)
+    text = std::string("OMP_PLACES=") + places;
   return text.empty() ? "OpenMP binding" : text;
+}
+
+std::string places_text(const std::vector<std::vector<int>>& places) {
+  std::string text;
+  for (const auto& place : places)
+    text += (text.empty() ? "{" : ",{") + cpu_list_text(place) + "}";
+  return text;
+}
+
+std::string widened_reason(const OpenMpBindingWidening& widening, const std::string& places) {
+  return binding_setting() + " (libgomp's places " + places + ") bound the main thread to CPU(s) " +
+         cpu_list_text(widening.bound_cpus) +
+         " (the first place), and the threads OpenMP does not manage (OpenBLAS, data loading, serving) "
+         "inherit that; ipj moved " +
+         std::to_string(widening.threads_widened) + " thread(s) to CPU(s) " +
+         cpu_list_text(widening.place_cpus) +
+         " (all the places): OpenMP's worker threads keep their places, the main thread (OpenMP thread 0) "
+         "runs on all of them";
 }
 
 OpenMpBindingWidening widen_now() {
@@ -73,8 +96,18 @@ OpenMpBindingWidening widen_now() {
   CPU_ZERO(&bound);
   if (::sched_getaffinity(0, sizeof(bound), &bound) != 0) return widening;
   widening.bound_cpus = cpus_of(bound);
-  const std::vector<int> wider = cpus_to_widen_to(widening.bound_cpus, openmp_places());
-  if (wider.empty()) return widening;
+  const std::vector<std::vector<int>> places = openmp_places();
+  if (places.empty()) return widening;
+  const std::vector<int> wider = cpus_to_widen_to(widening.bound_cpus, places);
+  if (wider.empty()) {
+    // Nothing to widen: the places hold no other CPU. Say so where they leave fewer CPUs than are online.
+    const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+    if (online > static_cast<long>(widening.bound_cpus.size()))
+      widening.reason = binding_setting() + " (libgomp's places " + places_text(places) +
+                        ") keeps ipj on CPU(s) " + cpu_list_text(widening.bound_cpus) + " of " +
+                        std::to_string(online) + " online";
+    return widening;
+  }
   cpu_set_t target;
   CPU_ZERO(&target);
   for (int cpu : wider)
@@ -83,12 +116,7 @@ OpenMpBindingWidening widen_now() {
     if (::sched_setaffinity(thread, sizeof(target), &target) == 0) ++widening.threads_widened;
   if (widening.threads_widened == 0) return widening;
   widening.place_cpus = wider;
-  widening.reason = binding_setting() + " bound the main thread to CPU(s) " +
-                    cpu_list_text(widening.bound_cpus) +
-                    " (OpenMP place 0), and the threads OpenMP does not manage (OpenBLAS, data loading, "
-                    "serving) inherit that; ipj moved " +
-                    std::to_string(widening.threads_widened) + " thread(s) to CPU(s) " +
-                    cpu_list_text(wider) + " (all the places); OpenMP's worker threads keep their places";
+  widening.reason = widened_reason(widening, places_text(places));
   return widening;
 }
 

@@ -114,8 +114,11 @@ Json to_json(const ThreadPlan& plan) {
 }
 
 Json unplanned_threads_json() {
+  const std::string& binding = widen_threads_bound_by_openmp().reason;
   return Json{{"plan", "libtorch-default"},
-              {"reason", "this command does not plan threads: LibTorch's defaults"},
+              {"reason", "this command does not plan threads: LibTorch's defaults" +
+                             (binding.empty() ? std::string() : "; " + binding)},
+              {"available_cpus", read_cpu_limits().available_cpus},
               {"torch", at::get_num_threads()},
               {"omp_wait_policy", omp_wait_policy_description()},
               {"blas_wait", blas_wait_description()},

@@ -501,6 +501,39 @@ TEST(ServeThreads, ANeighbourArrivingBesideTheServerShrinksItsThreadPlan) {
   EXPECT_EQ(server.signal_and_wait(SIGTERM, 30.0), 0) << server.error_output();
 }
 
+// Under OMP_PROC_BIND libgomp pins the main thread to one place at load and every later thread inherits it:
+// the server's threads (HTTP, batching, OpenBLAS) ran on one CPU of two. Now they run on every place's CPU
+// (OpenMP's own workers keep their places), and after ipj's second start no thread is named "exe".
+TEST(ServeThreads, UnderOpenMpBindingTheServersThreadsUseEveryPlaceAndNoneIsNamedExe) {
+  const auto line_of = [](const std::filesystem::path& file, const std::string& key) {
+    std::ifstream in(file);
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind(key, 0) == 0) return line.substr(key.size());
+    return std::string();
+  };
+  const std::string allowed = line_of("/proc/self/status", "Cpus_allowed_list:\t");
+  testing::TempDir work;
+  testing::ServeProcess server("--model-repo " + make_repository(work) + " --port 0 --no-energy", work.path(),
+                               60.0, "env OMP_PROC_BIND=true OMP_PLACES=threads ");
+  ASSERT_GT(server.port(), 0) << server.error_output();
+  RawConnection client(server.port());
+  ASSERT_TRUE(client.send(testing::post_request("/v2/models/mlp/infer", image_body())));
+  ASSERT_EQ(testing::status_of(client.read_response(10.0)), 200);
+  const std::filesystem::path tasks = "/proc/" + std::to_string(server.pid()) + "/task";
+  int threads = 0, on_every_cpu = 0;
+  for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+    std::string name;
+    std::getline(std::ifstream(task.path() / "comm"), name);
+    EXPECT_NE(name, "exe") << task.path();
+    ++threads;
+    on_every_cpu += line_of(task.path() / "status", "Cpus_allowed_list:\t") == allowed ? 1 : 0;
+  }
+  EXPECT_EQ(line_of(tasks / std::to_string(server.pid()) / "status", "Cpus_allowed_list:\t"), allowed);
+  EXPECT_GE(on_every_cpu, threads / 2) << on_every_cpu << " of " << threads << " threads on " << allowed;
+  EXPECT_EQ(server.signal_and_wait(SIGTERM, 30.0), 0) << server.error_output();
+}
+
 TEST(ServeRepositoryFiles, HostileConfigFilesExitThreeFastNamingTheFile) {
   testing::TempDir work;
   const std::string good_config = kBatchedConfig;

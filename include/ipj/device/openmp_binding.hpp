@@ -13,7 +13,9 @@ struct OpenMpBindingWidening {
   std::vector<int> bound_cpus;  // the initial thread's CPUs as libgomp left them
   std::vector<int> place_cpus;  // every CPU in OMP places: where the user's binding spreads the team
   int threads_widened = 0;      // threads of this process moved from bound_cpus to place_cpus
-  std::string reason;           // what was done and why; empty when binding is off or left nothing to do
+  // What was done and why; or, where the places leave fewer CPUs than are online, which setting keeps ipj on
+  // them; empty when binding is off or changes nothing
+  std::string reason;
 };
 
 // The CPUs to widen a bound thread to: the union of the places when it holds CPUs the thread lacks, else
@@ -26,6 +28,8 @@ std::string cpu_list_text(const std::vector<int>& cpus);
 
 // Once per process (later calls return the first answer): when libgomp bound the initial thread to fewer CPUs
 // than its places hold, moves every thread of the process to the places' CPUs. Call before starting threads.
+// Limit: GOMP_CPU_AFFINITY's CPUs are taken as listed, as libgomp itself takes them for the main thread, also
+// outside a `taskset` mask (the mask from before libgomp's start-up binding is not readable afterwards).
 const OpenMpBindingWidening& widen_threads_bound_by_openmp();
 
 }  // namespace ipj::device
