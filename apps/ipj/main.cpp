@@ -3,9 +3,11 @@
 #include <CLI/CLI.hpp>
 
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +23,7 @@
 #include "ipj/core/crash_report.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/core/log.hpp"
+#include "ipj/device/address_space_limit.hpp"
 #include "ipj/device/machine_load.hpp"
 #include "ipj/device/openmp_binding.hpp"
 #include "ipj/device/threading.hpp"
@@ -113,7 +116,7 @@ void settle_second_start_marks(char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run_command(int argc, char** argv) {
   ipj::install_crash_report("ipj");
   settle_second_start_marks(argv);
   // Before any thread starts: OMP_PROC_BIND pinned this thread to one OpenMP place at load
@@ -176,6 +179,8 @@ int main(int argc, char** argv) {
     ipj::device::show_each_torch_warning_once();  // a model that warns on every forward must not flood stderr
     ipj::device::limit_openmp_to_team();          // OMP_THREAD_LIMIT / OMP_DYNAMIC / OMP_MAX_ACTIVE_LEVELS=0
     if (!binding.reason.empty()) spdlog::debug("{}", binding.reason);  // results' threads.reason has it
+    // ulimit -v: OpenBLAS hangs where it cannot map its GEMM buffers; fail now, or map them while they fit
+    if (kernel_command(argc, argv) != nullptr) (void)ipj::device::check_address_space_for_blas();
     return runner ? runner() : 0;
   } catch (const ipj::Error& error) {
     std::cerr << "ipj: error: " << error.what() << std::endl;
@@ -206,4 +211,19 @@ int main(int argc, char** argv) {
     std::cerr << "ipj: internal error: " << ipj::error_cause(message) << std::endl;
     return ipj::exit_code_for(ipj::ErrorCategory::internal);
   }
+}
+
+int main(int argc, char** argv) {
+  const int code = run_command(argc, argv);
+  // Under ulimit -v a failed run can leave an OpenBLAS thread retrying an allocation for ever, which
+  // OpenBLAS's exit handler then joins (the process hung after printing its error): skip the libraries' exit
+  // handlers. Results are written atomically and closed before this point; only the streams need flushing.
+  rlimit address_space{};
+  if (code != 0 && ::getrlimit(RLIMIT_AS, &address_space) == 0 && address_space.rlim_cur != RLIM_INFINITY) {
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
+    std::_Exit(code);
+  }
+  return code;
 }

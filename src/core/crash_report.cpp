@@ -5,9 +5,11 @@
 
 #include <execinfo.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <initializer_list>
 
@@ -15,6 +17,9 @@ namespace ipj {
 namespace {
 
 const char* crash_program = "ipj";
+// Set at install under a finite `ulimit -v`: there a stack or a library mapping that cannot grow ends in
+// SIGSEGV or SIGABRT with no bug involved, and the report says so instead of asking for a bug report.
+char address_space_note[256] = "";
 
 void write_text(const char* text) {
   [[maybe_unused]] const auto written = ::write(STDERR_FILENO, text, std::strlen(text));
@@ -64,7 +69,11 @@ void on_fatal_signal(int signal_number) {
   write_number(static_cast<long>(::syscall(SYS_gettid)));
   write_text(" of process ");
   write_number(static_cast<long>(::getpid()));
-  write_text(". This is a bug in ipj or a library under it; please report it with this backtrace:\n");
+  if (address_space_note[0] != '\0') {
+    write_text(address_space_note);
+  } else {
+    write_text(". This is a bug in ipj or a library under it; please report it with this backtrace:\n");
+  }
   void* frames[64];  // the innermost frames: this handler, the signal trampoline, then the faulting code
   const int count = ::backtrace(frames, 64);
   ::backtrace_symbols_fd(frames, count, STDERR_FILENO);
@@ -83,6 +92,15 @@ void install_crash_report(const char* program) {
   if (installed) return;
   installed = true;
   if (program != nullptr) crash_program = program;
+  rlimit address_space{};
+  if (::getrlimit(RLIMIT_AS, &address_space) == 0 && address_space.rlim_cur != RLIM_INFINITY) {
+    std::snprintf(
+        address_space_note, sizeof address_space_note,
+        ". ulimit -v (RLIMIT_AS) holds this process to %llu MiB of address space, and a stack or "
+        "mapping that cannot grow under it ends like this: raise ulimit -v (or unset it) and retry; "
+        "report it with this backtrace if it recurs without the limit:\n",
+        static_cast<unsigned long long>(address_space.rlim_cur >> 20));
+  }
   void* warm_up[1];
   ::backtrace(warm_up, 1);  // loads libgcc's unwinder now: the first call allocates, a handler must not
   // Its own stack, so a stack overflow in the main thread is reported too.

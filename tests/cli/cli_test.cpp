@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ipj/core/atomic_file.hpp"
+#include "ipj/device/address_space_limit.hpp"
 #include "ipj/device/torch_info.hpp"
 #include "support/test_support.hpp"
 
@@ -664,6 +665,41 @@ TEST(CliThreads, OpenMpBindingDoesNotShrinkTheMachineToOnePlace) {
               std::string::npos)
         << one_place;
   }
+}
+
+// Under `ulimit -v` (batch schedulers' h_vmem) OpenBLAS retries for ever when it cannot map a thread's 128
+// MiB GEMM buffer: runs near the limit hung in their first GEMM or at exit, or crashed asking for a bug
+// report. Now each run either fits, or stops at once with one line naming the limit and how far to raise it.
+// Limits from 700 MiB up: below ~the start-up mapping LibTorch's own static set-up throws before ipj's main
+// (abort).
+TEST(Cli, AnAddressSpaceLimitStopsARunWithAnErrorInsteadOfAHang) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "ASan's shadow memory needs more address space than any such limit";
+#endif
+  const std::string train =
+      " train --model mlp --epochs 1 --limit 500 --test-limit 100 --no-save --no-energy --quiet --json";
+  bool refused = false, fitted = false;
+  for (int mib = 700; mib <= 1600 && !fitted; mib += 75) {
+    const auto run = testing::run_process("bash -c 'ulimit -v " + std::to_string(mib * 1024) +
+                                          "; exec timeout 120 " + testing::ipj_binary() + train + "'");
+    if (run.exit_code == 134 && run.err.find("std::bad_alloc") != std::string::npos && run.out.empty())
+      continue;
+    if (run.exit_code == 0) {
+      fitted = true;
+      EXPECT_EQ(json::parse(run.out)["kind"], "train");
+      continue;
+    }
+    SCOPED_TRACE("ulimit -v of " + std::to_string(mib) + " MiB");
+    ASSERT_EQ(run.exit_code, 6) << run.err;  // 124: the hang; 139: a crash
+    EXPECT_NE(run.err.find("ulimit -v (RLIMIT_AS) is"), std::string::npos) << run.err;
+    EXPECT_EQ(std::count(run.err.begin(), run.err.end(), '\n'), 1) << run.err;
+    refused = true;
+  }
+  EXPECT_TRUE(refused);
+  EXPECT_TRUE(fitted);
+  EXPECT_EQ(device::blas_bytes_short(1000ULL << 20, 600ULL << 20, 2), 0U);  // 600 + 2 x 129 + 64 = 922 MiB
+  EXPECT_EQ(device::blas_bytes_short(900ULL << 20, 600ULL << 20, 2), 22ULL << 20);
+  EXPECT_EQ(device::blas_bytes_short(900ULL << 20, 600ULL << 20, 0), 0U);  // a count of 0 is one thread
 }
 
 // libgomp reads its wait settings before main(): unless the user set them, ipj starts itself again with the

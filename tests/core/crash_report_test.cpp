@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <atomic>
 
@@ -38,5 +39,22 @@ TEST(CrashReport, AbortIsReportedAndKeepsItsSignal) {
         std::abort();
       },
       testing::KilledBySignal(SIGABRT), "crashed: SIGABRT.*\\[0x[0-9a-f]+\\]\n.*\\(end of backtrace\\)");
+}
+
+// Under a finite `ulimit -v` a stack or mapping that cannot grow crashes without any bug: the report names
+// the limit and asks for it to be raised first (a run at 976 MiB died in SIGSEGV asking for a bug report).
+TEST(CrashReport, UnderAnAddressSpaceLimitTheReportNamesItInsteadOfABug) {
+  testing::GTEST_FLAG(death_test_style) = "threadsafe";
+  EXPECT_EXIT(
+      {
+        rlimit limit{};
+        ::getrlimit(RLIMIT_AS, &limit);
+        limit.rlim_cur = 64ULL << 30;  // finite, and far above what the child maps
+        ::setrlimit(RLIMIT_AS, &limit);
+        ipj::install_crash_report("crash-test");
+        read_through_null_pointer();
+      },
+      testing::KilledBySignal(SIGSEGV),
+      "crashed: SIGSEGV .*ulimit -v \\(RLIMIT_AS\\) holds this process to 65536 MiB.*raise ulimit -v");
 }
 #endif
