@@ -16,6 +16,7 @@
 #include "ipj/quant/graph_builders.hpp"
 #include "ipj/quant/quantized_graph.hpp"
 #include "ipj/quant/quantized_program.hpp"
+#include "ipj/train/model_setup.hpp"
 #include "script_onnx.hpp"
 
 namespace ipj::exporter {
@@ -193,7 +194,9 @@ Json export_onnx(const ExportOptions& options, const ExportableModel& model) {
         fail(ErrorCategory::runtime,
              "ONNX Runtime's output differs from ipj's by " + batch.at("max_abs_diff").dump() + " at batch " +
                  batch.at("batch").dump() + " (tolerance " + batch.at("tolerance").dump() + "); '" +
-                 options.out_path + "' not written");
+                 options.out_path +
+                 "' not written; if the model expects normalised pixels, give --mean/--std (a file `ipj "
+                 "train` wrote records them)");
   });
   verify["status"] = !options.verify ? "not_requested" : runtime ? "passed" : "unavailable";
   if (options.verify && !runtime) verify["reason"] = unavailable;
@@ -265,6 +268,24 @@ void export_directly(const ExportOptions& options, ExportableModel& model, Json&
         "DequantizeLinear, DynamicQuantizeLinear where the layer uses all 256 levels)");
   }
   report["warnings"] = warnings;
+}
+
+// A TorchScript file `ipj train` or `ipj quantize` wrote records its input shape and normalisation (its
+// ipj.json): flags left empty take them, as bench, quantize and serve do. Every path below (graph IR, direct
+// TorchScript -> ONNX, the parity reference) then sees the same inputs: before, the direct path exported
+// without the recorded mean/std while the reference applied them, and --input-shape was demanded.
+ExportOptions with_recorded_inputs(const ExportOptions& given) {
+  ExportOptions options = given;
+  if (quant::detect_model_file(options.model_path) != quant::ModelFileFormat::torchscript) return options;
+  torch::jit::ExtraFilesMap extra_files{{train::kTorchScriptInfoName, ""}};
+  try {
+    (void)torch::jit::load(options.model_path, c10::nullopt, extra_files);
+  } catch (const std::exception&) {
+    return options;  // loading it again below names what is wrong with the file
+  }
+  train::fill_inputs_from_trained_info(extra_files[train::kTorchScriptInfoName], options.model_path,
+                                       options.import.input_shape, options.import.mean, options.import.std);
+  return options;
 }
 
 }  // namespace
@@ -356,8 +377,9 @@ Json onnx_parity(const OnnxRuntimeNode& runtime, const std::string& onnx_path, c
   return batches;
 }
 
-Json run_export(const ExportOptions& options) {
-  if (options.out_path.empty()) fail(ErrorCategory::usage, "--out is required");
+Json run_export(const ExportOptions& given) {
+  if (given.out_path.empty()) fail(ErrorCategory::usage, "--out is required");
+  const ExportOptions options = with_recorded_inputs(given);
   ExportableModel model = load_for(options);
   Json report;
   report["schema_version"] = kExportSchemaVersion;

@@ -353,6 +353,29 @@ INSTANTIATE_TEST_SUITE_P(Python, AnyArchitecture,
                          ::testing::Values("se_cnn", "concat", "shuffle", "norms", "transformer", "tanh_mlp",
                                            "vit", "mixed", "encoder"));
 
+// A model `ipj train` wrote records its input shape and normalisation (ipj.json): export takes them as bench,
+// quantize and serve do. Before, export demanded --input-shape, and with it the direct exporter left the
+// normalisation out while the parity reference applied it (ONNX Runtime 3.3 off, exit 6; a model whose
+// output hardly depends on its input even passed and wrote a file without the normalisation).
+TEST(AnyArchitectureExport, ATrainedFileExportsWithItsRecordedInputsAndNormalisation) {
+  const std::string run = scratch().file("trained_concat");
+  const auto trained = testing::run_process(
+      testing::ipj_binary() + " train --model " + any_models() +
+      "/concat_scripted.pt --input-shape 1,16,16 " +
+      "--resize 16,16 --limit 300 --test-limit 100 --epochs 1 --no-energy --quiet --out " + run);
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  runtime();  // sets IPJ_ONNXRUNTIME_NODE, which the child inherits
+  const std::string out = scratch().file("trained_concat.onnx");
+  const auto exported = testing::run_process(testing::ipj_binary() + " export --model " + run +
+                                             "/model.pt --format onnx --out " + out + " --verify --json");
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  const Json report = Json::parse(exported.out);
+  expect_parity(report);
+  EXPECT_EQ(report["input"]["shape"], Json::parse(R"(["N", 1, 16, 16])"));
+  EXPECT_TRUE(report["onnx"]["operators"].contains("Sub")) << report["onnx"].dump();  // (pixels - mean) / std
+  EXPECT_TRUE(report["onnx"]["operators"].contains("Div")) << report["onnx"].dump();
+}
+
 TEST(AnyArchitectureExport, DynamicInt8TorchScriptQuantizesInputsAsPyTorch) {
   const std::string data = scratch().file("any_data");
   testing::write_synthetic_idx_dataset(data, 64, 32, /*gzip=*/false, 16, 16);
