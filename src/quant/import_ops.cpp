@@ -1,5 +1,6 @@
 // One handler per TorchScript operator the graph IR covers. Values are IR nodes (tensors), constants (from
-// prim::Constant: weights, ints, lists) or the batch size (aten::size(x, 0), for x.view(x.size(0), -1)).
+// prim::Constant: weights, ints, lists) or the batch size (aten::size(x, 0), for x.view(x.size(0), -1), or
+// x.shape[0]: aten::size(x) then aten::__getitem__ 0).
 // Ranks are tracked per node so BatchNorm, flatten and linear can be checked without running the model.
 #include <torch/csrc/jit/ir/constants.h>
 #include <torch/torch.h>
@@ -28,6 +29,8 @@ struct ValueRef {
   bool batch = false;               // the batch size
   std::vector<std::int64_t> list;   // int lists that contain the batch size (kBatch)
   bool is_list = false;
+  bool sizes =
+      false;  // a tensor's whole size list (x.shape, x.size()): only its item 0, the batch size, is read
 };
 
 class Walker {
@@ -127,6 +130,7 @@ class Walker {
   void reshape();
   void list_construct();
   void size();
+  void size_item();
   bool handle(const std::string& kind);
 };
 
@@ -329,7 +333,19 @@ void Walker::list_construct() {
 void Walker::size() {
   const auto in = current_->inputs();
   tensor(in[0]);
+  if (in.size() == 1) {  // x.shape / x.size(): B = x.shape[0] reads item 0 of it (size_item)
+    values_[current_->output(0)].sizes = true;
+    return;
+  }
   if (in.size() != 2 || integer(in[1]) != 0) refuse("reads a tensor size other than the batch size");
+  values_[current_->output(0)].batch = true;
+}
+
+void Walker::size_item() {
+  const auto in = current_->inputs();
+  const auto found = values_.find(in[0]);
+  if (found == values_.end() || !found->second.sizes) refuse("indexes a list ipj's graph does not hold");
+  if (integer(in[1]) != 0) refuse("reads a tensor size other than the batch size");
   values_[current_->output(0)].batch = true;
 }
 
@@ -380,6 +396,8 @@ bool Walker::handle(const std::string& kind) {
     list_construct();
   } else if (kind == "aten::size") {
     size();
+  } else if (kind == "aten::__getitem__") {
+    size_item();
   } else {
     return false;
   }

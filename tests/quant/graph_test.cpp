@@ -136,6 +136,36 @@ def forward(self, x: Tensor) -> Tensor:
   }
 }
 
+// B = x.shape[0] scripts to aten::size(x) and aten::__getitem__(sizes, 0): the batch size, as x.size(0) is
+// (it was refused as "reads a tensor size other than the batch size", so static int8, pruning and the
+// graph's ONNX export all refused such models). Another item of the sizes is still refused, and says so.
+TEST(GraphImport, BatchSizeReadAsShapeItemZeroImportsAndOtherItemsAreRefused) {
+  testing::TempDir dir;
+  for (const int item : {0, 1}) {
+    torch::jit::Module module("ShapeItem");
+    module.register_parameter("w", torch::randn({10, 784}), false);
+    module.define("def forward(self, x: Tensor) -> Tensor:\n    B = x.shape[" + std::to_string(item) +
+                  "]\n    return torch.linear(torch.relu(x).reshape(B, -1), self.w)\n");
+    const std::string path = dir.file("shape_item" + std::to_string(item) + ".pt");
+    module.save(path);
+    ImportOptions options;
+    options.input_shape = {1, 28, 28};
+    if (item == 0) {
+      const Graph graph = import_torchscript_file(path, options);
+      EXPECT_LT(import_difference(torch::jit::load(path), graph, options, test_pixels(8)), 1e-5);
+      continue;
+    }
+    try {
+      import_torchscript_file(path, options);
+      ADD_FAILURE() << "x.shape[1] was taken for the batch size";
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("reads a tensor size other than the batch size"),
+                std::string::npos)
+          << error.what();
+    }
+  }
+}
+
 TEST(GraphImport, ImportDifferenceIsTheSelfCheck) {
   torch::jit::Module module = torch::jit::load(graph_models().file("residual_traced.pt"));
   const Graph graph = import_model("residual", "traced");
