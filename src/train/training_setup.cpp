@@ -65,8 +65,10 @@ PrecisionChoice precision_that_runs(const TrainConfig& config, const data::Datas
     } catch (const std::exception&) {
       return choice;  // the model fails in fp32 too: the run reports that error
     }
+    // fp32 ran: the input-shape hint that ScriptClassifier adds to a failing forward does not apply
     std::string what = error.what();
-    what = what.substr(0, std::min(what.find('\n'), std::size_t{240}));
+    what = what.substr(0, std::min({what.find('\n'), what.find("; check that it takes the data set's images")}));
+    if (what.size() > 240) what = what.substr(0, what.rfind(' ', 240)) + " ...";
     const std::string name = choice_name(choice.precision);
     spdlog::warn("{} failed on model '{}' ({}); training it in fp32 instead", name, config.model.label(),
                  what);
