@@ -263,6 +263,12 @@ std::shared_ptr<InferenceModel> torchscript_static(const torch::jit::Module& mod
   auto result =
       std::make_shared<ScriptModel>(*int8.module, options.inputs.mean, options.inputs.std, "fp32", reshape);
   result->parameter_bytes = int8.int8_bytes;
+  if (int8.int8_layers == 0)
+    result->load_notes.push_back(
+        "int8-static of '" + path +
+        "': no conv2d/linear call runs in int8 (each int8 region was too small to pay "
+        "for its quantize/dequantize), so this row is the float module; `ipj quantize --mode static "
+        "--int8-regions all` quantizes every region");
   return result;
 }
 

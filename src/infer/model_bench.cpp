@@ -75,6 +75,10 @@ bool try_variant_step(ModelBenchReport& report, const std::string& variant, std:
   return false;
 }
 
+void add_warning_once(std::vector<std::string>& warnings, const std::string& warning) {
+  if (std::find(warnings.begin(), warnings.end(), warning) == warnings.end()) warnings.push_back(warning);
+}
+
 // Test accuracy of one variant; a model that cannot run on the data set's images is invalid input (the data
 // or the flags do not fit the model), and more classes than outputs make the accuracy meaningless.
 double variant_accuracy(const InferenceModel& model, const data::Dataset& dataset,
@@ -106,7 +110,7 @@ double variant_accuracy(const InferenceModel& model, const data::Dataset& datase
     const std::string warning = "'" + dataset.directory + "' has " + std::to_string(dataset.num_classes) +
                                 " classes but the model gives " + std::to_string(outputs) +
                                 " outputs: its test accuracy there means nothing";
-    if (std::find(warnings.begin(), warnings.end(), warning) == warnings.end()) warnings.push_back(warning);
+    add_warning_once(warnings, warning);
   }
   return train::pixel_accuracy([&](const torch::Tensor& x) { return model.forward(x); }, dataset.test, 256);
 }
@@ -167,6 +171,8 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& options) {
     const device::ScopedProcessSettings threads(device::plan_for_machine(
         options.thread_plan, inference_thread_workload(*model), options.threads, machine));
     report.threads = device::to_json(threads.threads());
+    for (const std::string& note : model->load_notes)
+      add_warning_once(report.warnings, note);
     BenchedVariant benched{choice_name(model->variant), choice_name(model->format), model->path,
                            model->model_name,           model->parameter_bytes,     std::nullopt,
                            model->fp32_engine,          model->batch1_threads,      model->int8_batch_engine};

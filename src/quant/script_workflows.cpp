@@ -194,7 +194,13 @@ QuantizeResult run_quantize_script_static(const QuantizeOptions& options,
   warnings.push_back("static int8 on the TorchScript module as it is (int8 regions, float elsewhere): " +
                      fallback_reason);
   if (int8.int8_layers == 0)
-    warnings.push_back("no conv2d/linear call runs in int8; the written model is float");
+    warnings.push_back(
+        options.int8_regions == Int8Regions::all
+            ? "no conv2d/linear call runs in int8; the written model is float"
+            : "no conv2d/linear call runs in int8 (each int8 region was too small to pay for its "
+              "quantize/dequantize under --int8-regions fast); the written model is float: --int8-regions "
+              "all "
+              "quantizes every region");
   for (const std::string& warning : int8.warnings)
     warnings.push_back(warning);
   result.report["warnings"] = warnings;

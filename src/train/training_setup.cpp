@@ -67,7 +67,8 @@ PrecisionChoice precision_that_runs(const TrainConfig& config, const data::Datas
     }
     // fp32 ran: the input-shape hint that ScriptClassifier adds to a failing forward does not apply
     std::string what = error.what();
-    what = what.substr(0, std::min({what.find('\n'), what.find("; check that it takes the data set's images")}));
+    what =
+        what.substr(0, std::min({what.find('\n'), what.find("; check that it takes the data set's images")}));
     if (what.size() > 240) what = what.substr(0, what.rfind(' ', 240)) + " ...";
     const std::string name = choice_name(choice.precision);
     spdlog::warn("{} failed on model '{}' ({}); training it in fp32 instead", name, config.model.label(),

@@ -240,6 +240,18 @@ TEST(CliAnyArchitecture, StaticInt8BorderRuleKeepsAConvRegionAndLeavesASmallHead
   ASSERT_EQ(small.exit_code, 0) << small.err;
   EXPECT_EQ(json::parse(small.out)["int8_layers"], 0);
   EXPECT_NE(small.err.find("no conv2d/linear call runs in int8"), std::string::npos) << small.err;
+  EXPECT_NE(small.err.find("--int8-regions all quantizes every region"), std::string::npos) << small.err;
+  // bench's int8-static row of that model is the float module: the results say so (they said nothing)
+  const auto benched =
+      run_ipj("bench --model " + dir.file("se_cnn_scripted.pt") + " --input-shape 1,16,16 --data " +
+              dir.file("data") + " --variants int8-static --batch 1 --window-s 0.02 " +
+              "--max-windows 2 --no-energy --quiet --json");
+  ASSERT_EQ(benched.exit_code, 0) << benched.err;
+  bool said = false;
+  const json bench_report = json::parse(benched.out);
+  for (const auto& warning : bench_report["warnings"])
+    said = said || warning.get<std::string>().find("this row is the float module") != std::string::npos;
+  EXPECT_TRUE(said) << benched.out;
   const auto bad = run_ipj("quantize --model " + dir.file("se_cnn_scripted.pt") + common +
                            " --int8-regions some --out " + dir.file("bad.pt"));
   testing::expect_cli_failure(bad, 2, "--int8-regions");

@@ -184,7 +184,8 @@ TEST(GraphWorkflow, BenchContractRunsInt8VariantsOfATorchScriptFile) {
   }
   // Batch-1 threads measured at load for every variant (2 cores here): {threads, pool, one_thread_ms,
   // pool_ms}.
-  for (const Json& variant : Json::parse(bench.out)["variants"]) {
+  const Json bench_report = Json::parse(bench.out);  // a range-for over a temporary's member dangles
+  for (const Json& variant : bench_report["variants"]) {
     const Json& batch1 = variant["batch1_threads"];
     ASSERT_TRUE(batch1.is_object()) << variant.dump();
     EXPECT_GT(batch1["pool"].get<int>(), 1);

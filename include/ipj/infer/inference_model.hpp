@@ -44,6 +44,9 @@ class InferenceModel {
   // What the file records about its training data (class and channel count, ...); unknown for files that
   // record nothing (TorchScript files not written by `ipj train`, older ipj files).
   data::DataRecord trained_data;
+  // What the load did that a reader of the results must know (e.g. an int8 variant where nothing ran in
+  // int8); `ipj bench` adds them to its warnings.
+  std::vector<std::string> load_notes;
 };
 using InferenceModelPtr = std::shared_ptr<const InferenceModel>;
 
