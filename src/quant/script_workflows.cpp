@@ -79,6 +79,31 @@ Json script_quantize_report(const QuantizeOptions& options, const ScriptSource& 
 
 }  // namespace
 
+namespace {
+
+// What dynamic int8 of a module as it is did not do: Linear layers swapped to int8 that no forward calls in
+// int8 (TorchScript's TransformerEncoderLayer fast path runs its layers' float weights in one fused kernel:
+// a transformer reported 6 int8 layers where 2 ran), and a file that grew (both weight copies kept).
+Json dynamic_warnings(const DynamicScript& int8, const OpCensus& census, const QuantizeResult& result) {
+  Json warnings = Json::array();
+  std::int64_t int8_calls = 0;
+  for (const OpCount& op : census.int8_ops)
+    if (op.op == "quantized::linear_dynamic") int8_calls += op.count;
+  if (int8_calls < int8.quantized_layers)
+    warnings.push_back(std::to_string(int8.quantized_layers) +
+                       " Linear layer(s) were quantized but a forward pass " +
+                       "called quantized::linear_dynamic " + std::to_string(int8_calls) +
+                       " time(s): the others run in float (a fused path such as TransformerEncoderLayer's "
+                       "reads the float weights, or forward does not call them); int8_ops is what ran");
+  if (result.int8_bytes > result.fp32_bytes)
+    warnings.push_back("the int8 file's weights (" + std::to_string(result.int8_bytes) +
+                       " bytes) are larger than the float model's (" + std::to_string(result.fp32_bytes) +
+                       "): layers that run in float keep their float weights beside the int8 copies");
+  return warnings;
+}
+
+}  // namespace
+
 QuantizeResult run_quantize_script(const QuantizeOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   const ScriptSource source = load_script_source(options.model_path, options.import);
@@ -118,6 +143,7 @@ QuantizeResult run_quantize_script(const QuantizeOptions& options) {
   report["float_ops"] = to_json(census.float_ops);
   report["dataset"] = data::to_json(dataset);
   report["out"] = result.written ? Json(options.out_path) : Json(nullptr);
+  report["warnings"] = dynamic_warnings(int8, census, result);
   report["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }

@@ -290,6 +290,45 @@ TEST(CliAnyArchitecture, PruneFineTunesAndStructuredFallsBackToMagnitudeWithAWar
   EXPECT_EQ(json::parse(quantized.out)["int8_layers"], 3);
 }
 
+// nn.TransformerEncoder in eval mode takes its fast path (one fused kernel on the layers' float weights):
+// dynamic int8 swapped 6 Linear layers but a forward calls 2 of them in int8, and the file grew. The report
+// said int8_layers 6 and nothing else (a new user's pass, 12-07); now two warnings say so.
+TEST(CliAnyArchitecture, DynamicInt8SaysWhichLinearLayersAFusedPathKeepsFloat) {
+  testing::TempDir dir;
+  const std::string script =
+      "import torch, torch.nn as nn\n"
+      "class Vit(nn.Module):\n"
+      "    def __init__(self):\n"
+      "        super().__init__()\n"
+      "        self.embed = nn.Linear(16, 32)\n"
+      "        layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)\n"
+      "        self.enc = nn.TransformerEncoder(layer, num_layers=1)\n"
+      "        self.head = nn.Linear(32, 10)\n"
+      "    def forward(self, x):\n"
+      "        p = x.reshape(x.size(0), 16, 16)\n"
+      "        return self.head(self.enc(self.embed(p)).mean(1))\n"
+      "torch.manual_seed(0)\n"
+      "torch.jit.script(Vit().eval()).save('" +
+      dir.file("vit.pt") + "')\n";
+  write_file_atomically(dir.file("make.py"), script);
+  const auto made = testing::run_process(testing::python_path() + " " + dir.file("make.py"));
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  testing::write_synthetic_idx_dataset(dir.file("data"), 16, 16, /*gzip=*/false, 16, 16);
+  const auto quantized =
+      run_ipj("quantize --model " + dir.file("vit.pt") + " --input-shape 1,16,16 --data " + dir.file("data") +
+              " --mode dynamic --max-drop 100 --json --out " + dir.file("vit-int8.pt"));
+  ASSERT_EQ(quantized.exit_code, 0) << quantized.err;
+  const json report = json::parse(quantized.out);
+  const int called = any_architecture_test::count_of(report["int8_ops"], "quantized::linear_dynamic");
+  ASSERT_LT(called, report["int8_layers"].get<int>()) << "the fast path ran int8 layers: update this test";
+  ASSERT_GE(report["warnings"].size(), 1u) << report;
+  EXPECT_NE(report["warnings"][0].get<std::string>().find("called quantized::linear_dynamic " +
+                                                          std::to_string(called) + " time(s)"),
+            std::string::npos)
+      << report["warnings"];
+  EXPECT_NE(quantized.err.find("ipj: warning: "), std::string::npos) << quantized.err;
+}
+
 TEST(CliAnyArchitecture, DynamicInt8OfAModelWithoutLinearLayersIsRefusedWithTheReason) {
   testing::TempDir dir;
   const auto made =
