@@ -275,6 +275,16 @@ CompareResult run_compare(const CompareConfig& config, const data::Dataset& data
   const double delta_pt = (tuned["test_acc"].get<double>() - base["test_acc"].get<double>()) * 100.0;
   report["acc_delta_pt"] = delta_pt;
   report["within_half_point"] = delta_pt >= -0.5;  // the seeds' rule: no more than 0.5 pt worse
+  // The built-in recipe's rate was tuned on ipj's own mlp and cnn: a user's model can diverge under it (a
+  // concat/residual net ended 46 points below the seed recipe at lr 0.05)
+  report["accuracy_advice"] =
+      delta_pt < -0.5 && config.model.is_file() && config.optimized_recipe_override.is_null()
+          ? Json("the optimized recipe's learning rate (" +
+                 std::to_string(optimized.learning_rate).substr(0, 5) + ", tuned for ipj's own " +
+                 (defaults_for(config.model).convolutional ? "cnn" : "mlp") +
+                 ") may not suit this model: give --optimized-recipe a recipe with a smaller lr, or let "
+                 "`ipj tune` find one")
+          : Json(nullptr);
   add_noise_records(report, baselines, optimizeds);
   if (!config.out_dir.empty())
     write_json_file((std::filesystem::path(config.out_dir) / "compare.json").string(), report);
@@ -333,6 +343,8 @@ std::string render_compare_table(const Json& report) {
   text += report["within_half_point"].get<bool>()
               ? "accuracy: within the seeds' 0.5-point rule\n"
               : "accuracy: the optimized recipe is more than 0.5 point worse (fails the seeds' rule)\n";
+  if (const Json& advice = report.value("accuracy_advice", Json(nullptr)); advice.is_string())
+    text += "  " + advice.get<std::string>() + "\n";
   return text;
 }
 

@@ -373,6 +373,9 @@ TEST(CliAnyArchitecture, Bf16FailureFallsBackToFp32InTrainAndCompare) {
   EXPECT_EQ(comparison["optimized"]["recipe"]["precision"], "bf16");  // what was asked for
   EXPECT_NE(comparison["optimized"]["precision_reason"].get<std::string>().find("fell back"),
             std::string::npos);
+  // a user's model the built-in recipe leaves more than 0.5 point behind gets advice on its learning rate
+  EXPECT_EQ(comparison["accuracy_advice"].is_string(), !comparison["within_half_point"].get<bool>())
+      << comparison["accuracy_advice"];
 }
 
 }  // namespace ipj

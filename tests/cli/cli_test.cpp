@@ -440,6 +440,7 @@ TEST(CliCompare, JsonContractOnASmallSubset) {
   }
   EXPECT_EQ(report["baseline"]["precision"], "fp32");
   EXPECT_EQ(report["baseline"]["recipe"]["lr"], 0.01);
+  EXPECT_TRUE(report["accuracy_advice"].is_null()) << report["accuracy_advice"];  // ipj's own model
   EXPECT_EQ(report["baseline"]["recipe"]["batch"], 128);
   EXPECT_GT(report["speedup"].get<double>(), 0.0);
   EXPECT_EQ(report["recipe_speedup"], report["speedup"]);   // optimized vs seed recipe, both in ipj
