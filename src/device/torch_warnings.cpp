@@ -14,6 +14,8 @@
 namespace ipj::device {
 namespace {
 
+constexpr const char* kResizedOutputWarning = "An output with one or more elements was resized";
+
 class ShowOnceHandler : public compat::WarningHandlerBase {
  public:
   std::size_t seen() const { return seen_.load(); }
@@ -30,6 +32,12 @@ class ShowOnceHandler : public compat::WarningHandlerBase {
     // on stderr for one bad variable. Shown without it; the whole message at debug level.
     const std::size_t backtrace = message.find("\nException raised from ");
     if (backtrace != std::string::npos) spdlog::debug("LibTorch: {}", message);
+    // LibTorch's own out= kernels resizing a non-empty output (a deprecation inside its ops, one message per
+    // shape: four lines when a MobileNetV3 loaded): nothing a user can change, the results are right
+    if (message.rfind(kResizedOutputWarning, 0) == 0) {
+      spdlog::debug("LibTorch: {}", message);
+      return;
+    }
     spdlog::warn("LibTorch: {} (repeats of this warning are not shown)", message.substr(0, backtrace));
   }
 
