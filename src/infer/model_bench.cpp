@@ -79,6 +79,19 @@ void add_warning_once(std::vector<std::string>& warnings, const std::string& war
   if (std::find(warnings.begin(), warnings.end(), warning) == warnings.end()) warnings.push_back(warning);
 }
 
+// --variants fp32,file on a float file: `file` is the fp32 variant again (two rows named fp32 could not be
+// told apart); true, with a warning, when `model` was measured already.
+bool skip_repeated_variant(ModelBenchReport& report, const InferenceModel& model) {
+  const std::string name = choice_name(model.variant);
+  const bool repeated = std::any_of(
+      report.variants.begin(), report.variants.end(),
+      [&](const BenchedVariant& seen) { return seen.variant == name && seen.path == model.path; });
+  if (repeated)
+    add_warning_once(report.warnings, "--variants file: '" + model.path + "' as stored is its " + name +
+                                          " variant, already measured");
+  return repeated;
+}
+
 // Test accuracy of one variant; a model that cannot run on the data set's images is invalid input (the data
 // or the flags do not fit the model), and more classes than outputs make the accuracy meaningless.
 double variant_accuracy(const InferenceModel& model, const data::Dataset& dataset,
@@ -168,11 +181,12 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& options) {
             report, variant, 0, [&] { model = load_inference_model(options.model_path, load); },
             first_failure))
       continue;
+    if (requested == Variant::file && skip_repeated_variant(report, *model)) continue;
+    for (const std::string& note : model->load_notes)
+      add_warning_once(report.warnings, note);
     const device::ScopedProcessSettings threads(device::plan_for_machine(
         options.thread_plan, inference_thread_workload(*model), options.threads, machine));
     report.threads = device::to_json(threads.threads());
-    for (const std::string& note : model->load_notes)
-      add_warning_once(report.warnings, note);
     BenchedVariant benched{choice_name(model->variant), choice_name(model->format), model->path,
                            model->model_name,           model->parameter_bytes,     std::nullopt,
                            model->fp32_engine,          model->batch1_threads,      model->int8_batch_engine};

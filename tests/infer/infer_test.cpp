@@ -277,6 +277,14 @@ TEST(InferBench, ModelBenchRunsVariantsTimesBatchesAndLeavesThreadSettingsAsFoun
   options.measure_accuracy = false;
   options.variants = {Variant::fp32};
   EXPECT_FALSE(to_json(run_model_bench(options)).contains("dataset"));  // no accuracy pass, no data set
+  // `file` on a float checkpoint is its fp32 variant: measured once, not as a second row named fp32
+  options.variants = {Variant::fp32, Variant::file};
+  options.batches = {1};
+  const ModelBenchReport twice = run_model_bench(options);
+  EXPECT_EQ(twice.rows.size(), 1u);
+  EXPECT_EQ(twice.variants.size(), 1u);
+  ASSERT_FALSE(twice.warnings.empty());
+  EXPECT_NE(twice.warnings.back().find("already measured"), std::string::npos) << twice.warnings.back();
   options.batches = {};
   EXPECT_EQ(category_of([&] { run_model_bench(options); }), ErrorCategory::usage);
 }
