@@ -3,9 +3,11 @@
 // contracts of `ipj quantize` and `ipj bench`.
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
+
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -283,8 +285,13 @@ TEST(InferBench, ModelBenchRunsVariantsTimesBatchesAndLeavesThreadSettingsAsFoun
   const ModelBenchReport twice = run_model_bench(options);
   EXPECT_EQ(twice.rows.size(), 1u);
   EXPECT_EQ(twice.variants.size(), 1u);
-  ASSERT_FALSE(twice.warnings.empty());
-  EXPECT_NE(twice.warnings.back().find("already measured"), std::string::npos) << twice.warnings.back();
+  // (a busy machine adds its own warning after it)
+  EXPECT_EQ(std::count_if(twice.warnings.begin(), twice.warnings.end(),
+                          [](const std::string& warning) {
+                            return warning.find("already measured") != std::string::npos;
+                          }),
+            1)
+      << Json(twice.warnings).dump();
   options.batches = {};
   EXPECT_EQ(category_of([&] { run_model_bench(options); }), ErrorCategory::usage);
 }
