@@ -180,7 +180,7 @@ static int run_command(int argc, char** argv) {
     ipj::device::limit_openmp_to_team();          // OMP_THREAD_LIMIT / OMP_DYNAMIC / OMP_MAX_ACTIVE_LEVELS=0
     if (!binding.reason.empty()) spdlog::debug("{}", binding.reason);  // results' threads.reason has it
     // ulimit -v: OpenBLAS hangs where it cannot map its GEMM buffers; fail now, or map them while they fit
-    if (kernel_command(argc, argv) != nullptr) (void)ipj::device::check_address_space_for_blas();
+    if (kernel_command(argc, argv) != nullptr) ipj::device::check_address_space_for_blas();
     return runner ? runner() : 0;
   } catch (const ipj::Error& error) {
     std::cerr << "ipj: error: " << error.what() << std::endl;

@@ -31,21 +31,19 @@ std::uint64_t mapped_bytes_now() {
   return 0;
 }
 
-AddressSpaceLimit check_now() {
-  AddressSpaceLimit limit;
+void check_now() {
   rlimit address_space{};
-  if (::getrlimit(RLIMIT_AS, &address_space) != 0 || address_space.rlim_cur == RLIM_INFINITY) return limit;
-  if (loaded_blas().library != "OpenBLAS") return limit;
-  limit.limit_bytes = static_cast<std::uint64_t>(address_space.rlim_cur);
-  limit.mapped_bytes = mapped_bytes_now();
+  if (::getrlimit(RLIMIT_AS, &address_space) != 0 || address_space.rlim_cur == RLIM_INFINITY) return;
+  if (loaded_blas().library != "OpenBLAS") return;
+  const auto limit_bytes = static_cast<std::uint64_t>(address_space.rlim_cur);
+  const std::uint64_t mapped_bytes = mapped_bytes_now();
   const int threads = std::max(1, blas_thread_count());
-  limit.blas_bytes = threads * kOpenBlasBufferBytes;
-  if (const std::uint64_t short_by = blas_bytes_short(*limit.limit_bytes, limit.mapped_bytes, threads)) {
+  if (const std::uint64_t short_by = blas_bytes_short(limit_bytes, mapped_bytes, threads)) {
     throw Error(
         ErrorCategory::runtime,
-        "ulimit -v (RLIMIT_AS) is " + std::to_string(*limit.limit_bytes / kMiB) +
-            " MiB and ipj already maps " + std::to_string(limit.mapped_bytes / kMiB) +
-            " MiB: OpenBLAS (LibTorch's fp32 GEMMs) needs " + std::to_string(threads) + " x 129 MiB more " +
+        "ulimit -v (RLIMIT_AS) is " + std::to_string(limit_bytes / kMiB) + " MiB and ipj already maps " +
+            std::to_string(mapped_bytes / kMiB) + " MiB: OpenBLAS (LibTorch's fp32 GEMMs) needs " +
+            std::to_string(threads) + " x 129 MiB more " +
             "for its GEMM buffers and hangs, rather than fails, without them; raise ulimit -v by at least " +
             std::to_string(short_by / kMiB + 1) +
             " MiB (training the mlp mapped ~1.2 GiB in all, the cnn ~1.8 GiB), or unset it");
@@ -53,8 +51,6 @@ AddressSpaceLimit check_now() {
   const at::Tensor square =
       at::ones({512, 512}, at::kFloat);  // [512, 512]: OpenBLAS splits it over its threads
   (void)at::mm(square, square);
-  limit.blas_buffers_mapped = true;
-  return limit;
 }
 
 }  // namespace
@@ -65,9 +61,9 @@ std::uint64_t blas_bytes_short(std::uint64_t limit, std::uint64_t mapped, int bl
   return needed > limit ? needed - limit : 0;
 }
 
-const AddressSpaceLimit& check_address_space_for_blas() {
-  static const AddressSpaceLimit limit = check_now();
-  return limit;
+void check_address_space_for_blas() {
+  static const bool checked = (check_now(), true);  // once: a throw leaves it unset, and the process ends
+  (void)checked;
 }
 
 }  // namespace ipj::device

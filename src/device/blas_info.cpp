@@ -1,6 +1,7 @@
 // The loaded BLAS's kernels (OpenBLAS core name via dlsym) and whether they are below the CPU's ISA.
 // Limits: the core-name table covers OpenBLAS 0.3.x's x86-64 names; others read as unknown (no advice).
 #include "ipj/device/blas_info.hpp"
+#include "loaded_symbol.hpp"
 
 #include <dlfcn.h>
 
@@ -16,7 +17,7 @@ namespace {
 using NameFunction = char* (*)();
 
 NameFunction loaded_function(const char* name) {
-  return reinterpret_cast<NameFunction>(::dlsym(RTLD_DEFAULT, name));
+  return loaded_symbol<NameFunction>(name);
 }
 
 std::string lower(std::string_view text) {

@@ -3,9 +3,9 @@
 // ipj's own threads share it. Limits: reads libgomp's places through dlsym; other OpenMP runtimes are left
 // alone.
 #include "ipj/device/openmp_binding.hpp"
+#include "loaded_symbol.hpp"
 
 #include <dirent.h>
-#include <dlfcn.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -20,11 +20,6 @@ namespace {
 using IntQuery = int (*)();
 using IntOfInt = int (*)(int);
 using PlaceIds = void (*)(int, int*);
-
-template <typename Function>
-Function loaded_symbol(const char* name) {
-  return reinterpret_cast<Function>(::dlsym(RTLD_DEFAULT, name));
-}
 
 std::vector<int> cpus_of(const cpu_set_t& set) {
   std::vector<int> cpus;

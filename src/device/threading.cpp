@@ -3,6 +3,7 @@
 #include "ipj/device/blas_info.hpp"
 #include "ipj/device/openmp_binding.hpp"
 #include "ipj/device/wait_policy.hpp"
+#include "loaded_symbol.hpp"
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
@@ -19,11 +20,6 @@ namespace {
 
 using SetThreadsFunction = void (*)(int);
 using GetThreadsFunction = int (*)();
-
-template <typename Function>
-Function find_loaded_symbol(const char* name) {
-  return reinterpret_cast<Function>(::dlsym(RTLD_DEFAULT, name));
-}
 
 }  // namespace
 
@@ -132,7 +128,7 @@ void apply_thread_plan(const ThreadPlan& plan) {
 }
 
 void set_blas_threads(int threads) {
-  if (auto set_threads = find_loaded_symbol<SetThreadsFunction>("openblas_set_num_threads"))
+  if (auto set_threads = loaded_symbol<SetThreadsFunction>("openblas_set_num_threads"))
     set_threads(std::max(1, threads));
 }
 
@@ -144,9 +140,9 @@ using GetOpenMpThreads = int (*)();
 const OpenMpTeamLimit& openmp_team_limit() {
   static const OpenMpTeamLimit limit = [] {
     OpenMpTeamLimit found;
-    const auto thread_limit = find_loaded_symbol<GetOpenMpThreads>("omp_get_thread_limit");
-    const auto active_levels = find_loaded_symbol<GetOpenMpThreads>("omp_get_max_active_levels");
-    const auto dynamic = find_loaded_symbol<GetOpenMpThreads>("omp_get_dynamic");
+    const auto thread_limit = loaded_symbol<GetOpenMpThreads>("omp_get_thread_limit");
+    const auto active_levels = loaded_symbol<GetOpenMpThreads>("omp_get_max_active_levels");
+    const auto dynamic = loaded_symbol<GetOpenMpThreads>("omp_get_dynamic");
     const auto named = [](const char* variable) {
       const char* value = std::getenv(variable);
       return std::string(variable) + "=" + (value != nullptr ? value : "?");
@@ -186,12 +182,12 @@ void limit_openmp_to_team() {
 }
 
 int caller_openmp_threads() {
-  static const auto get_threads = find_loaded_symbol<GetOpenMpThreads>("omp_get_max_threads");
+  static const auto get_threads = loaded_symbol<GetOpenMpThreads>("omp_get_max_threads");
   return get_threads ? get_threads() : 1;
 }
 
 CallerOpenMpThreads::CallerOpenMpThreads(int threads) {
-  static const auto set_threads = find_loaded_symbol<SetOpenMpThreads>("omp_set_num_threads");
+  static const auto set_threads = loaded_symbol<SetOpenMpThreads>("omp_set_num_threads");
   // LibTorch's lazy per-thread init runs now: on a thread's first parallel region it would put the pool's
   // count back over the one set here
   (void)at::get_num_threads();
@@ -203,18 +199,18 @@ CallerOpenMpThreads::CallerOpenMpThreads(int threads) {
 }
 
 CallerOpenMpThreads::~CallerOpenMpThreads() {
-  static const auto set_threads = find_loaded_symbol<SetOpenMpThreads>("omp_set_num_threads");
+  static const auto set_threads = loaded_symbol<SetOpenMpThreads>("omp_set_num_threads");
   if (previous_ > 0) set_threads(previous_);
 }
 
 void set_caller_openmp_threads(int threads) {
-  static const auto set_threads = find_loaded_symbol<SetOpenMpThreads>("omp_set_num_threads");
+  static const auto set_threads = loaded_symbol<SetOpenMpThreads>("omp_set_num_threads");
   (void)at::get_num_threads();  // LibTorch's lazy per-thread init runs now, not after the setting below
   if (set_threads != nullptr) set_threads(openmp_threads_allowed(threads));
 }
 
 int blas_thread_count() {
-  static const auto get_threads = find_loaded_symbol<GetThreadsFunction>("openblas_get_num_threads");
+  static const auto get_threads = loaded_symbol<GetThreadsFunction>("openblas_get_num_threads");
   return get_threads ? get_threads() : -1;
 }
 

@@ -5,17 +5,8 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
-#include <string>
 
 namespace ipj::device {
-
-struct AddressSpaceLimit {
-  std::optional<std::uint64_t> limit_bytes;  // RLIMIT_AS's soft limit; nullopt when unlimited
-  std::uint64_t mapped_bytes = 0;            // the process's address space at the check (VmSize)
-  std::uint64_t blas_bytes = 0;      // what OpenBLAS's buffers need on top: 0 when they are not needed
-  bool blas_buffers_mapped = false;  // a GEMM ran at the check, mapping them while there was room
-};
 
 // OpenBLAS maps one buffer of this size (plus alignment) per thread on its first GEMM (strace of Debian's
 // 0.3.21).
@@ -29,6 +20,6 @@ std::uint64_t blas_bytes_short(std::uint64_t limit, std::uint64_t mapped, int bl
 // raise it to when OpenBLAS's buffers cannot fit, else runs one fp32 GEMM so that they are mapped now and
 // meeting the limit later fails in an allocation (ipj's out-of-memory error). Once per process; unlimited:
 // does nothing.
-const AddressSpaceLimit& check_address_space_for_blas();
+void check_address_space_for_blas();
 
 }  // namespace ipj::device
