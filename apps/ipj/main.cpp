@@ -2,6 +2,7 @@
 // one-line error messages on stderr.
 #include <CLI/CLI.hpp>
 
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -57,6 +58,30 @@ const char* kernel_command(int argc, char** argv) {
   return nullptr;
 }
 
+// What the libraries print while they load (libgomp: "Invalid value for environment variable OMP_PLACES"),
+// the first start has already shown; the second start would print it again before main(). Its stderr is
+// /dev/null until main() restores the descriptor saved here (IPJ_STDERR_FD; the same environment loads the
+// same way, so nothing else is lost). Returns the saved descriptor, -1 where nothing was changed.
+int silence_stderr_until_second_main() {
+  const int saved = ::fcntl(STDERR_FILENO, F_DUPFD, 3);  // kept across exec (no FD_CLOEXEC)
+  const int null_device = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (saved < 0 || null_device < 0 || ::dup2(null_device, STDERR_FILENO) < 0) {
+    if (saved >= 0) ::close(saved);
+    if (null_device >= 0) ::close(null_device);
+    return -1;
+  }
+  ::close(null_device);
+  ::setenv("IPJ_STDERR_FD", std::to_string(saved).c_str(), 1);
+  return saved;
+}
+
+void restore_stderr(int saved) {
+  ::unsetenv("IPJ_STDERR_FD");
+  if (saved <= STDERR_FILENO) return;
+  ::dup2(saved, STDERR_FILENO);
+  ::close(saved);
+}
+
 void reexec_with_wait_policy(int argc, char** argv) {
   if (std::getenv("IPJ_REEXEC") != nullptr) return;
   const char* command = kernel_command(argc, argv);
@@ -84,8 +109,10 @@ void reexec_with_wait_policy(int argc, char** argv) {
     ::setenv(name.c_str(), value.c_str(), 1);
   ::setenv("IPJ_REEXEC", std::to_string(::getpid()).c_str(), 1);  // exec keeps the process id
   ::setenv("IPJ_WAIT_POLICY_SET", choice.reason.c_str(), 1);      // results say who set it, and why
+  const int saved_stderr = silence_stderr_until_second_main();
   ::execv("/proc/self/exe", argv);
   // exec failed (no /proc): run on with the libraries' defaults
+  restore_stderr(saved_stderr);
   for (const auto& setting : settings)
     ::unsetenv(setting.first.c_str());
   ::unsetenv("IPJ_REEXEC");
@@ -103,8 +130,11 @@ void settle_second_start_marks(char** argv) {
     ::unsetenv("IPJ_REEXEC");
     ::unsetenv("IPJ_WAIT_POLICY_SET");
     ::unsetenv("IPJ_BLAS_WAIT_SET");
+    ::unsetenv("IPJ_STDERR_FD");  // not ours: its number names none of our descriptors
     return;
   }
+  const char* saved_stderr = std::getenv("IPJ_STDERR_FD");
+  restore_stderr(saved_stderr != nullptr ? std::atoi(saved_stderr) : -1);
   const std::string name = std::filesystem::path(argv[0]).filename().string().substr(0, 15);
   if (name.empty()) return;
   ::prctl(PR_SET_NAME, name.c_str(), 0, 0, 0);

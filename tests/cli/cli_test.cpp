@@ -668,6 +668,34 @@ TEST(CliThreads, OpenMpBindingDoesNotShrinkTheMachineToOnePlace) {
   }
 }
 
+// libgomp warns about an OpenMP setting it cannot read while it loads, before main(); ipj's second start (the
+// wait policy's) loaded it again and the user read each warning twice. The second start's load is silent now,
+// and what ipj itself says after it still shows.
+TEST(CliThreads, TheLibrariesLoadTimeWarningsShowOnce) {
+  const std::string environment = "timeout 300 env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT OMP_PLACES=nonsense ";
+  const auto count = [](const std::string& text, const std::string& what) {
+    std::size_t found = 0;
+    for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1))
+      ++found;
+    return found;
+  };
+  const auto trained = testing::run_process(
+      environment + testing::ipj_binary() +
+      " train --model mlp --limit 300 --test-limit 100 --epochs 1 --no-energy --no-save --quiet --json");
+  ASSERT_EQ(trained.exit_code, 0) << trained.err;
+  const json threads = json::parse(trained.out)["threads"];
+  ASSERT_NE(threads.value("omp_wait_policy", "").find("set by ipj"), std::string::npos)
+      << threads;  // the second start ran
+  EXPECT_EQ(count(trained.err, "libgomp: "), 1U) << trained.err;
+  EXPECT_EQ(count(trained.err, "OMP_PLACES"), 1U) << trained.err;
+
+  const auto failed = testing::run_process(environment + testing::ipj_binary() +
+                                           " train --model mlp --data /no/such/folder --no-energy --quiet");
+  EXPECT_NE(failed.exit_code, 0);
+  EXPECT_EQ(count(failed.err, "libgomp: "), 1U) << failed.err;
+  EXPECT_NE(failed.err.find("ipj: error: "), std::string::npos) << failed.err;  // the second start's own
+}
+
 // Under `ulimit -v` (batch schedulers' h_vmem) OpenBLAS retries for ever when it cannot map a thread's 128
 // MiB GEMM buffer: runs near the limit hung in their first GEMM or at exit, or crashed asking for a bug
 // report. Now each run either fits, or stops at once with one line naming the limit and how far to raise it.
