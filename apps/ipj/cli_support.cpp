@@ -1,15 +1,22 @@
 // Output helpers shared by subcommands.
 #include "cli_support.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <sstream>
+#include <system_error>
 #include <type_traits>
+#include <vector>
 
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/train/recipe.hpp"
@@ -62,11 +69,40 @@ data::DataOptions data_options(const DataFlags& flags) {
   return options;
 }
 
+namespace {
+std::vector<std::string>& reserved_run_folders() {
+  static std::vector<std::string> folders;
+  return folders;
+}
+}  // namespace
+
 std::string default_run_folder(const std::string& name) {
   char stamp[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
-  return "runs/" + name + "-" + stamp;
+  std::error_code error;
+  std::filesystem::create_directories("runs", error);
+  const std::string base = "runs/" + name + "-" + stamp;
+  // mkdir is the reservation: of two runs started in the same second, the second gets "-2"
+  for (int suffix = 1; suffix <= 1000; ++suffix) {
+    const std::string folder = suffix == 1 ? base : base + "-" + std::to_string(suffix);
+    if (::mkdir(folder.c_str(), 0777) == 0) {
+      reserved_run_folders().push_back(folder);
+      return folder;
+    }
+    if (errno != EEXIST)
+      fail(ErrorCategory::io, "cannot create the run folder '" + folder + "': " + std::strerror(errno) +
+                                  " (in " + std::filesystem::current_path(error).string() +
+                                  "); run from a writable folder or pass --out DIR");
+  }
+  fail(ErrorCategory::io, "runs/ holds 1000 folders named '" + base + "*' already; pass --out DIR");
+}
+
+void remove_reserved_run_folders_left_empty() {
+  for (const std::string& folder : reserved_run_folders()) {
+    std::error_code error;
+    if (std::filesystem::is_empty(folder, error) && !error) std::filesystem::remove(folder, error);
+  }
 }
 
 const char* const kInputShapeHelp =

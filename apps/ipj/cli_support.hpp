@@ -39,8 +39,11 @@ void add_data_flags(CLI::App& command, DataFlags& flags, bool with_normalization
 // The parsed and validated options; throws ipj::Error(usage) naming the flag.
 data::DataOptions data_options(const DataFlags& flags);
 
-// "runs/<name>-YYYYmmdd-HHMMSS": the default run folder of commands that write results.
+// A new folder runs/<name>-<YYYYmmdd-HHMMSS>[-N] in the working directory, made here so that runs started in
+// the same second never share one (ipj::Error io where it cannot be made).
 std::string default_run_folder(const std::string& name);
+// main(): removes the folders default_run_folder made that the run left empty (it failed before writing).
+void remove_reserved_run_folders_left_empty();
 
 // `--model TEXT` (a zoo name or a TorchScript file) with `--input-shape C,H,W|N` ("" when not given).
 models::ModelSource parse_model_flags(const std::string& model, const std::string& input_shape,

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 
 #include <cstdio>
@@ -104,6 +105,9 @@ int run_server(const serve::ServeOptions& options) {
   // SIGTERM/SIGINT: the handler only writes a byte to a pipe; a waiter thread reads it and drains. It is
   // installed once the models are loaded: until then a signal stops the process as by default (reading
   // the repository and loading models cannot hold shutdown back; there is nothing to drain yet).
+  // A log reader that goes away (a collector restarting, `2>&1 | tee` killed) must not stop the server:
+  // writes to a closed pipe fail with EPIPE instead of killing the process (sockets are handled by Asio).
+  std::signal(SIGPIPE, SIG_IGN);
   static int wake_pipe[2] = {-1, -1};
   if (pipe(wake_pipe) != 0) fail(ErrorCategory::io, "cannot create the signal pipe");
   serve::InferenceServer server(options);  // binds (a port in use fails before any model loads)

@@ -30,6 +30,7 @@
 #include "ipj/device/threading.hpp"
 #include "ipj/device/torch_warnings.hpp"
 #include "ipj/device/wait_policy.hpp"
+#include "standard_streams.hpp"
 
 namespace {
 
@@ -95,6 +96,12 @@ void reexec_with_wait_policy(int argc, char** argv) {
                 << (user_policy ? "OMP_WAIT_POLICY or GOMP_SPINCOUNT is set, and that runs"
                                 : "IPJ_NO_REEXEC=1 keeps libgomp's own default")
                 << std::endl;
+    return;
+  }
+  if (ipj::device::started_through_the_dynamic_loader()) {
+    ipj::device::note_second_start_skipped(
+        "started through the dynamic loader (/proc/self/exe is ld.so, which cannot run ipj again): no second "
+        "start, libgomp's own default");
     return;
   }
   const bool server = std::string(command) == "serve";
@@ -244,7 +251,13 @@ static int run_command(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
-  const int code = run_command(argc, argv);
+  ipj::cli::fill_closed_standard_descriptors();  // before any pipe, socket or file takes 0, 1 or 2
+  int code = run_command(argc, argv);
+  ipj::cli::remove_reserved_run_folders_left_empty();
+  if (const auto failure = ipj::cli::standard_output_failure(); failure && code == 0) {
+    std::cerr << "ipj: error: " << *failure << std::endl;
+    code = ipj::exit_code_for(ipj::ErrorCategory::io);
+  }
   // Under ulimit -v a failed run can leave an OpenBLAS thread retrying an allocation for ever, which
   // OpenBLAS's exit handler then joins (the process hung after printing its error): skip the libraries' exit
   // handlers. Results are written atomically and closed before this point; only the streams need flushing.

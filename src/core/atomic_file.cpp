@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "ipj/core/error.hpp"
 
@@ -109,14 +110,32 @@ void replace_file_atomically(const std::string& path, const std::function<void(c
   fsync_path(parent.empty() ? "." : parent.string());
 }
 
+namespace {
+void write_contents(const std::string& temporary, const std::string& contents) {
+  std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+  if (!out) fail(ErrorCategory::io, "cannot open '" + temporary + "' for writing: " + std::strerror(errno));
+  out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
+  out.flush();
+  if (!out) fail(ErrorCategory::io, "cannot write '" + temporary + "' (disk full?)");
+}
+}  // namespace
+
 void write_file_atomically(const std::string& path, const std::string& contents) {
-  replace_file_atomically(path, [&](const std::string& temporary) {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) fail(ErrorCategory::io, "cannot open '" + temporary + "' for writing: " + std::strerror(errno));
-    out.write(contents.data(), static_cast<std::streamsize>(contents.size()));
-    out.flush();
-    if (!out) fail(ErrorCategory::io, "cannot write '" + temporary + "' (disk full?)");
-  });
+  replace_file_atomically(path, [&](const std::string& temporary) { write_contents(temporary, contents); });
+}
+
+void write_through_memory(const std::string& temporary, const std::string& path,
+                          const std::function<void(std::ostream&)>& serialize) {
+  std::ostringstream buffer(std::ios::binary);
+  serialize(buffer);
+  try {
+    write_contents(temporary, buffer.str());
+  } catch (const Error&) {
+    fail(ErrorCategory::io, "cannot write '" + path + "': no space left for its " +
+                                std::to_string(buffer.tellp()) + " bytes in '" +
+                                std::filesystem::path(temporary).parent_path().string() +
+                                "' (or the disk refused them); free space or choose another folder");
+  }
 }
 
 void require_writable_folder(const std::string& path, const std::string& flag) {

@@ -2,6 +2,8 @@
 // (ipj/device/wait_policy.hpp). LibTorch-free: apps/ipj calls it before it starts itself again.
 #include "ipj/device/wait_policy.hpp"
 
+#include <sys/auxv.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -136,8 +138,24 @@ bool second_start_disabled() {
   return no_reexec != nullptr && std::string(no_reexec) == "1";
 }
 
+namespace {
+std::string& skipped_second_start() {
+  static std::string reason;
+  return reason;
+}
+}  // namespace
+
+void note_second_start_skipped(const std::string& reason) {
+  skipped_second_start() = reason;
+}
+
+bool started_through_the_dynamic_loader() {
+  return ::getauxval(AT_BASE) == 0;
+}
+
 std::string wait_policy_reason() {
   if (const char* reason = std::getenv("IPJ_WAIT_POLICY_SET")) return reason;
+  if (!skipped_second_start().empty()) return skipped_second_start();
   if (wait_policy_set_by_environment())
     return "set before ipj started (by the user or a parent process): ipj leaves it as it is";
   if (second_start_disabled()) return "IPJ_NO_REEXEC=1: libgomp's own default";

@@ -162,7 +162,7 @@ Json export_torchscript(const ExportOptions& options, const ExportableModel& mod
     module = infer::script_graph(model.graph);
   Json self_check;
   replace_file_atomically(options.out_path, [&](const std::string& temporary) {
-    module.save(temporary);
+    write_through_memory(temporary, options.out_path, [&](std::ostream& out) { module.save(out); });
     self_check = check_torchscript(temporary, options.model_path, model, options.import, options.seed);
   });
   Json report;

@@ -163,7 +163,7 @@ void ScriptClassifier::save_torchscript(const std::string& path,
   const torch::jit::ExtraFilesMap extra(extra_files.begin(), extra_files.end());
   replace_file_atomically(path, [&](const std::string& temporary) {
     try {
-      copy.save(temporary, extra);
+      write_through_memory(temporary, path, [&](std::ostream& out) { copy.save(out, extra); });
     } catch (const std::exception& error) {
       fail(ErrorCategory::io, "cannot write TorchScript file '" + path + "': " + torch_reason(error));
     }

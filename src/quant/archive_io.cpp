@@ -10,7 +10,7 @@ namespace ipj::quant {
 void save_sealed_archive(torch::serialize::OutputArchive& archive, const std::string& path) {
   replace_file_atomically(path, [&](const std::string& temporary) {
     try {
-      archive.save_to(temporary);
+      write_through_memory(temporary, path, [&](std::ostream& out) { archive.save_to(out); });
     } catch (const c10::Error& error) {
       fail(ErrorCategory::io, "cannot write '" + path + "': " + error.what_without_backtrace());
     }

@@ -260,7 +260,7 @@ void save_script(const torch::jit::Module& module, const std::string& path, cons
   const torch::jit::ExtraFilesMap extra{{train::kTorchScriptInfoName, info.dump()}};
   replace_file_atomically(path, [&](const std::string& temporary) {
     try {
-      module.save(temporary, extra);
+      write_through_memory(temporary, path, [&](std::ostream& out) { module.save(out, extra); });
     } catch (const c10::Error& error) {
       fail(ErrorCategory::io, "cannot write the TorchScript file '" + path + "': " + first_line(error));
     }

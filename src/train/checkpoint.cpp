@@ -101,7 +101,7 @@ void save_checkpoint(const std::string& path, const torch::nn::Module& model,
   archive.write("optimizer", optimizer_archive);
   replace_file_atomically(path, [&](const std::string& temporary) {
     try {
-      archive.save_to(temporary);
+      write_through_memory(temporary, path, [&](std::ostream& out) { archive.save_to(out); });
     } catch (const c10::Error& error) {
       fail(ErrorCategory::io, "cannot write checkpoint '" + path + "': " + error.what_without_backtrace());
     }

@@ -1,8 +1,11 @@
 // The `ipj` binary in the environments users run it in: thread plans and why, OpenMP settings and binding,
-// the wait policy's second start, an address-space limit. Real processes on the machine's own CPUs.
+// the wait policy's second start, address-space and file-size limits, full disks, shared run folders.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -259,6 +262,84 @@ TEST(CliThreads, TrainRunsWithTheWaitPolicyIpjChoseUnlessTheUserChoseOne) {
   const auto version =
       testing::run_process(unset + "IPJ_WAIT_POLICY_SET= " + testing::ipj_binary() + " --version");
   EXPECT_EQ(version.exit_code, 0);
+}
+
+// Two runs started in the same second without --out shared runs/<model>-<time> and the second's files
+// replaced the first's. The folder is made when its name is chosen now: a taken name gets "-2"; a run that
+// fails before writing leaves no empty folder behind.
+TEST(CliEnvironment, RunsStartedInTheSameSecondGetTheirOwnFolders) {
+  testing::TempDir dir;
+  const std::time_t now = std::time(nullptr);
+  std::vector<std::string> taken;
+  for (std::time_t second = now; second <= now + 30; ++second) {  // every name the run could choose
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&second));
+    taken.push_back(dir.file(std::string("runs/mlp-") + stamp));
+    std::filesystem::create_directories(taken.back());
+    std::ofstream(taken.back() + "/results.json") << "{\"another\": \"run\"}";
+  }
+  const std::string train =
+      "cd " + dir.path() + " && " + testing::ipj_binary() +
+      " train --model mlp --limit 200 --test-limit 50 --epochs 1 --no-energy --quiet --json";
+  const auto result = testing::run_process(train);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string out = json::parse(result.out)["config"]["out"];
+  EXPECT_EQ(out.substr(out.size() - 2), "-2") << out;
+  EXPECT_TRUE(std::filesystem::exists(dir.file(out + "/results.json"))) << out;
+  for (const std::string& folder : taken)
+    EXPECT_EQ(read_file(folder + "/results.json"), "{\"another\": \"run\"}") << folder;
+  const auto failed = testing::run_process(train + " --data /no/such/folder");
+  EXPECT_EQ(failed.exit_code, 4) << failed.err;
+  std::size_t folders = 0;
+  for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir.file("runs")))
+    ++folders;
+  EXPECT_EQ(folders, taken.size() + 1);  // the failed run's folder was removed
+}
+
+// LibTorch's zip writer throws from its destructor when the disk fills: the run aborted ("terminate called
+// ...", a crash report asking for a bug report) and left a half-written checkpoint.pt.tmp taking the space.
+// A file-size limit (ulimit -f; SIGXFSZ ignored, as a full disk gives no signal) fails the same writes.
+TEST(CliEnvironment, AFullDiskEndsARunWithAnIoErrorAndNoTemporaryLeft) {
+  testing::TempDir dir;
+  const auto run =
+      testing::run_process("bash -c 'trap \"\" XFSZ; ulimit -f 2048; exec " + testing::ipj_binary() +
+                           " train --model mlp --limit 200 --test-limit 50 --epochs 1 --no-energy "
+                           "--quiet --out " +
+                           dir.file("run") + "'");
+  EXPECT_EQ(run.exit_code, 4) << run.err;  // 134: the abort
+  EXPECT_NE(run.err.find("cannot write '" + dir.file("run") + "/checkpoint.pt'"), std::string::npos)
+      << run.err;
+  EXPECT_EQ(run.err.find("crashed"), std::string::npos) << run.err;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.file("run")))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp"), std::string::npos) << entry.path();
+}
+
+// stdout on a full disk (or /dev/full) lost the JSON object while the run exited 0.
+TEST(CliEnvironment, AStdoutThatCannotBeWrittenFailsTheRun) {
+  // (inside a shell of its own: run_process sends the command's stdout to its own file after it)
+  const auto full =
+      testing::run_process("sh -c 'exec " + testing::ipj_binary() +
+                           " train --model mlp --limit 200 --test-limit 50 --epochs 1 --no-energy "
+                           "--no-save --quiet --json > /dev/full'");
+  testing::expect_cli_failure(full, 4, "cannot write standard output");
+  const auto devices =
+      testing::run_process("sh -c 'exec " + testing::ipj_binary() + " devices --json > /dev/full'");
+  testing::expect_cli_failure(devices, 4, "cannot write standard output");
+}
+
+// `ld-linux-x86-64.so.2 ipj train ...` (how some launchers start programs): /proc/self/exe is the loader, and
+// the wait policy's second start ran the loader with ipj's arguments: exit 127 and nothing printed.
+TEST(CliEnvironment, StartedThroughTheDynamicLoaderARunRunsOnceAndSaysSo) {
+  const std::string loader = "/lib64/ld-linux-x86-64.so.2";
+  if (!std::filesystem::exists(loader)) GTEST_SKIP() << "no " << loader << " on this machine";
+  const auto run = testing::run_process(
+      "env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT " + loader + " " + testing::ipj_binary() +
+      " train --model mlp --limit 200 --test-limit 50 --epochs 1 --no-energy "
+      "--no-save --quiet --json");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(json::parse(run.out)["threads"]["wait_policy_reason"].get<std::string>().find("dynamic loader"),
+            std::string::npos)
+      << run.out;
 }
 
 }  // namespace

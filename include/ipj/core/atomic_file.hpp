@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <ostream>
 #include <string>
 
@@ -18,6 +19,13 @@ void write_file_atomically(const std::string& path, const std::string& contents)
 // to `path`. For writers that insist on opening the file themselves (e.g. torch::save). The temporary
 // file is removed if `writer` throws; stale temporaries of `path` whose process is gone are removed first.
 void replace_file_atomically(const std::string& path, const std::function<void(const std::string&)>& writer);
+
+// Inside replace_file_atomically's writer: writes to `temporary` what `serialize` writes to a stream, through
+// memory. LibTorch's zip writer throws from its destructor when the disk fills, which ends the process and
+// leaves the temporary behind; a memory stream cannot fail, and the bytes then go to disk with each write
+// checked (ipj::Error io naming `path`).
+void write_through_memory(const std::string& temporary, const std::string& path,
+                          const std::function<void(std::ostream&)>& serialize);
 
 // Checks before any work that an output can be written: creates the folder (or the file's parent folder) and
 // a probe file in it. `flag` names the option in messages (e.g. "--out"). Throws ipj::Error(io) naming the

@@ -51,6 +51,13 @@ bool wait_policy_set_by_environment();
 // IPJ_NO_REEXEC=1: no second start, libgomp's own default.
 bool second_start_disabled();
 
+// The program was started through the dynamic loader (`ld-linux-x86-64.so.2 ipj train ...`): /proc/self/exe
+// is then the loader, and executing it again with ipj's arguments fails. The kernel loaded no interpreter
+// for it (AT_BASE is 0), as for every dynamically linked program started the usual way it does.
+bool started_through_the_dynamic_loader();
+// The second start could not run (the reason goes into results' threads.wait_policy_reason).
+void note_second_start_skipped(const std::string& reason);
+
 // What libgomp runs with in this process, for results: "PASSIVE (set by ipj)", "spin, then sleep:
 // GOMP_SPINCOUNT=3000 (set by ipj)", "ACTIVE (set by the user)", "unset (libgomp default: spin, then sleep)".
 // IPJ_WAIT_POLICY_SET holds ipj's reason when ipj set it.
