@@ -27,6 +27,7 @@
 #include "ipj/device/address_space_limit.hpp"
 #include "ipj/device/machine_load.hpp"
 #include "ipj/device/openmp_binding.hpp"
+#include "ipj/device/task_limit.hpp"
 #include "ipj/device/threading.hpp"
 #include "ipj/device/torch_warnings.hpp"
 #include "ipj/device/wait_policy.hpp"
@@ -217,7 +218,10 @@ static int run_command(int argc, char** argv) {
     ipj::device::limit_openmp_to_team();          // OMP_THREAD_LIMIT / OMP_DYNAMIC / OMP_MAX_ACTIVE_LEVELS=0
     if (!binding.reason.empty()) spdlog::debug("{}", binding.reason);  // results' threads.reason has it
     // ulimit -v: OpenBLAS hangs where it cannot map its GEMM buffers; fail now, or map them while they fit
-    if (kernel_command(argc, argv) != nullptr) ipj::device::check_address_space_for_blas();
+    if (kernel_command(argc, argv) != nullptr) {
+      ipj::device::check_task_limit_for_threads();  // pids.max: a thread pool's start hung without tasks left
+      ipj::device::check_address_space_for_blas();
+    }
     return runner ? runner() : 0;
   } catch (const ipj::Error& error) {
     std::cerr << "ipj: error: " << error.what() << std::endl;
@@ -233,7 +237,8 @@ static int run_command(int argc, char** argv) {
   } catch (const std::system_error& error) {
     // The system refused a thread, a lock or a descriptor (a process or memory limit, a busy machine).
     std::cerr << "ipj: error: the system refused a resource: " << error.what()
-              << "; check ulimit -u / -n and the container's process limit, then retry" << std::endl;
+              << "; check ulimit -u / -n and the container's process limit, then retry"
+              << ipj::device::task_limit_hint() << std::endl;
     return ipj::exit_code_for(ipj::ErrorCategory::runtime);
   } catch (const std::exception& error) {
     // LibTorch errors carry multi-line backtraces: keep the line naming the cause; IPJ_LOG_LEVEL=debug shows

@@ -62,6 +62,7 @@ double process_cpu_seconds() {
 // "4:cpu,cpuacct:/a/b" lines of /proc/self/cgroup: the path of the v1 cpu controller or of v2 ("0::").
 struct CgroupPaths {
   std::optional<std::string> v1_cpu;
+  std::optional<std::string> v1_pids;
   std::optional<std::string> v2;
 };
 
@@ -82,7 +83,10 @@ CgroupPaths parse_self_cgroup(const std::string& text) {
     std::istringstream names(controllers);
     std::string name;
     while (std::getline(names, name, ','))
-      if (name == "cpu") paths.v1_cpu = path;
+      if (name == "cpu")
+        paths.v1_cpu = path;
+      else if (name == "pids")
+        paths.v1_pids = path;
   }
   return paths;
 }
@@ -129,6 +133,21 @@ std::optional<std::int64_t> read_nr_throttled(const std::string& stat_file) {
   if (stat_file.empty()) return std::nullopt;
   auto text = read_small_file(stat_file);
   return text ? parse_nr_throttled(*text) : std::nullopt;
+}
+
+// The smallest headroom (pids.max - pids.current) on the way up from `folders`.
+std::optional<TaskLimit> tightest_task_limit(const std::vector<fs::path>& folders) {
+  std::optional<TaskLimit> tightest;
+  for (const fs::path& folder : folders) {
+    const auto max_text = read_small_file(folder / "pids.max");
+    const auto current_text = read_small_file(folder / "pids.current");
+    if (!max_text || !current_text || max_text->rfind("max", 0) == 0) continue;
+    TaskLimit limit{std::atoll(max_text->c_str()), std::atoll(current_text->c_str()),
+                    (folder / "pids.max").string()};
+    if (limit.max <= 0) continue;
+    if (!tightest || limit.max - limit.current < tightest->max - tightest->current) tightest = limit;
+  }
+  return tightest;
 }
 
 std::optional<double> read_loadavg() {
@@ -222,6 +241,22 @@ CgroupCpu read_cgroup_cpu(const std::string& root) {
   if (paths.v2 && fs::exists(mount / "cgroup.controllers"))
     read_quota_in(cgroup_folders(mount, *paths.v2), true, cgroup);
   return cgroup;
+}
+
+std::optional<TaskLimit> read_task_limit(const std::string& root) {
+  const fs::path base(root);
+  const CgroupPaths paths = parse_self_cgroup(read_small_file(base / "proc/self/cgroup").value_or(""));
+  const fs::path mount = base / "sys/fs/cgroup";
+  std::optional<TaskLimit> tightest;
+  const auto keep_tighter = [&tightest](std::optional<TaskLimit> limit) {
+    if (limit && (!tightest || limit->max - limit->current < tightest->max - tightest->current))
+      tightest = limit;
+  };
+  if (paths.v1_pids && fs::exists(mount / "pids"))
+    keep_tighter(tightest_task_limit(cgroup_folders(mount / "pids", *paths.v1_pids)));
+  if (paths.v2 && fs::exists(mount / "cgroup.controllers"))
+    keep_tighter(tightest_task_limit(cgroup_folders(mount, *paths.v2)));
+  return tightest;
 }
 
 int available_cpus(int affinity_cpus, std::optional<double> quota) {

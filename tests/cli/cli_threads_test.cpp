@@ -1,6 +1,7 @@
 // The `ipj` binary in the environments users run it in: thread plans and why, OpenMP settings and binding,
 // the wait policy's second start, address-space and file-size limits, full disks, shared run folders.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <ctime>
@@ -340,6 +341,22 @@ TEST(CliEnvironment, StartedThroughTheDynamicLoaderARunRunsOnceAndSaysSo) {
   EXPECT_NE(json::parse(run.out)["threads"]["wait_policy_reason"].get<std::string>().find("dynamic loader"),
             std::string::npos)
       << run.out;
+}
+
+// A cgroup task limit (docker --pids-limit) with one task to spare hung the run for ever in LibTorch's
+// thread-pool start; now it stops at once naming the limit, and a thread refused later names it too.
+// Needs a writable cgroup v1 pids controller (root); skipped elsewhere.
+TEST(CliEnvironment, ACgroupTaskLimitStopsARunNamingItInsteadOfAHang) {
+  const std::string group = "/sys/fs/cgroup/pids/ipj-test-" + std::to_string(::getpid());
+  if (::access("/sys/fs/cgroup/pids", W_OK) != 0 || !std::filesystem::create_directory(group))
+    GTEST_SKIP() << "no writable cgroup v1 pids controller here";
+  std::ofstream(group + "/pids.max") << 3;
+  const auto run = testing::run_process(
+      "sh -c 'echo $$ > " + group + "/cgroup.procs && exec timeout 60 " + testing::ipj_binary() +
+      " train --model mlp --limit 200 --test-limit 50 --epochs 1 --no-energy "
+      "--no-save --quiet --json'");
+  std::filesystem::remove(group);
+  testing::expect_cli_failure(run, 6, "the cgroup's task limit is 3");  // 124: the hang
 }
 
 }  // namespace

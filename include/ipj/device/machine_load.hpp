@@ -62,6 +62,15 @@ struct CgroupCpu {
 };
 CgroupCpu read_cgroup_cpu(const std::string& root = "/");
 
+// A cgroup task limit (pids.max; every thread is a task): the one with the least headroom on the way up from
+// this process's cgroup (v1 pids controller or v2), or nullopt where none is set or readable.
+struct TaskLimit {
+  std::int64_t max = 0;      // pids.max
+  std::int64_t current = 0;  // pids.current: tasks in that cgroup now, this process's threads included
+  std::string file;          // the pids.max read
+};
+std::optional<TaskLimit> read_task_limit(const std::string& root = "/");
+
 // The CPUs this process may run on: the affinity mask, capped by the quota rounded up.
 struct CpuLimits {
   std::vector<int> affinity;  // CPU numbers from sched_getaffinity (every online CPU when it fails)

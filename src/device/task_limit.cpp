@@ -1,0 +1,38 @@
+// The cgroup task-limit check before kernels run (task_limit.hpp): fail with the limit named instead of
+// hanging in a thread pool's start. Reads pids.max / pids.current through read_task_limit (machine_load).
+#include "ipj/device/task_limit.hpp"
+
+#include "ipj/core/error.hpp"
+#include "ipj/device/machine_load.hpp"
+
+namespace ipj::device {
+namespace {
+
+std::string describe(const TaskLimit& limit) {
+  return "the cgroup's task limit is " + std::to_string(limit.max) + " (" + limit.file +
+         ", every thread counts) with " + std::to_string(limit.current) + " in use";
+}
+
+constexpr const char* kHowToRaise =
+    "raise it (docker run --pids-limit, Kubernetes podPidsLimit, systemd TasksMax)";
+
+}  // namespace
+
+void check_task_limit_for_threads() {
+  const std::optional<TaskLimit> limit = read_task_limit();
+  if (!limit || limit->max - limit->current >= kMinimumSpareTasks) return;
+  throw Error(ErrorCategory::runtime,
+              describe(*limit) + ": ipj needs at least " + std::to_string(kMinimumSpareTasks) +
+                  " more threads (its thread pools, data loading, the energy monitor) and would hang "
+                  "starting them; " +
+                  kHowToRaise + " by at least " +
+                  std::to_string(kMinimumSpareTasks - (limit->max - limit->current)) +
+                  "; a larger thread plan needs more (--threads 1 --prefetch 0 needs the fewest)");
+}
+
+std::string task_limit_hint() {
+  const std::optional<TaskLimit> limit = read_task_limit();
+  return limit ? "; " + describe(*limit) + ": " + kHowToRaise + ", or run with --threads 1 --prefetch 0" : "";
+}
+
+}  // namespace ipj::device
