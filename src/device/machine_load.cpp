@@ -135,19 +135,17 @@ std::optional<std::int64_t> read_nr_throttled(const std::string& stat_file) {
   return text ? parse_nr_throttled(*text) : std::nullopt;
 }
 
-// The smallest headroom (pids.max - pids.current) on the way up from `folders`.
-std::optional<TaskLimit> tightest_task_limit(const std::vector<fs::path>& folders) {
-  std::optional<TaskLimit> tightest;
+// Keeps in `tightest` the limit with the least headroom (pids.max - pids.current) on the way up from
+// `folders`.
+void keep_tightest_task_limit(const std::vector<fs::path>& folders, std::optional<TaskLimit>& tightest) {
   for (const fs::path& folder : folders) {
     const auto max_text = read_small_file(folder / "pids.max");
     const auto current_text = read_small_file(folder / "pids.current");
     if (!max_text || !current_text || max_text->rfind("max", 0) == 0) continue;
     TaskLimit limit{std::atoll(max_text->c_str()), std::atoll(current_text->c_str()),
                     (folder / "pids.max").string()};
-    if (limit.max <= 0) continue;
-    if (!tightest || limit.max - limit.current < tightest->max - tightest->current) tightest = limit;
+    if (limit.max > 0 && (!tightest || limit.spare() < tightest->spare())) tightest = limit;
   }
-  return tightest;
 }
 
 std::optional<double> read_loadavg() {
@@ -248,14 +246,10 @@ std::optional<TaskLimit> read_task_limit(const std::string& root) {
   const CgroupPaths paths = parse_self_cgroup(read_small_file(base / "proc/self/cgroup").value_or(""));
   const fs::path mount = base / "sys/fs/cgroup";
   std::optional<TaskLimit> tightest;
-  const auto keep_tighter = [&tightest](std::optional<TaskLimit> limit) {
-    if (limit && (!tightest || limit->max - limit->current < tightest->max - tightest->current))
-      tightest = limit;
-  };
   if (paths.v1_pids && fs::exists(mount / "pids"))
-    keep_tighter(tightest_task_limit(cgroup_folders(mount / "pids", *paths.v1_pids)));
+    keep_tightest_task_limit(cgroup_folders(mount / "pids", *paths.v1_pids), tightest);
   if (paths.v2 && fs::exists(mount / "cgroup.controllers"))
-    keep_tighter(tightest_task_limit(cgroup_folders(mount, *paths.v2)));
+    keep_tightest_task_limit(cgroup_folders(mount, *paths.v2), tightest);
   return tightest;
 }
 

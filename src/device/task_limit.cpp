@@ -20,13 +20,12 @@ constexpr const char* kHowToRaise =
 
 void check_task_limit_for_threads() {
   const std::optional<TaskLimit> limit = read_task_limit();
-  if (!limit || limit->max - limit->current >= kMinimumSpareTasks) return;
+  if (!limit || limit->spare() >= kMinimumSpareTasks) return;
   throw Error(ErrorCategory::runtime,
               describe(*limit) + ": ipj needs at least " + std::to_string(kMinimumSpareTasks) +
                   " more threads (its thread pools, data loading, the energy monitor) and would hang "
                   "starting them; " +
-                  kHowToRaise + " by at least " +
-                  std::to_string(kMinimumSpareTasks - (limit->max - limit->current)) +
+                  kHowToRaise + " by at least " + std::to_string(kMinimumSpareTasks - limit->spare()) +
                   "; a larger thread plan needs more (--threads 1 --prefetch 0 needs the fewest)");
 }
 

@@ -68,6 +68,7 @@ struct TaskLimit {
   std::int64_t max = 0;      // pids.max
   std::int64_t current = 0;  // pids.current: tasks in that cgroup now, this process's threads included
   std::string file;          // the pids.max read
+  std::int64_t spare() const { return max - current; }
 };
 std::optional<TaskLimit> read_task_limit(const std::string& root = "/");
 
