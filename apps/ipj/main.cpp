@@ -22,6 +22,7 @@
 
 #include "cli_support.hpp"
 #include "ipj/core/crash_report.hpp"
+#include "ipj/core/environment.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/core/log.hpp"
 #include "ipj/device/address_space_limit.hpp"
@@ -89,13 +90,13 @@ void reexec_with_wait_policy(int argc, char** argv) {
   const char* command = kernel_command(argc, argv);
   if (command == nullptr) return;
   const char* requested = std::getenv("IPJ_WAIT_POLICY");
-  const auto request = ipj::device::parse_wait_policy_request(requested != nullptr ? requested : "");
+  const auto request = ipj::device::parse_wait_policy_request(ipj::environment_choice("IPJ_WAIT_POLICY"));
   const bool user_policy = ipj::device::wait_policy_set_by_environment();
   if (user_policy || ipj::device::second_start_disabled()) {
     if (request != ipj::device::WaitPolicyRequest::automatic)
       std::cerr << "ipj: warning: IPJ_WAIT_POLICY=" << requested << " not applied: "
                 << (user_policy ? "OMP_WAIT_POLICY or GOMP_SPINCOUNT is set, and that runs"
-                                : "IPJ_NO_REEXEC=1 keeps libgomp's own default")
+                                : "IPJ_NO_REEXEC keeps libgomp's own default")
                 << std::endl;
     return;
   }
@@ -150,6 +151,16 @@ void settle_second_start_marks(char** argv) {
   std::error_code ignored;
   for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ignored))
     std::ofstream(task.path() / "comm") << name;
+}
+
+// What would stop a kernel command's first LibTorch work without a word (a hang, an internal enforce
+// failure): checked before it starts, each stopping with exit 5/6 and the fix.
+void check_before_kernels(int argc, char** argv) {
+  if (kernel_command(argc, argv) == nullptr) return;
+  ipj::device::check_proc_is_mounted();         // LibTorch's thread pool cannot start without it
+  ipj::device::check_task_limit_for_threads();  // pids.max: a thread pool's start hung without tasks left
+  // ulimit -v: OpenBLAS hangs where it cannot map its GEMM buffers; fail now, or map them while they fit
+  ipj::device::check_address_space_for_blas();
 }
 
 }  // namespace
@@ -210,6 +221,7 @@ static int run_command(int argc, char** argv) {
     return ipj::exit_code_for(ipj::ErrorCategory::usage);
   }
   try {
+    ipj::check_environment();  // a bad IPJ_* value is a usage error before anything runs
     // After parsing, which runs no kernels: a usage error starts LibTorch once, not twice.
     reexec_with_wait_policy(argc, argv);
     ::unsetenv("IPJ_REEXEC");  // children (ipj launch's ranks) see the policy set and run once
@@ -217,11 +229,7 @@ static int run_command(int argc, char** argv) {
     ipj::device::show_each_torch_warning_once();  // a model that warns on every forward must not flood stderr
     ipj::device::limit_openmp_to_team();          // OMP_THREAD_LIMIT / OMP_DYNAMIC / OMP_MAX_ACTIVE_LEVELS=0
     if (!binding.reason.empty()) spdlog::debug("{}", binding.reason);  // results' threads.reason has it
-    // ulimit -v: OpenBLAS hangs where it cannot map its GEMM buffers; fail now, or map them while they fit
-    if (kernel_command(argc, argv) != nullptr) {
-      ipj::device::check_task_limit_for_threads();  // pids.max: a thread pool's start hung without tasks left
-      ipj::device::check_address_space_for_blas();
-    }
+    check_before_kernels(argc, argv);
     return runner ? runner() : 0;
   } catch (const ipj::Error& error) {
     std::cerr << "ipj: error: " << error.what() << std::endl;

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "ipj/core/environment.hpp"
 #include "ipj/core/error.hpp"
 
 namespace ipj {
@@ -21,8 +22,7 @@ void init_logging(const std::string& level) {
   }
   std::string chosen = level;
   if (chosen.empty()) {
-    const char* from_env = std::getenv("IPJ_LOG_LEVEL");
-    chosen = from_env != nullptr && *from_env != '\0' ? from_env : "info";  // set but empty: the default
+    chosen = environment_choice("IPJ_LOG_LEVEL");  // checked, lower case; set but empty: the default
   }
   std::transform(chosen.begin(), chosen.end(), chosen.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });  // DEBUG = debug

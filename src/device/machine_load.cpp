@@ -16,6 +16,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "ipj/core/environment.hpp"
 #include "ipj/core/error.hpp"
 
 namespace ipj::device {
@@ -382,8 +383,7 @@ MachineState read_machine_state() {
 }
 
 bool static_thread_plans() {
-  const char* static_threads = std::getenv("IPJ_STATIC_THREADS");
-  return static_threads != nullptr && std::string(static_threads) == "1";
+  return environment_switch("IPJ_STATIC_THREADS");
 }
 
 LoadSampler::LoadSampler(CpuLimits limits, std::chrono::milliseconds interval)

@@ -7,11 +7,14 @@
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #include "ipj/core/log.hpp"
 
@@ -135,6 +138,51 @@ void set_blas_threads(int threads) {
 namespace {
 using SetOpenMpThreads = void (*)(int);
 using GetOpenMpThreads = int (*)();
+
+// libgomp's worker stack size as it reads it: OMP_STACKSIZE, else GOMP_STACKSIZE, a whole number with an
+// optional B, K, M or G suffix (K when none). 0 when unset or unreadable (libgomp then ignores it too).
+std::size_t openmp_stack_bytes(const char*& variable) {
+  for (const char* name : {"OMP_STACKSIZE", "GOMP_STACKSIZE"}) {
+    const char* text = std::getenv(name);
+    if (text == nullptr || *text == '\0') continue;
+    variable = name;
+    char* end = nullptr;
+    const unsigned long long number = std::strtoull(text, &end, 10);
+    while (std::isspace(static_cast<unsigned char>(*end)))
+      ++end;
+    const char unit = static_cast<char>(std::toupper(static_cast<unsigned char>(*end)));
+    const int shift = unit == 'B' ? 0 : unit == 'M' ? 20 : unit == 'G' ? 30 : 10;
+    if (end == text || (*end != '\0' && std::strchr("BKMG", unit) == nullptr)) return 0;
+    if (number > (~0ULL >> shift)) return ~std::size_t{0};
+    return static_cast<std::size_t>(number << shift);
+  }
+  return 0;
+}
+
+// Starts and joins one thread with the stack OMP_STACKSIZE asks for: where the system refuses it, libgomp
+// would end the whole process (exit 1, "Thread creation failed") at the first parallel region with two
+// threads. Returns why ("OMP_STACKSIZE=100G: ..."), or "" when the thread started or nothing is set.
+std::string openmp_stack_refusal() {
+  const char* variable = nullptr;
+  const std::size_t bytes = openmp_stack_bytes(variable);
+  if (bytes == 0) return "";
+  pthread_attr_t attributes;
+  ::pthread_attr_init(&attributes);
+  int result = ::pthread_attr_setstacksize(&attributes, std::max<std::size_t>(bytes, PTHREAD_STACK_MIN));
+  pthread_t thread{};
+  if (result == 0)
+    result = ::pthread_create(
+        &thread, &attributes, [](void*) -> void* { return nullptr; }, nullptr);
+  ::pthread_attr_destroy(&attributes);
+  if (result == 0) {
+    ::pthread_join(thread, nullptr);
+    return "";
+  }
+  return std::string(variable) + "=" + std::getenv(variable) +
+         ": a thread with that stack cannot start here (" + std::strerror(result) +
+         "), and libgomp ends the process when it cannot start its threads; unset it or set it smaller "
+         "(e.g. 8M) to use more";
+}
 }  // namespace
 
 const OpenMpTeamLimit& openmp_team_limit() {
@@ -148,7 +196,10 @@ const OpenMpTeamLimit& openmp_team_limit() {
       return std::string(variable) + "=" + (value != nullptr ? value : "?");
     };
     std::string cause;
-    if (active_levels != nullptr && active_levels() == 0) {
+    if (std::string refused = openmp_stack_refusal(); !refused.empty()) {
+      found.threads = 1;
+      cause = std::move(refused);
+    } else if (active_levels != nullptr && active_levels() == 0) {
       found.threads = 1;
       cause = named("OMP_MAX_ACTIVE_LEVELS") + " serialises every parallel region";
     } else if (dynamic != nullptr && dynamic() != 0) {

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 
+#include "ipj/core/environment.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/core/number_format.hpp"
 
@@ -134,8 +135,7 @@ bool wait_policy_set_by_environment() {
 }
 
 bool second_start_disabled() {
-  const char* no_reexec = std::getenv("IPJ_NO_REEXEC");
-  return no_reexec != nullptr && std::string(no_reexec) == "1";
+  return environment_switch("IPJ_NO_REEXEC");
 }
 
 namespace {
@@ -158,7 +158,8 @@ std::string wait_policy_reason() {
   if (!skipped_second_start().empty()) return skipped_second_start();
   if (wait_policy_set_by_environment())
     return "set before ipj started (by the user or a parent process): ipj leaves it as it is";
-  if (second_start_disabled()) return "IPJ_NO_REEXEC=1: libgomp's own default";
+  if (second_start_disabled())
+    return std::string("IPJ_NO_REEXEC=") + std::getenv("IPJ_NO_REEXEC") + ": libgomp's own default";
   return "";
 }
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "ipj/core/environment.hpp"
 #include "ipj/energy/meter.hpp"
 
 namespace ipj::energy {
@@ -62,8 +63,7 @@ std::unique_ptr<Meter> make_cpu_estimate_meter(const MeterOptions& options) {
   const int cpus = std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
   double tdp_w = options.cpu_tdp_w;
   if (tdp_w <= 0.0) {
-    const char* from_env = std::getenv("IPJ_CPU_TDP_W");
-    tdp_w = from_env ? std::strtod(from_env, nullptr) : 0.0;
+    tdp_w = environment_number("IPJ_CPU_TDP_W").value_or(0.0);
   }
   if (tdp_w <= 0.0) tdp_w = kDefaultWattsPerCpu * cpus;
   auto cpu_seconds = options.cpu_seconds ? options.cpu_seconds : std::function<double()>(process_cpu_seconds);

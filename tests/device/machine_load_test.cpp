@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "ipj/core/error.hpp"
 #include "ipj/device/machine_load.hpp"
 #include "ipj/device/openmp_binding.hpp"
+#include "ipj/device/task_limit.hpp"
 #include "ipj/device/threading.hpp"
 #include "support/test_support.hpp"
 
@@ -262,6 +264,26 @@ TEST(MachineLoad, SamplerSeesThisProcesssOwnWork) {
   EXPECT_GE(during.busy_cpus, 0.0);
   EXPECT_GE(during.other_cpus_max, during.other_cpus - 1e-9);
   EXPECT_TRUE(during.loadavg_1m.has_value());
+}
+
+// Without /proc LibTorch's thread pool cannot start (exit 70 "enforce fail at ThreadPool.cc" before): the
+// check names the missing tree and how to mount it; a tree that has both files passes.
+TEST(ProcCheck, AMissingProcTreeIsNamedWithTheFix) {
+  testing::TempDir dir;
+  try {
+    check_proc_is_mounted(dir.path());
+    ADD_FAILURE() << "an empty folder passed as /proc";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::unsupported);
+    EXPECT_NE(std::string(error.what()).find(dir.path() + " is not mounted"), std::string::npos)
+        << error.what();
+    EXPECT_NE(std::string(error.what()).find("mount -t proc proc /proc"), std::string::npos) << error.what();
+  }
+  std::filesystem::create_directories(dir.file("self"));
+  std::ofstream(dir.file("self/stat")) << "1 (x) R";
+  std::ofstream(dir.file("cpuinfo")) << "processor : 0";
+  EXPECT_NO_THROW(check_proc_is_mounted(dir.path()));
+  EXPECT_NO_THROW(check_proc_is_mounted());  // this machine's
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // A cgroup task limit (pids.max: `docker run --pids-limit`, Kubernetes podPidsLimit, systemd TasksMax) met by
 // ipj's threads: with one task left, LibTorch's thread-pool start hung for ever; with two, a later thread
 // failed with a bare "Resource temporarily unavailable". Limits: cgroup accounting only (RLIMIT_NPROC not
-// read).
+// read). Also the /proc check (LibTorch cannot start its thread pool without /proc/cpuinfo).
 #pragma once
 
 #include <string>
@@ -15,6 +15,11 @@ inline constexpr long kMinimumSpareTasks = 2;
 // Throws ipj::Error (runtime) naming the limit, its file and what to raise it to when fewer than
 // kMinimumSpareTasks tasks are left; does nothing without a limit.
 void check_task_limit_for_threads();
+
+// Before kernels run: /proc must be mounted. LibTorch's thread pool reads the CPU topology from /proc/cpuinfo
+// and, without it, stops the run with an internal enforce failure. Throws ipj::Error(unsupported) naming the
+// fix.
+void check_proc_is_mounted(const std::string& proc_root = "/proc");
 
 // For a thread the system refused: "; the cgroup's task limit is N (FILE), M in use: raise it ...", or ""
 // without a limit.
