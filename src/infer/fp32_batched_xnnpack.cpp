@@ -26,6 +26,7 @@
 #include "ipj/device/threading.hpp"
 #include "ipj/energy/meter.hpp"
 #include "ipj/infer/fp32_engine.hpp"
+#include "ipj/infer/onednn_runtime.hpp"
 #include "ipj/infer/xnnpack_runtime.hpp"
 
 namespace ipj::infer {
@@ -266,18 +267,27 @@ double chosen_batch_ms(const Fp32EngineChoice& choice) {
   return 0.0;
 }
 
-// XNNPACK's runtime for [batch, ...sample_shape] on a pool of `threads` (concurrent calls wait: the route
-// keeps them off it), or with split_rows its rows split across `threads` one-thread runtimes, checked against
+// The runtimes a batch route can send its batch size to.
+enum class BatchRuntimeForm {
+  xnnpack_pool,   // one XNNPACK runtime on a pthreadpool
+  xnnpack_split,  // the batch's rows split across one-thread XNNPACK runtimes
+  onednn,         // oneDNN's primitives on the calling thread's OpenMP threads
+};
+
+// A runtime for [batch, ...sample_shape]: XNNPACK's on a pool of `threads` (concurrent calls wait: the route
+// keeps them off it), its rows split across `threads` one-thread runtimes, or oneDNN's, checked against
 // eager on pixels and normal(0, 2) values; null when it cannot be built or differs (the reason says which).
 std::shared_ptr<InferenceModel> checked_runtime(const std::shared_ptr<InferenceModel>& eager,
                                                 const GraphIrSource& graph_ir,
                                                 const std::vector<std::int64_t>& sample_shape,
                                                 std::int64_t batch, int threads, std::string& reason,
-                                                bool split_rows = false) {
+                                                BatchRuntimeForm form = BatchRuntimeForm::xnnpack_pool) {
   std::shared_ptr<InferenceModel> runtime;
   double difference = INFINITY;
   try {
-    if (split_rows) {
+    if (form == BatchRuntimeForm::onednn) {
+      runtime = onednn_runtime_model(graph_ir(), batch, threads);
+    } else if (form == BatchRuntimeForm::xnnpack_split) {
       const quant::Graph graph = graph_ir();
       const RowRuntimeBuilder one_thread = [&graph](std::int64_t rows) {
         return xnnpack_runtime_model(graph, rows, 1);
@@ -319,45 +329,78 @@ std::vector<double> cpu_ms_per_call(const std::vector<Forward>& forwards, const 
 
 // With RunOptions::replanned_threads: what builds the runtime for a shrunk plan's fewer threads, checked
 // against eager as the plan's was.
-BatchRouteModels::RuntimeBuilder fewer_threads_builder(const RunOptions& run,
-                                                       const std::shared_ptr<InferenceModel>& eager,
-                                                       const GraphIrSource& graph_ir,
-                                                       const std::vector<std::int64_t>& sample_shape,
-                                                       std::int64_t batch) {
+BatchRouteModels::RuntimeBuilder fewer_threads_builder(
+    const RunOptions& run, const std::shared_ptr<InferenceModel>& eager, const GraphIrSource& graph_ir,
+    const std::vector<std::int64_t>& sample_shape, std::int64_t batch,
+    BatchRuntimeForm form = BatchRuntimeForm::xnnpack_pool) {
   if (!run.replanned_threads) return {};
-  return [eager, graph_ir, sample_shape, batch](
+  return [eager, graph_ir, sample_shape, batch, form](
              int threads, std::string& reason) -> std::shared_ptr<const InferenceModel> {
-    return checked_runtime(eager, graph_ir, sample_shape, batch, threads, reason);
+    return checked_runtime(eager, graph_ir, sample_shape, batch, threads, reason, form);
   };
 }
 
-// The faster of `runtime` (on the pool) and the batch's rows split across `threads` one-thread runtimes
-// (where the batch has two rows per thread and the split is exact), timed alternating with `chosen`: [chosen
-// ms, XNNPACK ms]; `runtime` becomes the split where it won (choice.batch_xnnpack_row_parts set); `forms`
-// gets both forms' times where both were timed.
-std::vector<double> time_xnnpack_forms(const std::shared_ptr<InferenceModel>& chosen,
-                                       std::shared_ptr<InferenceModel>& runtime,
-                                       const std::shared_ptr<InferenceModel>& eager,
-                                       const GraphIrSource& graph_ir,
-                                       const std::vector<std::int64_t>& sample_shape, int threads,
-                                       Fp32EngineChoice& choice, std::string& forms) {
+const char* form_name(BatchRuntimeForm form) {
+  return form == BatchRuntimeForm::onednn ? "oneDNN runtime" : "XNNPACK runtime";
+}
+
+// The runtimes a batch size was timed on beside the chosen engine.
+struct TimedRuntimes {
+  double chosen_ms = 0.0;
+  double best_ms = INFINITY;  // the fastest runtime's
+  BatchRuntimeForm best = BatchRuntimeForm::xnnpack_pool;
+  std::string forms;  // "; XNNPACK on a pool of 2 2.100 ms, ..." where more than one form was timed
+};
+
+// Every runtime form that builds and is exact (`pool`: XNNPACK's on the pool, given; its rows split across
+// `threads` one-thread runtimes where the batch has two rows per thread; oneDNN's), timed alternating with
+// `chosen` on the same threads; `pool` becomes the fastest (choice.batch_xnnpack_row_parts set for the
+// split), choice.batch_xnnpack_ms / batch_onednn_ms record what XNNPACK's and oneDNN's best forms took.
+TimedRuntimes time_runtime_forms(const std::shared_ptr<InferenceModel>& chosen,
+                                 std::shared_ptr<InferenceModel>& pool,
+                                 const std::shared_ptr<InferenceModel>& eager, const GraphIrSource& graph_ir,
+                                 const std::vector<std::int64_t>& sample_shape, int threads,
+                                 Fp32EngineChoice& choice) {
   const std::int64_t batch = choice.batch;
-  std::string refused;
-  const std::shared_ptr<InferenceModel> split =
-      row_split_worth_timing(batch, threads)
-          ? checked_runtime(eager, graph_ir, sample_shape, batch, threads, refused, /*split_rows=*/true)
-          : nullptr;
-  if (!refused.empty()) spdlog::debug("XNNPACK row split at batch {} not used: {}", batch, refused);
-  std::vector<Forward> sides{forward_on(chosen, threads), forward_on(runtime, threads)};
-  if (split) sides.push_back(forward_on(split, threads));
+  std::vector<std::pair<BatchRuntimeForm, std::shared_ptr<InferenceModel>>> candidates;
+  if (pool) candidates.emplace_back(BatchRuntimeForm::xnnpack_pool, pool);
+  for (const BatchRuntimeForm form : {BatchRuntimeForm::xnnpack_split, BatchRuntimeForm::onednn}) {
+    const bool worth = form == BatchRuntimeForm::onednn ? onednn_runtime_available()
+                                                        : pool && row_split_worth_timing(batch, threads);
+    std::string refused;
+    auto runtime =
+        worth ? checked_runtime(eager, graph_ir, sample_shape, batch, threads, refused, form) : nullptr;
+    if (!refused.empty())
+      choice.reason += std::string("; ") + form_name(form) + " at batch " + std::to_string(batch) +
+                       " not used: " + refused;
+    if (runtime) candidates.emplace_back(form, std::move(runtime));
+  }
+  TimedRuntimes timed;
+  if (candidates.empty()) return timed;
+  std::vector<Forward> sides{forward_on(chosen, threads)};
+  for (const auto& candidate : candidates)
+    sides.push_back(forward_on(candidate.second, threads));
   const std::vector<double> fastest =
       fastest_alternating_ms(sides, torch::rand(batch_shape(batch, sample_shape)));
-  if (!split) return {fastest[0], fastest[1]};
-  forms = row_split_timings(threads, fastest[1], fastest[2]);
-  if (fastest[2] >= fastest[1]) return {fastest[0], fastest[1]};
-  runtime = split;
-  choice.batch_xnnpack_row_parts = threads;
-  return {fastest[0], fastest[2]};
+  timed.chosen_ms = fastest[0];
+  for (std::size_t index = 0; index < candidates.size(); ++index) {
+    const BatchRuntimeForm form = candidates[index].first;
+    const double ms = fastest[index + 1];
+    double& recorded = form == BatchRuntimeForm::onednn ? choice.batch_onednn_ms : choice.batch_xnnpack_ms;
+    recorded = recorded > 0.0 ? std::min(recorded, ms) : ms;
+    timed.forms += std::string(index == 0 ? "; " : ", ") +
+                   (form == BatchRuntimeForm::xnnpack_pool ? "XNNPACK on a pool of " + std::to_string(threads)
+                    : form == BatchRuntimeForm::xnnpack_split
+                        ? "XNNPACK rows split across " + std::to_string(threads) + " one-thread runtimes"
+                        : std::string("oneDNN")) +
+                   " " + format_number("%.3f", ms) + " ms";
+    if (ms >= timed.best_ms) continue;
+    timed.best_ms = ms;
+    timed.best = form;
+    pool = candidates[index].second;
+  }
+  if (timed.best == BatchRuntimeForm::xnnpack_split) choice.batch_xnnpack_row_parts = threads;
+  return timed;
 }
 
 }  // namespace
@@ -458,24 +501,26 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
   const std::int64_t batch = choice.batch;
   const bool forced = choice.requested == Fp32Engine::xnnpack;
   if (forced && choice.engine != Fp32Engine::xnnpack) return chosen;  // its graph differed: eager runs
-  if (!graph_ir || sample_shape.empty() || batch <= 1 || !xnnpack_runtime_available()) return chosen;
+  const bool onednn = !forced && onednn_runtime_available();
+  if (!graph_ir || sample_shape.empty() || batch <= 1 || (!xnnpack_runtime_available() && !onednn))
+    return chosen;
   if (!run.batched_xnnpack) {
-    choice.reason += "; no XNNPACK runtime for batch " + std::to_string(batch) + " (no row runs that size)";
+    choice.reason += "; no runtime for batch " + std::to_string(batch) + " (no row runs that size)";
     return chosen;
   }
   if (!forced && chosen_batch_ms(choice) > kMaxTimedBatchMs) {
-    choice.reason += "; xnnpack not tried at batch " + std::to_string(batch) + " (" +
+    choice.reason += "; no runtime tried at batch " + std::to_string(batch) + " (" +
                      format_number("%.0f", chosen_batch_ms(choice)) + " ms per batch)";
     return chosen;
   }
   const int threads = run_pool_threads(run);
   const std::string at_batch = "XNNPACK runtime at batch " + std::to_string(batch);
   std::string refused;
-  auto runtime = checked_runtime(eager, graph_ir, sample_shape, batch, threads, refused);
-  if (!runtime) {
-    choice.reason += "; " + at_batch + " not used: " + refused;
-    return chosen;
-  }
+  auto runtime = xnnpack_runtime_available()
+                     ? checked_runtime(eager, graph_ir, sample_shape, batch, threads, refused)
+                     : nullptr;
+  if (!runtime && !refused.empty()) choice.reason += "; " + at_batch + " not used: " + refused;
+  if (!runtime && !onednn) return chosen;
   choice.batch_xnnpack_threads = threads;
   const std::vector<std::int64_t> shape = batch_shape(batch, sample_shape);
   const std::string on_threads = ", " + std::to_string(threads) + " thread(s)";
@@ -491,17 +536,18 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
         BatchRoutePlan{shape, threads, batch});
   }
   torch::NoGradGuard no_grad;
-  std::string forms;
-  const std::vector<double> fastest =
-      time_xnnpack_forms(chosen, runtime, eager, graph_ir, sample_shape, threads, choice, forms);
-  choice.batch_xnnpack_ms = fastest[1];
-  // the same threads on both sides: XNNPACK has to be >= 10% faster (no flip-flopping between loads)
+  const TimedRuntimes timed =
+      time_runtime_forms(chosen, runtime, eager, graph_ir, sample_shape, threads, choice);
+  if (!runtime) return chosen;  // nothing built, or exact (the reason says why)
+  const std::vector<double> fastest{timed.chosen_ms, timed.best_ms};
+  // the same threads on both sides: the runtime has to be >= 10% faster (no flip-flopping between loads)
   const bool wins = fastest[1] <= 0.9 * fastest[0];
-  choice.reason += "; " + at_batch + (wins ? " runs it: " : " kept out: ") +
-                   format_number("%.3f", fastest[1]) + " ms vs " + format_number("%.3f", fastest[0]) +
-                   " ms (" + choice_name(choice.engine) + ")" + on_threads + forms;
+  choice.reason += std::string("; ") + form_name(timed.best) + " at batch " + std::to_string(batch) +
+                   (wins ? " runs it: " : " kept out: ") + format_number("%.3f", fastest[1]) + " ms vs " +
+                   format_number("%.3f", fastest[0]) + " ms (" + choice_name(choice.engine) + ")" +
+                   on_threads + timed.forms;
   if (!wins) return chosen;
-  choice.batch_engine = Fp32Engine::xnnpack;
+  choice.batch_engine = timed.best == BatchRuntimeForm::onednn ? Fp32Engine::onednn : Fp32Engine::xnnpack;
   // Smaller batches (a server's partial ones) padded with zero rows up to `batch` where that still wins by
   // the same margin, the chosen engine's time taken as proportional to the rows (an underestimate where it
   // has a fixed cost per call). Never batch 1: its own route (one thread or XNNPACK on the calling thread)
@@ -513,8 +559,32 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
   if (run.replanned_threads) choice.reason += "; a runtime for fewer threads is built when the plan shrinks";
   return xnnpack_batch_route(
       BatchRouteModels{chosen, runtime, chosen,
-                       fewer_threads_builder(run, eager, graph_ir, sample_shape, batch)},
+                       fewer_threads_builder(run, eager, graph_ir, sample_shape, batch, timed.best)},
       BatchRoutePlan{shape, threads, choice.batch_xnnpack_min_rows, fastest[0], fastest[1]});
+}
+
+std::shared_ptr<InferenceModel> with_forced_onednn(const std::shared_ptr<InferenceModel>& eager,
+                                                   std::shared_ptr<InferenceModel> chosen,
+                                                   const GraphIrSource& graph_ir,
+                                                   const std::vector<std::int64_t>& sample_shape,
+                                                   const RunOptions& run, Fp32EngineChoice& choice) {
+  const std::int64_t batch = std::max<std::int64_t>(run.fp32_engine_batch, 1);
+  std::string refused = "this model has no graph IR or sample shape";
+  const std::shared_ptr<InferenceModel> runtime =
+      graph_ir && !sample_shape.empty()
+          ? checked_runtime(eager, graph_ir, sample_shape, batch, run_pool_threads(run), refused,
+                            BatchRuntimeForm::onednn)
+          : nullptr;
+  if (!runtime)
+    fail(ErrorCategory::unsupported, "--fp32-engine onednn: oneDNN's runtime of this model at batch " +
+                                         std::to_string(batch) + " cannot run (" + refused +
+                                         "); --fp32-engine auto or frozen run it");
+  choice.batch = batch;
+  choice.batch_engine = Fp32Engine::onednn;
+  choice.batch_xnnpack_min_rows = batch;
+  choice.reason += "; batch " + std::to_string(batch) + " on oneDNN's runtime (checked), as asked";
+  return xnnpack_batch_route(BatchRouteModels{std::move(chosen), runtime, eager},
+                             BatchRoutePlan{batch_shape(batch, sample_shape), run_pool_threads(run), batch});
 }
 
 }  // namespace ipj::infer

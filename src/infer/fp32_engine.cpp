@@ -136,6 +136,7 @@ Json to_json(const Fp32EngineChoice& choice) {
           {"batch1_pool_threads", choice.batch1_pool_threads},
           {"batch_engine", choice_name(choice.batch_engine)},
           {"batch_xnnpack_ms", choice.batch_xnnpack_ms},
+          {"batch_onednn_ms", choice.batch_onednn_ms},
           {"batch_xnnpack_threads", choice.batch_xnnpack_threads},
           {"batch_xnnpack_min_rows", choice.batch_xnnpack_min_rows},
           {"batch_xnnpack_row_parts", choice.batch_xnnpack_row_parts}};

@@ -364,6 +364,18 @@ std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel
                                                   const std::vector<std::int64_t>& sample_shape,
                                                   const RunOptions& run,
                                                   const GraphIrSource& graph_ir_source) {
+  if (run.fp32_engine == Fp32Engine::onednn) {  // the frozen graph, its batch size on oneDNN's runtime
+    RunOptions frozen = run;
+    frozen.fp32_engine = Fp32Engine::frozen;
+    const GraphIrSource graph_ir = built_once(graph_ir_source);
+    const std::shared_ptr<InferenceModel> base =
+        fp32_engine_model(eager, build_graph, sample_shape, frozen, graph_ir);
+    Fp32EngineChoice choice = base->fp32_engine.value_or(Fp32EngineChoice{});
+    choice.requested = Fp32Engine::onednn;
+    auto routed = with_forced_onednn(eager, base, graph_ir, sample_shape, run, choice);
+    routed->fp32_engine = choice;
+    return routed;
+  }
   const GraphIrSource graph_ir = built_once(graph_ir_source);
   Fp32EngineChoice choice;
   choice.requested = run.fp32_engine;

@@ -71,6 +71,15 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
                                                      const std::vector<std::int64_t>& sample_shape,
                                                      const RunOptions& run, Fp32EngineChoice& choice);
 
+// --fp32-engine onednn: inputs of exactly run.fp32_engine_batch rows on oneDNN's runtime of `graph_ir`
+// (checked against `eager` once; NaN/huge inputs on `eager`), everything else on `chosen` (the frozen graph).
+// Throws ipj::Error(unsupported) where that runtime cannot be built or differs.
+std::shared_ptr<InferenceModel> with_forced_onednn(const std::shared_ptr<InferenceModel>& eager,
+                                                   std::shared_ptr<InferenceModel> chosen,
+                                                   const GraphIrSource& graph_ir,
+                                                   const std::vector<std::int64_t>& sample_shape,
+                                                   const RunOptions& run, Fp32EngineChoice& choice);
+
 // `model` called with `threads` OpenMP threads on the calling thread (LibTorch's kernels; XNNPACK's runtimes
 // have their own pool).
 Forward forward_on(const std::shared_ptr<const InferenceModel>& model, int threads);

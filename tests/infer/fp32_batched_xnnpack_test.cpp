@@ -14,6 +14,7 @@
 #include "ipj/infer/fp32_engine.hpp"
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/infer/model_bench.hpp"
+#include "ipj/infer/onednn_runtime.hpp"
 #include "ipj/infer/xnnpack_runtime.hpp"
 #include "support/test_support.hpp"
 
@@ -475,19 +476,30 @@ TEST(BatchedXnnpack, Batch1OnAPoolIsTimedRecordedAndAnswersAsEager) {
   EXPECT_TRUE(model->forward(with_nan).isnan().all().item<bool>());  // as in eager
 }
 
+// The depthwise model saved as TorchScript, a batch of 8 and PyTorch's answers for it ([8, 4]).
+struct DepthwiseCase {
+  testing::TempDir dir;
+  torch::Tensor batch = torch::rand({8, 1, 12, 12});
+  torch::Tensor expected;
+  DepthwiseCase() {
+    depthwise_module().save(dir.file("depthwise.pt"));
+    torch::jit::Module reference = torch::jit::load(dir.file("depthwise.pt"));
+    reference.eval();
+    torch::NoGradGuard no_grad;
+    expected = reference.forward({batch}).toTensor();
+  }
+};
+
 // Forced (--fp32-engine xnnpack) the timed batch runs on XNNPACK's runtime once checked; timed (auto) it is
 // measured against the chosen engine on the same threads and recorded. Either way the answers at that batch
 // size, at others and with a NaN are eager's, and on one thread too (a re-planned server's shrunk plan,
 // RunOptions::replanned_threads: the chosen engine while a runtime for one thread is built, then that).
 TEST(BatchedXnnpack, ForcedOrTimedTheRoutedBatchAnswersAsEager) {
   if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK";
-  testing::TempDir dir;
-  depthwise_module().save(dir.file("depthwise.pt"));
-  torch::jit::Module reference = torch::jit::load(dir.file("depthwise.pt"));
-  reference.eval();
+  const DepthwiseCase saved;
+  const testing::TempDir& dir = saved.dir;
+  const torch::Tensor &batch = saved.batch, &expected = saved.expected;
   torch::NoGradGuard no_grad;
-  const torch::Tensor batch = torch::rand({8, 1, 12, 12});
-  const torch::Tensor expected = reference.forward({batch}).toTensor();  // [8, 4]
   torch::Tensor with_nan = batch.clone();
   with_nan[3][0][6][6] = NAN;
   for (const Fp32Engine engine : {Fp32Engine::xnnpack, Fp32Engine::auto_select}) {
@@ -516,8 +528,8 @@ TEST(BatchedXnnpack, ForcedOrTimedTheRoutedBatchAnswersAsEager) {
           << choice.reason;
     } else {
       EXPECT_GT(choice.batch_xnnpack_ms, 0.0) << choice.reason;
-      EXPECT_NE(choice.reason.find("XNNPACK runtime at batch 8 "), std::string::npos) << choice.reason;
-      if (choice.batch_engine != Fp32Engine::xnnpack) {
+      EXPECT_NE(choice.reason.find(" runtime at batch 8 "), std::string::npos) << choice.reason;
+      if (choice.batch_engine != Fp32Engine::xnnpack && choice.batch_engine != Fp32Engine::onednn) {
         EXPECT_EQ(choice.batch_engine, choice.engine);
         EXPECT_EQ(choice.batch_xnnpack_min_rows, 0);
       } else {
@@ -525,8 +537,16 @@ TEST(BatchedXnnpack, ForcedOrTimedTheRoutedBatchAnswersAsEager) {
         EXPECT_LE(choice.batch_xnnpack_min_rows, 8);
       }
       EXPECT_EQ(json["batch_xnnpack_min_rows"], choice.batch_xnnpack_min_rows);
-      // batch 8 on 2 threads: one runtime on the pool and the rows split in two timed, the faster kept
-      EXPECT_NE(choice.reason.find("; one runtime on a pool of 2 "), std::string::npos) << choice.reason;
+      // batch 8 on 2 threads: one runtime on the pool, the rows split in two and oneDNN's timed, the fastest
+      // kept
+      EXPECT_NE(choice.reason.find("; XNNPACK on a pool of 2 "), std::string::npos) << choice.reason;
+      EXPECT_NE(choice.reason.find(", XNNPACK rows split across 2 one-thread runtimes "), std::string::npos)
+          << choice.reason;
+      if (onednn_runtime_available()) {
+        EXPECT_GT(choice.batch_onednn_ms, 0.0) << choice.reason;
+        EXPECT_NE(choice.reason.find(", oneDNN "), std::string::npos) << choice.reason;
+      }
+      EXPECT_EQ(json["batch_onednn_ms"], choice.batch_onednn_ms);
       EXPECT_TRUE(choice.batch_xnnpack_row_parts == 0 || choice.batch_xnnpack_row_parts == 2);
     }
     if (engine == Fp32Engine::xnnpack) {
@@ -555,6 +575,34 @@ TEST(BatchedXnnpack, ForcedOrTimedTheRoutedBatchAnswersAsEager) {
   }
 }
 
+// --fp32-engine onednn: the frozen graph, its batch size on oneDNN's runtime once checked; the answers as
+// eager's, partial batches and NaNs included.
+TEST(BatchedXnnpack, ForcedOnednnRunsTheBatchOnItsRuntimeAndAnswersAsEager) {
+  if (!onednn_runtime_available()) GTEST_SKIP() << "built without oneDNN";
+  const DepthwiseCase saved;
+  const testing::TempDir& dir = saved.dir;
+  const torch::Tensor &batch = saved.batch, &expected = saved.expected;
+  torch::NoGradGuard no_grad;
+  LoadOptions options = depthwise_options(Fp32Engine::onednn, 8);
+  options.run.pool_threads = 2;
+  const InferenceModelPtr model = load_inference_model(dir.file("depthwise.pt"), options);
+  ASSERT_TRUE(model->fp32_engine);
+  const Fp32EngineChoice& choice = *model->fp32_engine;
+  EXPECT_EQ(choice.requested, Fp32Engine::onednn);
+  EXPECT_NE(choice.engine, Fp32Engine::onednn) << choice.reason;  // frozen, or eager where frozen differed
+  EXPECT_EQ(choice.batch_engine, Fp32Engine::onednn) << choice.reason;
+  EXPECT_NE(choice.reason.find("; batch 8 on oneDNN's runtime (checked), as asked"), std::string::npos)
+      << choice.reason;
+  EXPECT_EQ(to_json(choice)["batch_engine"], "onednn");
+  const device::CallerOpenMpThreads two(2);
+  EXPECT_LT((model->forward(batch) - expected).abs().max().item<double>(), 1e-4);
+  EXPECT_LT((model->forward(batch.narrow(0, 0, 5)) - expected.narrow(0, 0, 5)).abs().max().item<double>(),
+            1e-4);
+  torch::Tensor with_nan = batch.clone();
+  with_nan[3][0][6][6] = NAN;
+  EXPECT_TRUE(model->forward(with_nan)[3].isnan().all().item<bool>());
+}
+
 // ipj bench times the largest batch it runs up to 64; where every batch run is larger, the engines are timed
 // at 64 and no XNNPACK runtime is built for a size no row uses.
 TEST(BatchedXnnpack, BenchTimesABatchItsRowsRun) {
@@ -578,8 +626,7 @@ TEST(BatchedXnnpack, BenchTimesABatchItsRowsRun) {
   const std::string& reason = report.variants[0].fp32_engine->reason;
   EXPECT_EQ(report.variants[0].fp32_engine->batch_xnnpack_threads, 0) << reason;
   if (xnnpack_runtime_available()) {
-    EXPECT_NE(reason.find("no XNNPACK runtime for batch 64 (no row runs that size)"), std::string::npos)
-        << reason;
+    EXPECT_NE(reason.find("no runtime for batch 64 (no row runs that size)"), std::string::npos) << reason;
   }
   options.batches = {1, 8, 100};
   report = run_model_bench(options);

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <thread>
 
+#include "infer/graph_ir_fixture.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/infer/xnnpack_runtime.hpp"
 #include "ipj/quant/graph.hpp"
@@ -20,95 +21,7 @@ using quant::ActivationKind;
 using quant::Graph;
 using quant::GraphNode;
 using quant::NodeKind;
-
-GraphNode layer(NodeKind kind, const std::string& name, std::vector<std::size_t> inputs) {
-  GraphNode node;
-  node.kind = kind;
-  node.name = name;
-  node.inputs = std::move(inputs);
-  return node;
-}
-
-GraphNode conv(const std::string& name, std::size_t input, std::int64_t in, std::int64_t out,
-               std::int64_t kernel, std::int64_t groups = 1) {
-  GraphNode node = layer(NodeKind::conv2d, name, {input});
-  node.weight = torch::randn({out, in / groups, kernel, kernel}) * 0.4;
-  node.bias = torch::randn({out}) * 0.1;
-  node.padding = {kernel / 2, kernel / 2};
-  node.groups = groups;
-  return node;
-}
-
-GraphNode linear(const std::string& name, std::size_t input, std::int64_t in, std::int64_t out) {
-  GraphNode node = layer(NodeKind::linear, name, {input});
-  node.weight = torch::randn({out, in}) * 0.2;
-  node.bias = torch::randn({out}) * 0.1;
-  return node;
-}
-
-GraphNode pool(NodeKind kind, const std::string& name, std::size_t input, std::int64_t kernel,
-               std::int64_t stride, std::int64_t padding) {
-  GraphNode node = layer(kind, name, {input});
-  node.kernel = {kernel, kernel};
-  node.stride = {stride, stride};
-  node.padding = {padding, padding};
-  return node;
-}
-
-// [3, 11, 11] normalised input -> strided conv + relu, depthwise (dilated) + relu6, pointwise, residual add
-// + relu, ceil-mode padded max pool, clamp, average pools (unpadded counting padding; padded leaving it
-// out), a convolution, adaptive pool to 3x3 from the residual, their sum, flatten of [8, 3, 3] (XNNPACK's
-// H, W, C order), two linear layers -> [5]. Every node feeds the output.
-Graph every_kind_graph() {
-  torch::manual_seed(11);
-  Graph graph;
-  graph.model_name = "every_kind";
-  graph.input_shape = {3, 11, 11};
-  graph.input_mean = {0.5f, 0.4f, 0.3f};
-  graph.input_std = {0.2f, 0.25f, 0.3f};
-  graph.nodes.push_back(layer(NodeKind::input, "input", {}));
-  GraphNode stem = conv("stem", 0, 3, 8, 3);  // -> [8, 6, 6]
-  stem.stride = {2, 2};
-  stem.activation.kind = ActivationKind::relu;
-  graph.nodes.push_back(stem);
-  GraphNode depthwise = conv("depthwise", 1, 8, 8, 3, 8);
-  depthwise.dilation = {2, 2};
-  depthwise.padding = {2, 2};
-  depthwise.activation = {ActivationKind::clamp, 0.0, 6.0};
-  graph.nodes.push_back(depthwise);                      // 2
-  graph.nodes.push_back(conv("pointwise", 2, 8, 8, 1));  // 3
-  GraphNode add = layer(NodeKind::add, "add", {3, 1});
-  add.activation.kind = ActivationKind::relu;
-  graph.nodes.push_back(add);  // 4
-  GraphNode max_pool = pool(NodeKind::max_pool2d, "max_pool", 4, 3, 2, 1);
-  max_pool.ceil_mode = true;        // [8, 6, 6] -> [8, 4, 4] (3 without ceil mode)
-  graph.nodes.push_back(max_pool);  // 5
-  GraphNode clamp = layer(NodeKind::clamp, "clamp", {5});
-  clamp.activation = {ActivationKind::clamp, 0.1, 2.5};
-  graph.nodes.push_back(clamp);                                               // 6
-  graph.nodes.push_back(pool(NodeKind::avg_pool2d, "avg_pool", 6, 2, 1, 0));  // 7: [8, 3, 3]
-  GraphNode padded_avg = pool(NodeKind::avg_pool2d, "padded_avg_pool", 7, 3, 1, 1);
-  padded_avg.count_include_pad = false;
-  graph.nodes.push_back(padded_avg);  // 8: [8, 3, 3]
-  GraphNode stem2 = conv("widen", 8, 8, 8, 3);
-  graph.nodes.push_back(stem2);  // 9: [8, 3, 3]
-  GraphNode adaptive = layer(NodeKind::adaptive_avg_pool2d, "adaptive", {4});
-  adaptive.output_size = {3, 3};                                      // [8, 6, 6] -> [8, 3, 3]
-  graph.nodes.push_back(adaptive);                                    // 10
-  graph.nodes.push_back(layer(NodeKind::add, "add_pools", {9, 10}));  // 11
-  graph.nodes.push_back(layer(NodeKind::flatten, "flatten", {11}));   // 12: [72]
-  GraphNode fc1 = linear("fc1", 12, 72, 16);
-  fc1.activation.kind = ActivationKind::relu;
-  graph.nodes.push_back(fc1);                       // 13
-  graph.nodes.push_back(linear("fc2", 13, 16, 5));  // 14
-  return graph;
-}
-
-double relative_difference(const torch::Tensor& got, const torch::Tensor& expected) {
-  EXPECT_EQ(got.sizes(), expected.sizes());
-  if (got.sizes() != expected.sizes()) return INFINITY;
-  return (got - expected).abs().max().item<double>() / std::max(1.0, expected.abs().max().item<double>());
-}
+using namespace graph_fixture;
 
 TEST(XnnpackRuntime, RunsEveryNodeKindAsTheGraphInterpreterDoes) {
   if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK (libxnnpack-dev)";

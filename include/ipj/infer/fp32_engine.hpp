@@ -30,6 +30,8 @@ enum class Fp32Engine {
   xnnpack,  // XNNPACK: batch 1 and the timed batch size on its runtime of the graph IR where that builds,
             // else (and other larger batches) on optimizeForMobile's graph (XNNPACK convolutions/linear
             // layers through the interpreter: fast at batch 1, slow at 64)
+  onednn,   // the frozen graph, and the timed batch size on oneDNN's runtime of the graph IR
+            // (onednn_runtime.hpp); auto times it at the batch size beside XNNPACK's
 };
 
 // How XNNPACK runs batch 1 where it does: `runtime`, ipj's graph IR as one XNNPACK subgraph (one plan made at
@@ -82,8 +84,12 @@ struct Fp32EngineChoice {
   // (= batch: no padding; 0: XNNPACK does not run). batch_xnnpack_row_parts > 0: the batch's rows split
   // across that many one-thread runtimes (xnnpack_row_split_model), which timed faster than one runtime on
   // the pool.
+  // batch_engine onednn: oneDNN's runtime of the graph IR (onednn_runtime.hpp) on the calling thread's OpenMP
+  // threads runs them instead (the route as XNNPACK's: it timed fastest of the runtimes, >= 10% faster than
+  // `engine`); batch_onednn_ms: its time (0: not timed).
   Fp32Engine batch_engine = Fp32Engine::eager;
   double batch_xnnpack_ms = 0.0;
+  double batch_onednn_ms = 0.0;
   int batch_xnnpack_threads = 0;
   std::int64_t batch_xnnpack_min_rows = 0;
   int batch_xnnpack_row_parts = 0;
@@ -186,11 +192,12 @@ struct ChoiceNames<infer::XnnpackForm> {
 
 template <>
 struct ChoiceNames<infer::Fp32Engine> {
-  static constexpr std::array<std::pair<infer::Fp32Engine, const char*>, 4> names{
+  static constexpr std::array<std::pair<infer::Fp32Engine, const char*>, 5> names{
       {{infer::Fp32Engine::auto_select, "auto"},
        {infer::Fp32Engine::eager, "eager"},
        {infer::Fp32Engine::frozen, "frozen"},
-       {infer::Fp32Engine::xnnpack, "xnnpack"}}};
+       {infer::Fp32Engine::xnnpack, "xnnpack"},
+       {infer::Fp32Engine::onednn, "onednn"}}};
 };
 
 }  // namespace ipj
