@@ -47,6 +47,19 @@ constexpr auto kFloat = memory::data_type::f32;
        "oneDNN runtime: node '" + node.name + "' (" + quant::node_kind_name(node.kind) + "): " + why);
 }
 
+// oneDNN's reference kernels for convolutions, inner products and pools (its fallback where no optimised
+// one fits: measured 100-200x slower on the cnn's first convolution with an NHWC output) must not run: such
+// a node is refused like an operator. Element-wise ones (clamp, add) may: a loop over memory either way.
+bool reference_kernel(const dnnl::primitive_desc_base& primitive) {
+  return std::string(primitive.impl_info_str()).rfind("ref", 0) == 0;
+}
+
+void check_kernel(const GraphNode& node, const dnnl::primitive_desc_base& primitive) {
+  if (reference_kernel(primitive))
+    refuse(node, std::string("oneDNN has only its reference kernel (") + primitive.impl_info_str() +
+                     ") for it here");
+}
+
 memory::desc plain(const Dims& dims) {
   return memory::desc(dims, kFloat, dims.size() == 4 ? Tag::nchw : Tag::nc);
 }
@@ -55,14 +68,29 @@ memory::desc any(const Dims& dims) {
   return memory::desc(dims, kFloat, Tag::any);
 }
 
-// The node's fused activation as a post-op (none: no post-op).
-dnnl::primitive_attr activation_attributes(const quant::Activation& activation) {
-  dnnl::post_ops post_ops;
+// A node's fused activation appended as a post-op (none: nothing).
+void append_activation(dnnl::post_ops& post_ops, const quant::Activation& activation) {
   if (activation.kind == quant::ActivationKind::relu)
     post_ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
   if (activation.kind == quant::ActivationKind::clamp)
     post_ops.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, static_cast<float>(activation.min),
                             static_cast<float>(activation.max));
+}
+
+// The node's fused activation as a post-op.
+dnnl::primitive_attr activation_attributes(const quant::Activation& activation) {
+  dnnl::post_ops post_ops;
+  append_activation(post_ops, activation);
+  dnnl::primitive_attr attributes;
+  attributes.set_post_ops(post_ops);
+  return attributes;
+}
+
+// oneDNN's sum post-op (dst += the convolution's result), then the add's activation.
+dnnl::primitive_attr sum_then(const quant::Activation& activation) {
+  dnnl::post_ops post_ops;
+  post_ops.append_sum(1.f);
+  append_activation(post_ops, activation);
   dnnl::primitive_attr attributes;
   attributes.set_post_ops(post_ops);
   return attributes;
@@ -148,6 +176,13 @@ class OnednnRuntime : public InferenceModel {
   }
 
   void build();
+  void plan_residual_fusions(const std::vector<std::vector<std::size_t> >& consumers,
+                             std::vector<std::size_t>& last_use);
+  std::size_t fused_add_of(std::size_t conv) const {
+    for (std::size_t add = 0; add < fused_add_.size(); ++add)
+      if (fused_add_[add] == conv + 1) return add;
+    fail(ErrorCategory::internal, "oneDNN runtime: a fused convolution without its add");
+  }
   void build_node(std::size_t index);
   void add_convolution(std::size_t index);
   void add_linear(std::size_t index);
@@ -201,6 +236,10 @@ class OnednnRuntime : public InferenceModel {
   std::vector<std::int64_t> input_dims_, output_dims_;
   std::vector<Value> values_;
   std::vector<std::size_t> alias_of_;  // a flatten read only by linear layers: its producer's value
+  // A residual add fused into the convolution feeding it: sum_into_[conv] is the add's other operand + 1 (the
+  // convolution adds its result onto that value's buffer, oneDNN's sum post-op); fused_add_[add] the
+  // convolution + 1. 0: not fused.
+  std::vector<std::size_t> sum_into_, fused_add_;
   SlotPlanner slots_;
   std::vector<int> temporaries_;
   std::vector<std::pair<memory, int> > bindings_;
@@ -232,6 +271,7 @@ void OnednnRuntime::build() {
       last_use[alias_of_[index]] = std::max(last_use[alias_of_[index]], last_use[index]);
     }
   }
+  plan_residual_fusions(consumers, last_use);
   const std::size_t last = graph_.nodes.size() - 1;
   for (std::size_t index = 1; index < graph_.nodes.size(); ++index) {
     build_node(index);
@@ -256,6 +296,36 @@ void OnednnRuntime::build() {
     object.set_data_handle(buffers_[slot].data_ptr(), stream_);
   stream_.wait();
   bindings_.clear();
+}
+
+// An add of a convolution's result (no activation of its own, read by nothing else) and a value whose last
+// reader is the add and whose other readers all run before the convolution: the convolution writes onto that
+// value's buffer with the add (and its activation) as post-ops, and the add runs no primitive. The values
+// share one buffer, which lives as long as the add's value.
+void OnednnRuntime::plan_residual_fusions(const std::vector<std::vector<std::size_t> >& consumers,
+                                          std::vector<std::size_t>& last_use) {
+  sum_into_.assign(graph_.nodes.size(), 0);
+  fused_add_.assign(graph_.nodes.size(), 0);
+  for (std::size_t add = 1; add < graph_.nodes.size(); ++add) {
+    const GraphNode& node = graph_.nodes[add];
+    if (node.kind != NodeKind::add || node.inputs.size() != 2 || node.inputs[0] == node.inputs[1]) continue;
+    for (int side = 0; side < 2; ++side) {
+      const std::size_t conv = node.inputs[side], other = node.inputs[1 - side];
+      const GraphNode& producer = graph_.nodes[conv];
+      const bool conv_only_for_add = producer.kind == NodeKind::conv2d &&
+                                     producer.activation.kind == quant::ActivationKind::none &&
+                                     consumers[conv] == std::vector<std::size_t>{add};
+      const bool other_free = other != 0 && other < conv && alias_of_[other] == other &&
+                              sum_into_[other] == 0 && last_use[other] == add &&
+                              std::all_of(consumers[other].begin(), consumers[other].end(),
+                                          [&](std::size_t reader) { return reader == add || reader < conv; });
+      if (!conv_only_for_add || !other_free) continue;
+      sum_into_[conv] = other + 1;
+      fused_add_[add] = conv + 1;
+      last_use[other] = last_use[conv] = last_use[add];
+      break;
+    }
+  }
 }
 
 void OnednnRuntime::build_node(std::size_t index) {
@@ -296,17 +366,35 @@ void OnednnRuntime::add_convolution(std::size_t index) {
   // On the graph's plain input (few channels) oneDNN's direct kernels for that layout beat a reorder to one
   // it prefers (measured: the cnn's first convolution 0.33 ms vs 1.3 ms for its NHWC kernel at batch 64)
   const memory::desc source_layout = node.inputs[0] == 0 ? values_[0].desc : any(source);
-  const dnnl::convolution_forward::desc description(
-      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, source_layout, any(weights),
-      bias, any(destination), {node.stride[0], node.stride[1]}, {node.dilation[0] - 1, node.dilation[1] - 1},
-      {node.padding[0], node.padding[1]}, {node.padding[0], node.padding[1]});
-  const dnnl::convolution_forward::primitive_desc primitive(description,
-                                                            activation_attributes(node.activation), engine_);
+  const auto made = [&](const memory::desc& output_layout, const dnnl::primitive_attr& attributes) {
+    const dnnl::convolution_forward::desc description(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, source_layout, any(weights),
+        bias, output_layout, {node.stride[0], node.stride[1]}, {node.dilation[0] - 1, node.dilation[1] - 1},
+        {node.padding[0], node.padding[1]}, {node.padding[0], node.padding[1]});
+    return dnnl::convolution_forward::primitive_desc(description, attributes, engine_);
+  };
+  dnnl::convolution_forward::primitive_desc primitive;
+  if (sum_into_[index] > 0) {  // the residual add onto the other operand's buffer, in its layout
+    try {
+      primitive =
+          made(values_[sum_into_[index] - 1].desc, sum_then(graph_.nodes[fused_add_of(index)].activation));
+    } catch (const dnnl::error&) {  // no kernel for that layout with these post-ops: the add runs alone
+      fused_add_[fused_add_of(index)] = 0;
+      sum_into_[index] = 0;
+    }
+  }
+  if (sum_into_[index] > 0 && reference_kernel(primitive)) {
+    fused_add_[fused_add_of(index)] = 0;
+    sum_into_[index] = 0;
+  }
+  if (sum_into_[index] == 0) primitive = made(any(destination), activation_attributes(node.activation));
+  check_kernel(node, primitive);
   const memory::desc given(weights, kFloat, groups == 1 ? Tag::oihw : Tag::goihw);
   const memory weight_memory = constant(node.weight, given, primitive.weights_desc());
   const memory bias_memory = constant(node.bias, bias, bias);
   const memory input = read_as(node.inputs[0], primitive.src_desc());
-  const memory output = output_of(index, primitive.dst_desc());
+  if (sum_into_[index] > 0) values_[index] = values_[sum_into_[index] - 1];
+  const memory output = sum_into_[index] > 0 ? value_memory(index) : output_of(index, primitive.dst_desc());
   steps_.push_back({dnnl::convolution_forward(primitive),
                     {{DNNL_ARG_SRC, input},
                      {DNNL_ARG_WEIGHTS, weight_memory},
@@ -340,9 +428,11 @@ void OnednnRuntime::add_linear(std::size_t index) {
   dnnl::inner_product_forward::primitive_desc primitive;
   try {
     primitive = made(flattened ? values_[producer].desc : any(source));
+    if (reference_kernel(primitive)) primitive = made(any(source));
   } catch (const dnnl::error&) {
     primitive = made(any(source));
   }
+  check_kernel(node, primitive);
   const memory weight_memory = constant(node.weight, plain(weights), primitive.weights_desc());
   const memory bias_memory = constant(node.bias, bias, bias);
   const memory input = read_as(producer, primitive.src_desc());
@@ -357,6 +447,10 @@ void OnednnRuntime::add_linear(std::size_t index) {
 void OnednnRuntime::add_add(std::size_t index) {
   const GraphNode& node = graph_.nodes[index];
   const std::size_t first = node.inputs.at(0), second = node.inputs.at(1);
+  if (fused_add_[index] > 0) {  // its convolution wrote the sum
+    values_[index] = values_[fused_add_[index] - 1];
+    return;
+  }
   if (dims_of(first) != dims_of(second)) refuse(node, "an add of two shapes (broadcasting)");
   const memory::desc layout = values_[first].desc;
   const dnnl::binary::desc description(dnnl::algorithm::binary_add, layout, layout, layout);
@@ -418,6 +512,7 @@ void OnednnRuntime::add_pool(std::size_t index) {
   const dnnl::pooling_forward::desc description(dnnl::prop_kind::forward_inference, algorithm, layout,
                                                 any(destination), stride, kernel, padding, padding_right);
   const dnnl::pooling_forward::primitive_desc primitive(description, engine_);
+  check_kernel(node, primitive);
   const memory input = value_memory(node.inputs[0]);
   const memory output = output_of(index, primitive.dst_desc());
   steps_.push_back({dnnl::pooling_forward(primitive), {{DNNL_ARG_SRC, input}, {DNNL_ARG_DST, output}}});
