@@ -7,10 +7,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "ipj/infer/inference_model.hpp"
 #include "ipj/quant/graph.hpp"
 
 namespace ipj::infer::graph_fixture {
@@ -107,6 +110,28 @@ inline double relative_difference(const torch::Tensor& got, const torch::Tensor&
   EXPECT_EQ(got.sizes(), expected.sizes());
   if (got.sizes() != expected.sizes()) return INFINITY;
   return (got - expected).abs().max().item<double>() / std::max(1.0, expected.abs().max().item<double>());
+}
+
+// `build(batch, threads)`'s runtime of `graph` (every_kind_graph's [3, 11, 11] input) at batches 1 and 3 and
+// threads 1 and 2 answers as the graph interpreter, twice each (its buffers are reused: a second call gets
+// its own answer), after the memory the weights came from may have been reused.
+inline void expect_runtime_answers_as_interpreter(
+    const Graph& graph,
+    const std::function<std::shared_ptr<const InferenceModel>(std::int64_t, int)>& build) {
+  torch::NoGradGuard no_grad;
+  for (const std::int64_t batch : {1, 3}) {
+    for (const int threads : {1, 2}) {
+      const auto runtime = build(batch, threads);
+      std::vector<torch::Tensor> scribble;
+      for (int block = 0; block < 8; ++block)
+        scribble.push_back(torch::full({1 << 16}, 1e3));
+      for (int call = 0; call < 2; ++call) {
+        const torch::Tensor pixels = torch::rand({batch, 3, 11, 11});
+        EXPECT_LT(relative_difference(runtime->forward(pixels), quant::run_graph(graph, pixels)), 1e-5)
+            << "batch " << batch << ", threads " << threads << ", call " << call;
+      }
+    }
+  }
 }
 
 }  // namespace ipj::infer::graph_fixture
