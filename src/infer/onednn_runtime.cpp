@@ -10,6 +10,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -185,6 +187,8 @@ class OnednnRuntime : public InferenceModel {
   }
   void build_node(std::size_t index);
   void add_convolution(std::size_t index);
+  double convolution_ms(const dnnl::convolution_forward::primitive_desc& primitive,
+                        const memory::desc& stored_as);
   void add_linear(std::size_t index);
   void add_add(std::size_t index);
   void add_clamp(std::size_t index);
@@ -350,6 +354,36 @@ void OnednnRuntime::build_node(std::size_t index) {
   }
 }
 
+// `primitive` on zeros stored as `stored_as` (reordered first where it wants another layout): the fastest of
+// three runs after a warm-up, in ms, on scratch buffers (a few ms per convolution at load).
+double OnednnRuntime::convolution_ms(const dnnl::convolution_forward::primitive_desc& primitive,
+                                     const memory::desc& stored_as) {
+  const auto zeros = [&](const memory::desc& desc) {
+    memory object(desc, engine_);
+    std::memset(object.get_data_handle(), 0, desc.get_size());
+    return object;
+  };
+  const memory stored = zeros(stored_as), weights = zeros(primitive.weights_desc()),
+               bias = zeros(primitive.bias_desc()), output = zeros(primitive.dst_desc());
+  const bool reordered = primitive.src_desc() != stored_as;
+  const memory input = reordered ? zeros(primitive.src_desc()) : stored;
+  const dnnl::reorder reorder = reordered ? dnnl::reorder(stored, input) : dnnl::reorder();
+  const dnnl::convolution_forward convolution(primitive);
+  double fastest = INFINITY;
+  for (int run = 0; run < 4; ++run) {
+    const auto start = std::chrono::steady_clock::now();
+    if (reordered) reorder.execute(stream_, {{DNNL_ARG_FROM, stored}, {DNNL_ARG_TO, input}});
+    convolution.execute(
+        stream_,
+        {{DNNL_ARG_SRC, input}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, output}});
+    stream_.wait();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    if (run > 0) fastest = std::min(fastest, ms);
+  }
+  return fastest;
+}
+
 void OnednnRuntime::add_convolution(std::size_t index) {
   const GraphNode& node = graph_.nodes[index];
   const Dims source = dims_of(node.inputs.at(0));  // [B, C, H, W]
@@ -365,8 +399,12 @@ void OnednnRuntime::add_convolution(std::size_t index) {
   const memory::desc bias({out}, kFloat, Tag::x);
   // On the graph's plain input (few channels) oneDNN's direct kernels for that layout beat a reorder to one
   // it prefers (measured: the cnn's first convolution 0.33 ms vs 1.3 ms for its NHWC kernel at batch 64)
-  const memory::desc source_layout = node.inputs[0] == 0 ? values_[0].desc : any(source);
+  memory::desc source_layout = node.inputs[0] == 0 ? values_[0].desc : any(source);
+  memory::desc output_layout_made = any(destination);
+  dnnl::primitive_attr attributes_made;
   const auto made = [&](const memory::desc& output_layout, const dnnl::primitive_attr& attributes) {
+    output_layout_made = output_layout;
+    attributes_made = attributes;
     const dnnl::convolution_forward::desc description(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, source_layout, any(weights),
         bias, output_layout, {node.stride[0], node.stride[1]}, {node.dilation[0] - 1, node.dilation[1] - 1},
@@ -389,6 +427,19 @@ void OnednnRuntime::add_convolution(std::size_t index) {
   }
   if (sum_into_[index] == 0) primitive = made(any(destination), activation_attributes(node.activation));
   check_kernel(node, primitive);
+  const memory::desc stored_as = values_[node.inputs[0]].desc;
+  if (node.inputs[0] != 0 && primitive.src_desc() != stored_as) {
+    // Its kernel for the layout the input is in, where there is one, against a reorder + its preferred one
+    const dnnl::convolution_forward::primitive_desc preferred = primitive;
+    source_layout = stored_as;
+    try {
+      const dnnl::convolution_forward::primitive_desc as_stored = made(output_layout_made, attributes_made);
+      if (!reference_kernel(as_stored) &&
+          convolution_ms(as_stored, stored_as) < convolution_ms(preferred, stored_as))
+        primitive = as_stored;
+    } catch (const dnnl::error&) {  // no kernel for that layout
+    }
+  }
   const memory::desc given(weights, kFloat, groups == 1 ? Tag::oihw : Tag::goihw);
   const memory weight_memory = constant(node.weight, given, primitive.weights_desc());
   const memory bias_memory = constant(node.bias, bias, bias);
