@@ -303,13 +303,19 @@ void OnednnRuntime::build() {
 }
 
 // An add of a convolution's result (no activation of its own, read by nothing else) and a value whose last
-// reader is the add and whose other readers all run before the convolution: the convolution writes onto that
-// value's buffer with the add (and its activation) as post-ops, and the add runs no primitive. The values
-// share one buffer, which lives as long as the add's value.
+// reader is the add and whose buffer's other readers (through flattens too) all run before the convolution:
+// the convolution writes onto that value's buffer with the add (and its activation) as post-ops, and the add
+// runs no primitive. The values share one buffer, which lives as long as the add's value.
 void OnednnRuntime::plan_residual_fusions(const std::vector<std::vector<std::size_t> >& consumers,
                                           std::vector<std::size_t>& last_use) {
   sum_into_.assign(graph_.nodes.size(), 0);
   fused_add_.assign(graph_.nodes.size(), 0);
+  // Who reads each buffer: a flatten's linear readers read its producer's (a hostile pass found a linear
+  // layer that ran after the convolution reading the sum instead of the value it flattened)
+  std::vector<std::vector<std::size_t> > buffer_readers(graph_.nodes.size());
+  for (std::size_t reader = 1; reader < graph_.nodes.size(); ++reader)
+    for (const std::size_t input : graph_.nodes[reader].inputs)
+      buffer_readers[alias_of_[input]].push_back(reader);
   for (std::size_t add = 1; add < graph_.nodes.size(); ++add) {
     const GraphNode& node = graph_.nodes[add];
     if (node.kind != NodeKind::add || node.inputs.size() != 2 || node.inputs[0] == node.inputs[1]) continue;
@@ -321,7 +327,7 @@ void OnednnRuntime::plan_residual_fusions(const std::vector<std::vector<std::siz
                                      consumers[conv] == std::vector<std::size_t>{add};
       const bool other_free = other != 0 && other < conv && alias_of_[other] == other &&
                               sum_into_[other] == 0 && last_use[other] == add &&
-                              std::all_of(consumers[other].begin(), consumers[other].end(),
+                              std::all_of(buffer_readers[other].begin(), buffer_readers[other].end(),
                                           [&](std::size_t reader) { return reader == add || reader < conv; });
       if (!conv_only_for_add || !other_free) continue;
       sum_into_[conv] = other + 1;

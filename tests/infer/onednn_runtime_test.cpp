@@ -36,6 +36,36 @@ TEST(OnednnRuntime, RunsEveryNodeKindAsTheGraphInterpreterDoes) {
             1e-5);
 }
 
+// A value read by an add fused into a convolution and, through a flatten, by a linear layer that runs after
+// that convolution: the linear layer must read the value, not the sum written over its buffer (a hostile
+// pass, 12-07: 0.095-0.16 relative off, caught only by the load's check against eager).
+TEST(OnednnRuntime, AFusedAddNeverOverwritesAValueAFlattenStillReads) {
+  if (!onednn_runtime_available()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+  torch::manual_seed(5);
+  Graph graph;
+  graph.input_shape = {3, 8, 8};
+  graph.nodes.push_back(layer(NodeKind::input, "input", {}));
+  GraphNode first = conv("c0", 0, 3, 8, 3);
+  first.activation.kind = ActivationKind::relu;
+  graph.nodes.push_back(first);                                    // 1: p
+  graph.nodes.push_back(layer(NodeKind::flatten, "flat_p", {1}));  // 2
+  GraphNode second = conv("c1", 1, 8, 8, 3);
+  second.activation.kind = ActivationKind::relu;
+  graph.nodes.push_back(second);                                     // 3
+  graph.nodes.push_back(conv("c2", 3, 8, 8, 3));                     // 4: added onto p's buffer
+  graph.nodes.push_back(linear("l", 2, 8 * 8 * 8, 10));              // 5: reads p after c2
+  graph.nodes.push_back(layer(NodeKind::add, "sum", {4, 1}));        // 6
+  graph.nodes.push_back(layer(NodeKind::flatten, "flat_sum", {6}));  // 7
+  graph.nodes.push_back(linear("l2", 7, 8 * 8 * 8, 10));             // 8
+  graph.nodes.push_back(layer(NodeKind::add, "out", {8, 5}));        // 9
+  quant::validate_graph(graph, "test");
+  torch::NoGradGuard no_grad;
+  const torch::Tensor pixels = torch::rand({4, 3, 8, 8});
+  EXPECT_LT(relative_difference(onednn_runtime_model(graph, 4, 2)->forward(pixels),
+                                quant::run_graph(graph, pixels)),
+            1e-5);
+}
+
 // PyTorch's own outputs (golden, from torch 1.13 in Python) for the imported torchvision models, batch 64.
 TEST(OnednnRuntime, AnswersAsPyTorchOnTorchvisionModels) {
   if (!onednn_runtime_available()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
