@@ -74,7 +74,8 @@ void add_bench_data_flags(CLI::App& command, BenchFlags& flags) {
       "How fp32 runs: auto (eager and frozen timed at load, the faster exact one; batch 1 and "
       "the largest --batch up to 64 on XNNPACK where faster) | eager | frozen (BN folded, oneDNN "
       "layouts, batch-1 linear as matrix-vector) | xnnpack (XNNPACK convolutions and linear "
-      "layers, for every batch)");
+      "layers, for every batch) | onednn (the frozen graph; the largest --batch up to 64 on oneDNN's "
+      "runtime of ipj's graph, which auto also times)");
   command.add_flag("--no-accuracy", flags.no_accuracy, "Skip the test-set accuracy of each variant");
   command.add_flag("--no-energy", flags.no_energy, "Do not measure energy");
   command.add_option("--cpu-tdp-w", flags.tdp, "CPU power at full load for the energy estimate")

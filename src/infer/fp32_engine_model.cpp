@@ -368,10 +368,21 @@ std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel
     RunOptions frozen = run;
     frozen.fp32_engine = Fp32Engine::frozen;
     const GraphIrSource graph_ir = built_once(graph_ir_source);
-    const std::shared_ptr<InferenceModel> base =
-        fp32_engine_model(eager, build_graph, sample_shape, frozen, graph_ir);
+    std::shared_ptr<InferenceModel> base;
+    try {
+      base = fp32_engine_model(eager, build_graph, sample_shape, frozen, graph_ir);
+    } catch (const Error& error) {  // LibTorch cannot freeze it: the other batch sizes run eager
+      if (error.category() != ErrorCategory::unsupported) throw;
+      frozen.fp32_engine = Fp32Engine::eager;
+      base = fp32_engine_model(eager, build_graph, sample_shape, frozen, graph_ir);
+      base->fp32_engine->reason = "eager for other batch sizes: LibTorch cannot freeze this model (" +
+                                  error_cause(error.what()) + ")";
+    }
     Fp32EngineChoice choice = base->fp32_engine.value_or(Fp32EngineChoice{});
     choice.requested = Fp32Engine::onednn;
+    const std::string asked = "frozen, as asked";  // onednn was asked for: frozen runs the other sizes
+    if (choice.reason.rfind(asked, 0) == 0)
+      choice.reason = "frozen for other batch sizes" + choice.reason.substr(asked.size());
     auto routed = with_forced_onednn(eager, base, graph_ir, sample_shape, run, choice);
     routed->fp32_engine = choice;
     return routed;

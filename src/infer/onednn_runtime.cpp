@@ -278,7 +278,11 @@ void OnednnRuntime::build() {
   plan_residual_fusions(consumers, last_use);
   const std::size_t last = graph_.nodes.size() - 1;
   for (std::size_t index = 1; index < graph_.nodes.size(); ++index) {
-    build_node(index);
+    try {
+      build_node(index);
+    } catch (const dnnl::error& error) {  // e.g. a clamp whose min is above its max
+      refuse(graph_.nodes[index], std::string("oneDNN refused it: ") + error.what());
+    }
     for (const int slot : temporaries_)
       slots_.release(slot);
     temporaries_.clear();

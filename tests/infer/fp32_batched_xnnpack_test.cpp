@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "depthwise_model.hpp"
+#include "ipj/core/error.hpp"
 #include "ipj/device/threading.hpp"
 #include "ipj/infer/fp32_engine.hpp"
 #include "ipj/infer/inference_model.hpp"
@@ -593,6 +594,17 @@ TEST(BatchedXnnpack, ForcedOnednnRunsTheBatchOnItsRuntimeAndAnswersAsEager) {
   EXPECT_EQ(choice.batch_engine, Fp32Engine::onednn) << choice.reason;
   EXPECT_NE(choice.reason.find("; batch 8 on oneDNN's runtime (checked), as asked"), std::string::npos)
       << choice.reason;
+  EXPECT_EQ(choice.reason.find("frozen, as asked"), std::string::npos) << choice.reason;  // onednn was
+  // A TorchScript file without --input-shape: a usage error naming the flag
+  LoadOptions no_shape = options;
+  no_shape.inputs.input_shape.clear();
+  try {
+    load_inference_model(dir.file("depthwise.pt"), no_shape);
+    ADD_FAILURE() << "forced onednn ran without a sample shape";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::usage);
+    EXPECT_NE(std::string(error.what()).find("--input-shape"), std::string::npos) << error.what();
+  }
   EXPECT_EQ(to_json(choice)["batch_engine"], "onednn");
   const device::CallerOpenMpThreads two(2);
   EXPECT_LT((model->forward(batch) - expected).abs().max().item<double>(), 1e-4);

@@ -91,6 +91,18 @@ TEST(OnednnRuntime, RefusesOtherShapesAndNamesTheNodeItCannotTake) {
     EXPECT_EQ(error.category(), ErrorCategory::invalid_input);
     EXPECT_NE(std::string(error.what()).find("[2, 3, 11, 11]"), std::string::npos) << error.what();
   }
+  // What oneDNN itself refuses is named by node too (a clamp whose min is above its max)
+  Graph inverted = graph;
+  inverted.nodes[2].activation = {ActivationKind::clamp, 6.0, 0.0};
+  try {
+    onednn_runtime_model(inverted, 2, 1);
+    ADD_FAILURE() << "an inverted clamp was taken";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.category(), ErrorCategory::unsupported);
+    EXPECT_NE(std::string(error.what()).find("node 'depthwise' (conv2d): oneDNN refused it"),
+              std::string::npos)
+        << error.what();
+  }
   Graph uneven = graph;
   uneven.nodes[10].output_size = {4, 4};  // 6x6 into 4x4: windows of two sizes
   try {
