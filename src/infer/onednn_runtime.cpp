@@ -9,6 +9,8 @@
 #ifdef IPJ_WITH_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "onednn_graph_parts.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -36,109 +38,6 @@ std::shared_ptr<InferenceModel> onednn_runtime_model(const quant::Graph&, std::i
 #else
 
 namespace onednn_graph {  // named: the unity build joins this file with others that have a refuse() too
-
-using dnnl::memory;
-using Dims = memory::dims;
-using Tag = memory::format_tag;
-using quant::GraphNode;
-using quant::NodeKind;
-constexpr auto kFloat = memory::data_type::f32;
-
-[[noreturn]] void refuse(const GraphNode& node, const std::string& why) {
-  fail(ErrorCategory::unsupported,
-       "oneDNN runtime: node '" + node.name + "' (" + quant::node_kind_name(node.kind) + "): " + why);
-}
-
-// oneDNN's reference kernels for convolutions, inner products and pools (its fallback where no optimised
-// one fits: measured 100-200x slower on the cnn's first convolution with an NHWC output) must not run: such
-// a node is refused like an operator. Element-wise ones (clamp, add) may: a loop over memory either way.
-bool reference_kernel(const dnnl::primitive_desc_base& primitive) {
-  return std::string(primitive.impl_info_str()).rfind("ref", 0) == 0;
-}
-
-void check_kernel(const GraphNode& node, const dnnl::primitive_desc_base& primitive) {
-  if (reference_kernel(primitive))
-    refuse(node, std::string("oneDNN has only its reference kernel (") + primitive.impl_info_str() +
-                     ") for it here");
-}
-
-memory::desc plain(const Dims& dims) {
-  return memory::desc(dims, kFloat, dims.size() == 4 ? Tag::nchw : Tag::nc);
-}
-
-memory::desc any(const Dims& dims) {
-  return memory::desc(dims, kFloat, Tag::any);
-}
-
-// A node's fused activation appended as a post-op (none: nothing).
-void append_activation(dnnl::post_ops& post_ops, const quant::Activation& activation) {
-  if (activation.kind == quant::ActivationKind::relu)
-    post_ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-  if (activation.kind == quant::ActivationKind::clamp)
-    post_ops.append_eltwise(1.f, dnnl::algorithm::eltwise_clip, static_cast<float>(activation.min),
-                            static_cast<float>(activation.max));
-}
-
-// The node's fused activation as a post-op.
-dnnl::primitive_attr activation_attributes(const quant::Activation& activation) {
-  dnnl::post_ops post_ops;
-  append_activation(post_ops, activation);
-  dnnl::primitive_attr attributes;
-  attributes.set_post_ops(post_ops);
-  return attributes;
-}
-
-// oneDNN's sum post-op (dst += the convolution's result), then the add's activation.
-dnnl::primitive_attr sum_then(const quant::Activation& activation) {
-  dnnl::post_ops post_ops;
-  post_ops.append_sum(1.f);
-  append_activation(post_ops, activation);
-  dnnl::primitive_attr attributes;
-  attributes.set_post_ops(post_ops);
-  return attributes;
-}
-
-// Activation buffers: each value takes a slot while it lives; a slot freed goes to the next value that
-// fits (the smallest such), else the largest free one grows.
-class SlotPlanner {
- public:
-  int take(std::size_t bytes) {
-    int best = -1;
-    for (int slot = 0; slot < static_cast<int>(sizes_.size()); ++slot) {
-      if (!free_[slot]) continue;
-      const bool fits = sizes_[slot] >= bytes, best_fits = best >= 0 && sizes_[best] >= bytes;
-      if (best < 0 || (fits && (!best_fits || sizes_[slot] < sizes_[best])) ||
-          (!fits && !best_fits && sizes_[slot] > sizes_[best]))
-        best = slot;
-    }
-    if (best < 0) {
-      sizes_.push_back(0);
-      free_.push_back(true);
-      best = static_cast<int>(sizes_.size()) - 1;
-    }
-    sizes_[best] = std::max(sizes_[best], bytes);
-    free_[best] = false;
-    return best;
-  }
-  void release(int slot) {
-    if (slot >= 0) free_[slot] = true;
-  }
-  const std::vector<std::size_t>& sizes() const { return sizes_; }
-
- private:
-  std::vector<std::size_t> sizes_;
-  std::vector<bool> free_;
-};
-
-struct Step {
-  dnnl::primitive primitive;
-  std::unordered_map<int, memory> arguments;
-};
-
-struct Value {
-  memory::desc desc;
-  int slot = -1;  // -1: the prepared input (its handle set per call)
-};
 
 class OnednnRuntime : public InferenceModel {
  public:
