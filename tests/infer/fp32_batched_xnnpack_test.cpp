@@ -557,8 +557,14 @@ TEST(BatchedXnnpack, ForcedOrTimedTheRoutedBatchAnswersAsEager) {
     const device::CallerOpenMpThreads two(2);
     const std::uint64_t calls_before = xnnpack_runtime_calls();
     EXPECT_LT((model->forward(batch) - expected).abs().max().item<double>(), 1e-4);
-    // the route's first full batch: on XNNPACK's runtime where forced or timed faster, else not
-    EXPECT_EQ(xnnpack_runtime_calls() - calls_before, choice.batch_engine == Fp32Engine::xnnpack ? 1u : 0u);
+    // the route's first full batch: on XNNPACK's runtime where forced or timed faster, else not. Timed, the
+    // race probes the other engine from 1 s after the route was made: on a busy machine the rest of the load
+    // can take that long, and the first call is then the probe's (CI, 12-07)
+    const std::uint64_t calls = xnnpack_runtime_calls() - calls_before;
+    if (engine == Fp32Engine::xnnpack || choice.batch_engine != Fp32Engine::xnnpack)
+      EXPECT_EQ(calls, choice.batch_engine == Fp32Engine::xnnpack ? 1u : 0u);
+    else
+      EXPECT_LE(calls, 1u);
     for (const std::int64_t rows : {1, 5, 7})  // padded where min_rows allows it, else the chosen engine
       EXPECT_LT(
           (model->forward(batch.narrow(0, 0, rows)) - expected.narrow(0, 0, rows)).abs().max().item<double>(),
