@@ -101,17 +101,20 @@ std::string batch_shape_text(std::int64_t batch, const std::vector<std::int64_t>
   return "[" + shape + "]";
 }
 
-// `frozen` or `xnnpack` as asked (--fp32-engine, the jit variant), checked once against eager on a random
-// batch: LibTorch 1.13's optimize_for_inference miscomputes some graphs (a depthwise convolution + batch
-// norm + hardswish), and a forced engine must not serve wrong numbers. An inexact graph leaves eager running.
-// A frozen graph that cannot be checked (no shape, eager fails on the batch) runs as asked; an XNNPACK graph
-// is refused then (its operators do not check input sizes: a model that does not fit reads past its input).
-Fp32EngineChoice checked_choice(Fp32Engine engine, const InferenceModel& eager, const InferenceModel& graph,
-                                const std::vector<std::int64_t>& sample_shape, const RunOptions& run) {
+// `frozen` or `xnnpack` as asked (--fp32-engine, the jit variant; `requested` onednn: frozen for the batch
+// sizes its runtime does not take), checked once against eager on a random batch: LibTorch 1.13's
+// optimize_for_inference miscomputes some graphs (a depthwise convolution + batch norm + hardswish), and a
+// forced engine must not serve wrong numbers. An inexact graph leaves eager running. A frozen graph that
+// cannot be checked (no shape, eager fails on the batch) runs as asked; an XNNPACK graph is refused then (its
+// operators do not check input sizes: a model that does not fit reads past its input).
+Fp32EngineChoice checked_choice(Fp32Engine engine, Fp32Engine requested, const InferenceModel& eager,
+                                const InferenceModel& graph, const std::vector<std::int64_t>& sample_shape,
+                                const RunOptions& run) {
   Fp32EngineChoice choice;
-  choice.requested = engine;
+  choice.requested = requested;
   choice.engine = engine;
-  choice.reason = choice_name(engine) + ", as asked";
+  const bool as_asked = requested == engine;
+  choice.reason = choice_name(engine) + (as_asked ? ", as asked" : " for other batch sizes");
   const std::string refused = "--fp32-engine xnnpack: XNNPACK's graph runs only once checked against eager, ";
   if (sample_shape.empty()) {
     if (engine == Fp32Engine::xnnpack)
@@ -139,9 +142,10 @@ Fp32EngineChoice checked_choice(Fp32Engine engine, const InferenceModel& eager, 
     return choice;
   }
   choice.engine = Fp32Engine::eager;
-  choice.reason = "eager: " + choice_name(engine) + " was asked for, but its graph differs from eager by " +
-                  format_number("%.2g", difference) + " (relative) on random " +
-                  batch_shape_text(choice.batch, sample_shape) +
+  choice.reason = "eager: " + choice_name(engine) +
+                  (as_asked ? " was asked for" : " (for other batch sizes)") +
+                  ", but its graph differs from eager by " + format_number("%.2g", difference) +
+                  " (relative) on random " + batch_shape_text(choice.batch, sample_shape) +
                   " inputs (LibTorch's graph optimisation changed the results), so eager runs instead";
   spdlog::warn("{}", choice.reason);
   return choice;
@@ -350,6 +354,30 @@ GraphIrSource built_once(GraphIrSource source) {
   };
 }
 
+// --fp32-engine onednn: its batch size on oneDNN's runtime of the graph IR (with_forced_onednn), the other
+// sizes on the frozen graph checked against eager, or eager where LibTorch cannot freeze the model.
+std::shared_ptr<InferenceModel> forced_onednn_model(const std::shared_ptr<InferenceModel>& eager,
+                                                    const GraphBuilder& build_graph,
+                                                    const std::vector<std::int64_t>& sample_shape,
+                                                    const RunOptions& run, const GraphIrSource& graph_ir) {
+  Fp32EngineChoice choice;
+  choice.reason = "eager for other batch sizes";
+  std::shared_ptr<InferenceModel> frozen;
+  try {
+    frozen = build_graph(Freezing::optimized_batch1);
+  } catch (const std::exception& error) {  // ipj's own checks, or LibTorch's freeze/optimize passes
+    choice.reason += ": LibTorch cannot freeze this model (" + error_cause(error.what()) + ")";
+  }
+  if (frozen)
+    choice = checked_choice(Fp32Engine::frozen, Fp32Engine::onednn, *eager, *frozen, sample_shape, run);
+  choice.requested = Fp32Engine::onednn;
+  choice.batch1_engine = choice.engine;
+  const std::shared_ptr<InferenceModel> base = choice.engine == Fp32Engine::frozen ? frozen : eager;
+  auto routed = with_forced_onednn(eager, base, graph_ir, sample_shape, run, choice);
+  routed->fp32_engine = choice;
+  return routed;
+}
+
 }  // namespace
 
 double xnnpack_difference(const InferenceModel& eager, const InferenceModel& xnnpack,
@@ -364,29 +392,8 @@ std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel
                                                   const std::vector<std::int64_t>& sample_shape,
                                                   const RunOptions& run,
                                                   const GraphIrSource& graph_ir_source) {
-  if (run.fp32_engine == Fp32Engine::onednn) {  // the frozen graph, its batch size on oneDNN's runtime
-    RunOptions frozen = run;
-    frozen.fp32_engine = Fp32Engine::frozen;
-    const GraphIrSource graph_ir = built_once(graph_ir_source);
-    std::shared_ptr<InferenceModel> base;
-    try {
-      base = fp32_engine_model(eager, build_graph, sample_shape, frozen, graph_ir);
-    } catch (const Error& error) {  // LibTorch cannot freeze it: the other batch sizes run eager
-      if (error.category() != ErrorCategory::unsupported) throw;
-      frozen.fp32_engine = Fp32Engine::eager;
-      base = fp32_engine_model(eager, build_graph, sample_shape, frozen, graph_ir);
-      base->fp32_engine->reason = "eager for other batch sizes: LibTorch cannot freeze this model (" +
-                                  error_cause(error.what()) + ")";
-    }
-    Fp32EngineChoice choice = base->fp32_engine.value_or(Fp32EngineChoice{});
-    choice.requested = Fp32Engine::onednn;
-    const std::string asked = "frozen, as asked";  // onednn was asked for: frozen runs the other sizes
-    if (choice.reason.rfind(asked, 0) == 0)
-      choice.reason = "frozen for other batch sizes" + choice.reason.substr(asked.size());
-    auto routed = with_forced_onednn(eager, base, graph_ir, sample_shape, run, choice);
-    routed->fp32_engine = choice;
-    return routed;
-  }
+  if (run.fp32_engine == Fp32Engine::onednn)
+    return forced_onednn_model(eager, build_graph, sample_shape, run, built_once(graph_ir_source));
   const GraphIrSource graph_ir = built_once(graph_ir_source);
   Fp32EngineChoice choice;
   choice.requested = run.fp32_engine;
@@ -394,7 +401,7 @@ std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel
       run.fp32_engine == Fp32Engine::eager ? nullptr : built_graph(build_graph, run.fp32_engine, choice);
   if (run.fp32_engine == Fp32Engine::eager) choice.reason = "eager, as asked";
   if (run.fp32_engine == Fp32Engine::frozen || run.fp32_engine == Fp32Engine::xnnpack)
-    choice = checked_choice(run.fp32_engine, *eager, *graph, sample_shape, run);
+    choice = checked_choice(run.fp32_engine, run.fp32_engine, *eager, *graph, sample_shape, run);
   if (graph && run.fp32_engine == Fp32Engine::auto_select)
     choice = timed_choice(eager, graph, sample_shape, run);
   std::shared_ptr<InferenceModel> chosen = choice.engine == Fp32Engine::eager ? eager : graph;

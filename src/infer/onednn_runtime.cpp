@@ -79,12 +79,19 @@ class OnednnRuntime : public InferenceModel {
   void build();
   void plan_residual_fusions(const std::vector<std::vector<std::size_t> >& consumers,
                              std::vector<std::size_t>& last_use);
-  std::size_t fused_add_of(std::size_t conv) const {
-    for (std::size_t add = 0; add < fused_add_.size(); ++add)
-      if (fused_add_[add] == conv + 1) return add;
-    fail(ErrorCategory::internal, "oneDNN runtime: a fused convolution without its add");
+  void unfuse_residual(std::size_t conv) {  // the add runs alone after all
+    fused_add_[residual_[conv].add] = 0;
+    residual_[conv] = {};
   }
   void build_node(std::size_t index);
+  void push_weighted_step(dnnl::primitive primitive, const memory& input, const memory& weights,
+                          const memory& bias, const memory& output) {
+    steps_.push_back({std::move(primitive),
+                      {{DNNL_ARG_SRC, input},
+                       {DNNL_ARG_WEIGHTS, weights},
+                       {DNNL_ARG_BIAS, bias},
+                       {DNNL_ARG_DST, output}}});
+  }
   void add_convolution(std::size_t index);
   double convolution_ms(const dnnl::convolution_forward::primitive_desc& primitive,
                         const memory::desc& stored_as);
@@ -139,10 +146,13 @@ class OnednnRuntime : public InferenceModel {
   std::vector<std::int64_t> input_dims_, output_dims_;
   std::vector<Value> values_;
   std::vector<std::size_t> alias_of_;  // a flatten read only by linear layers: its producer's value
-  // A residual add fused into the convolution feeding it: sum_into_[conv] is the add's other operand + 1 (the
-  // convolution adds its result onto that value's buffer, oneDNN's sum post-op); fused_add_[add] the
-  // convolution + 1. 0: not fused.
-  std::vector<std::size_t> sum_into_, fused_add_;
+  // A residual add fused into the convolution feeding it (oneDNN's sum post-op: the convolution adds its
+  // result onto the add's other operand's buffer). Node indices; add 0 (the graph's input): not fused.
+  struct ResidualSum {
+    std::size_t add = 0, onto = 0;
+  };
+  std::vector<ResidualSum> residual_;   // by convolution
+  std::vector<std::size_t> fused_add_;  // by add: the convolution that writes its sum + 1; 0: runs alone
   SlotPlanner slots_;
   std::vector<int> temporaries_;
   std::vector<std::pair<memory, int> > bindings_;
@@ -211,7 +221,7 @@ void OnednnRuntime::build() {
 // runs no primitive. The values share one buffer, which lives as long as the add's value.
 void OnednnRuntime::plan_residual_fusions(const std::vector<std::vector<std::size_t> >& consumers,
                                           std::vector<std::size_t>& last_use) {
-  sum_into_.assign(graph_.nodes.size(), 0);
+  residual_.assign(graph_.nodes.size(), ResidualSum{});
   fused_add_.assign(graph_.nodes.size(), 0);
   // Who reads each buffer: a flatten's linear readers read its producer's (a hostile pass found a linear
   // layer that ran after the convolution reading the sum instead of the value it flattened)
@@ -229,11 +239,11 @@ void OnednnRuntime::plan_residual_fusions(const std::vector<std::vector<std::siz
                                      producer.activation.kind == quant::ActivationKind::none &&
                                      consumers[conv] == std::vector<std::size_t>{add};
       const bool other_free = other != 0 && other < conv && alias_of_[other] == other &&
-                              sum_into_[other] == 0 && last_use[other] == add &&
+                              residual_[other].add == 0 && last_use[other] == add &&
                               std::all_of(buffer_readers[other].begin(), buffer_readers[other].end(),
                                           [&](std::size_t reader) { return reader == add || reader < conv; });
       if (!conv_only_for_add || !other_free) continue;
-      sum_into_[conv] = other + 1;
+      residual_[conv] = {add, other};
       fused_add_[add] = conv + 1;
       last_use[other] = last_use[conv] = last_use[add];
       break;
@@ -321,20 +331,16 @@ void OnednnRuntime::add_convolution(std::size_t index) {
     return dnnl::convolution_forward::primitive_desc(description, attributes, engine_);
   };
   dnnl::convolution_forward::primitive_desc primitive;
-  if (sum_into_[index] > 0) {  // the residual add onto the other operand's buffer, in its layout
+  const ResidualSum& residual = residual_[index];
+  if (residual.add > 0) {  // the residual add onto the other operand's buffer, in its layout
     try {
-      primitive =
-          made(values_[sum_into_[index] - 1].desc, sum_then(graph_.nodes[fused_add_of(index)].activation));
+      primitive = made(values_[residual.onto].desc, sum_then(graph_.nodes[residual.add].activation));
     } catch (const dnnl::error&) {  // no kernel for that layout with these post-ops: the add runs alone
-      fused_add_[fused_add_of(index)] = 0;
-      sum_into_[index] = 0;
+      unfuse_residual(index);
     }
   }
-  if (sum_into_[index] > 0 && reference_kernel(primitive)) {
-    fused_add_[fused_add_of(index)] = 0;
-    sum_into_[index] = 0;
-  }
-  if (sum_into_[index] == 0) primitive = made(any(destination), activation_attributes(node.activation));
+  if (residual.add > 0 && reference_kernel(primitive)) unfuse_residual(index);
+  if (residual.add == 0) primitive = made(any(destination), activation_attributes(node.activation));
   check_kernel(node, primitive);
   const memory::desc stored_as = values_[node.inputs[0]].desc;
   if (node.inputs[0] != 0 && primitive.src_desc() != stored_as) {
@@ -353,13 +359,9 @@ void OnednnRuntime::add_convolution(std::size_t index) {
   const memory weight_memory = constant(node.weight, given, primitive.weights_desc());
   const memory bias_memory = constant(node.bias, bias, bias);
   const memory input = read_as(node.inputs[0], primitive.src_desc());
-  if (sum_into_[index] > 0) values_[index] = values_[sum_into_[index] - 1];
-  const memory output = sum_into_[index] > 0 ? value_memory(index) : output_of(index, primitive.dst_desc());
-  steps_.push_back({dnnl::convolution_forward(primitive),
-                    {{DNNL_ARG_SRC, input},
-                     {DNNL_ARG_WEIGHTS, weight_memory},
-                     {DNNL_ARG_BIAS, bias_memory},
-                     {DNNL_ARG_DST, output}}});
+  if (residual.add > 0) values_[index] = values_[residual.onto];
+  const memory output = residual.add > 0 ? value_memory(index) : output_of(index, primitive.dst_desc());
+  push_weighted_step(dnnl::convolution_forward(primitive), input, weight_memory, bias_memory, output);
 }
 
 void OnednnRuntime::add_linear(std::size_t index) {
@@ -397,11 +399,7 @@ void OnednnRuntime::add_linear(std::size_t index) {
   const memory bias_memory = constant(node.bias, bias, bias);
   const memory input = read_as(producer, primitive.src_desc());
   const memory output = output_of(index, primitive.dst_desc());
-  steps_.push_back({dnnl::inner_product_forward(primitive),
-                    {{DNNL_ARG_SRC, input},
-                     {DNNL_ARG_WEIGHTS, weight_memory},
-                     {DNNL_ARG_BIAS, bias_memory},
-                     {DNNL_ARG_DST, output}}});
+  push_weighted_step(dnnl::inner_product_forward(primitive), input, weight_memory, bias_memory, output);
 }
 
 void OnednnRuntime::add_add(std::size_t index) {

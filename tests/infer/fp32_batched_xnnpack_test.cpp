@@ -601,6 +601,9 @@ TEST(BatchedXnnpack, ForcedOnednnRunsTheBatchOnItsRuntimeAndAnswersAsEager) {
   EXPECT_NE(choice.reason.find("; batch 8 on oneDNN's runtime (checked), as asked"), std::string::npos)
       << choice.reason;
   EXPECT_EQ(choice.reason.find("frozen, as asked"), std::string::npos) << choice.reason;  // onednn was
+  const bool worded_by_request = choice.reason.rfind("frozen for other batch sizes", 0) == 0 ||
+                                 choice.reason.rfind("eager: frozen (for other batch sizes)", 0) == 0;
+  EXPECT_TRUE(worded_by_request) << choice.reason;
   // A TorchScript file without --input-shape: a usage error naming the flag
   LoadOptions no_shape = options;
   no_shape.inputs.input_shape.clear();
