@@ -393,7 +393,7 @@ TimedRuntimes time_runtime_forms(const std::shared_ptr<InferenceModel>& chosen,
                     : form == BatchRuntimeForm::xnnpack_split
                         ? "XNNPACK rows split across " + std::to_string(threads) + " one-thread runtimes"
                         : std::string("oneDNN")) +
-                   " " + format_number("%.3f", ms) + " ms";
+                   " " + format_number("%.3f", ms) + " ms" + onednn_winograd_note(*candidates[index].second);
     if (ms >= timed.best_ms) continue;
     timed.best_ms = ms;
     timed.best = form;
@@ -586,7 +586,8 @@ std::shared_ptr<InferenceModel> with_forced_onednn(const std::shared_ptr<Inferen
   choice.batch = batch;
   choice.batch_engine = Fp32Engine::onednn;
   choice.batch_xnnpack_min_rows = batch;
-  choice.reason += "; batch " + std::to_string(batch) + " on oneDNN's runtime (checked), as asked";
+  choice.reason += "; batch " + std::to_string(batch) + " on oneDNN's runtime (checked), as asked" +
+                   onednn_winograd_note(*runtime);
   return xnnpack_batch_route(BatchRouteModels{std::move(chosen), runtime, eager},
                              BatchRoutePlan{batch_shape(batch, sample_shape), run_pool_threads(run), batch});
 }

@@ -76,6 +76,50 @@ inline dnnl::primitive_attr sum_then(const quant::Activation& activation) {
   return attributes;
 }
 
+// One way to run a convolution node: the layouts oneDNN is asked for, its post-ops and its algorithm (direct,
+// or Winograd F(4x4, 3x3), which oneDNN 2.x has for AVX-512 only).
+struct ConvolutionRecipe {
+  memory::desc source, output;
+  dnnl::primitive_attr attributes;
+  dnnl::algorithm algorithm = dnnl::algorithm::convolution_direct;
+};
+
+// A convolution node's fixed parts, [B, C, H, W] tensors, weights [O, I, KH, KW] or [G, O/G, I/G, KH, KW].
+struct ConvolutionGeometry {
+  Dims source, weights, destination;
+  memory::desc bias;
+  Dims strides, dilation, padding;  // dilation as oneDNN counts it: 0 is none
+  bool winograd_shape = false;      // 3x3, stride 1, no dilation, one group
+
+  dnnl::convolution_forward::primitive_desc made(const ConvolutionRecipe& recipe,
+                                                 const dnnl::engine& engine) const {
+    const dnnl::convolution_forward::desc description(dnnl::prop_kind::forward_inference, recipe.algorithm,
+                                                      recipe.source, any(weights), bias, recipe.output,
+                                                      strides, dilation, padding, padding);
+    return dnnl::convolution_forward::primitive_desc(description, recipe.attributes, engine);
+  }
+};
+
+inline ConvolutionGeometry convolution_geometry(const GraphNode& node, const Dims& source) {
+  const std::int64_t out = node.weight.size(0), kh = node.weight.size(2), kw = node.weight.size(3);
+  const auto extent = [&](std::int64_t size, int axis, std::int64_t kernel) {
+    return (size + 2 * node.padding[axis] - node.dilation[axis] * (kernel - 1) - 1) / node.stride[axis] + 1;
+  };
+  ConvolutionGeometry geometry;
+  geometry.source = source;
+  geometry.destination = {source[0], out, extent(source[2], 0, kh), extent(source[3], 1, kw)};
+  const std::int64_t groups = node.groups;
+  geometry.weights =
+      groups == 1 ? Dims{out, source[1], kh, kw} : Dims{groups, out / groups, source[1] / groups, kh, kw};
+  geometry.bias = memory::desc({out}, kFloat, Tag::x);
+  geometry.strides = {node.stride[0], node.stride[1]};
+  geometry.dilation = {node.dilation[0] - 1, node.dilation[1] - 1};
+  geometry.padding = {node.padding[0], node.padding[1]};
+  geometry.winograd_shape =
+      kh == 3 && kw == 3 && groups == 1 && geometry.strides == Dims{1, 1} && geometry.dilation == Dims{0, 0};
+  return geometry;
+}
+
 // Activation buffers: each value takes a slot while it lives; a slot freed goes to the next value that
 // fits (the smallest such), else the largest free one grows.
 class SlotPlanner {

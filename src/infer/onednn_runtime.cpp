@@ -30,9 +30,18 @@ bool onednn_runtime_available() {
   return false;
 }
 
-std::shared_ptr<InferenceModel> onednn_runtime_model(const quant::Graph&, std::int64_t, int) {
+std::shared_ptr<InferenceModel> onednn_runtime_model(const quant::Graph&, std::int64_t, int,
+                                                     OnednnConvolutionKernel) {
   fail(ErrorCategory::unsupported,
        "this ipj build has no oneDNN runtime (configure with Debian's libdnnl-dev and -DIPJ_ONEDNN=ON)");
+}
+
+std::vector<OnednnNodeKernel> onednn_runtime_kernels(const InferenceModel&) {
+  return {};
+}
+
+std::string onednn_winograd_note(const InferenceModel&) {
+  return "";
 }
 
 #else
@@ -41,10 +50,12 @@ namespace onednn_graph {  // named: the unity build joins this file with others 
 
 class OnednnRuntime : public InferenceModel {
  public:
-  OnednnRuntime(const quant::Graph& graph, std::int64_t batch, int threads)
+  OnednnRuntime(const quant::Graph& graph, std::int64_t batch, int threads,
+                OnednnConvolutionKernel convolutions)
       : graph_(graph),
         batch_(batch),
         threads_(threads),
+        convolutions_(convolutions),
         engine_(dnnl::engine::kind::cpu, 0),
         stream_(engine_) {
     // oneDNN's kernels split their work for the OpenMP threads of the thread that creates them
@@ -68,6 +79,8 @@ class OnednnRuntime : public InferenceModel {
     return output;
   }
 
+  const std::vector<OnednnNodeKernel>& kernels() const { return kernels_; }
+
  private:
   static std::string shape_text(const std::vector<std::int64_t>& dims) {
     std::string text = "[";
@@ -84,8 +97,12 @@ class OnednnRuntime : public InferenceModel {
     residual_[conv] = {};
   }
   void build_node(std::size_t index);
-  void push_weighted_step(dnnl::primitive primitive, const memory& input, const memory& weights,
-                          const memory& bias, const memory& output) {
+  // A convolution's or linear layer's step (`made`: its primitive's description, for kernels()).
+  void push_weighted_step(std::size_t index, const dnnl::primitive_desc_base& made, dnnl::primitive primitive,
+                          const memory& input, const memory& weights, const memory& bias,
+                          const memory& output) {
+    kernels_.push_back(
+        {graph_.nodes[index].name, made.impl_info_str(), graph_.nodes[index].kind == NodeKind::conv2d});
     steps_.push_back({std::move(primitive),
                       {{DNNL_ARG_SRC, input},
                        {DNNL_ARG_WEIGHTS, weights},
@@ -93,6 +110,9 @@ class OnednnRuntime : public InferenceModel {
                        {DNNL_ARG_DST, output}}});
   }
   void add_convolution(std::size_t index);
+  dnnl::convolution_forward::primitive_desc fastest_convolution(
+      const ConvolutionGeometry& geometry, const ConvolutionRecipe& recipe,
+      dnnl::convolution_forward::primitive_desc chosen, const memory::desc& stored_as, bool on_graph_input);
   double convolution_ms(const dnnl::convolution_forward::primitive_desc& primitive,
                         const memory::desc& stored_as);
   void add_linear(std::size_t index);
@@ -138,6 +158,8 @@ class OnednnRuntime : public InferenceModel {
   quant::Graph graph_;
   std::int64_t batch_;
   int threads_;
+  OnednnConvolutionKernel convolutions_;
+  std::vector<OnednnNodeKernel> kernels_;
   dnnl::engine engine_;
   mutable dnnl::stream stream_;
   mutable std::mutex mutex_;
@@ -307,61 +329,72 @@ void OnednnRuntime::add_convolution(std::size_t index) {
   const GraphNode& node = graph_.nodes[index];
   const Dims source = dims_of(node.inputs.at(0));  // [B, C, H, W]
   if (source.size() != 4) refuse(node, "a convolution of a flat input");
-  const std::int64_t out = node.weight.size(0), kh = node.weight.size(2), kw = node.weight.size(3);
-  const auto extent = [&](std::int64_t size, int axis, std::int64_t kernel) {
-    return (size + 2 * node.padding[axis] - node.dilation[axis] * (kernel - 1) - 1) / node.stride[axis] + 1;
-  };
-  const Dims destination{source[0], out, extent(source[2], 0, kh), extent(source[3], 1, kw)};
-  const std::int64_t groups = node.groups;
-  const Dims weights =
-      groups == 1 ? Dims{out, source[1], kh, kw} : Dims{groups, out / groups, source[1] / groups, kh, kw};
-  const memory::desc bias({out}, kFloat, Tag::x);
+  const ConvolutionGeometry geometry = convolution_geometry(node, source);
+  const memory::desc stored_as = values_[node.inputs[0]].desc;
   // On the graph's plain input (few channels) oneDNN's direct kernels for that layout beat a reorder to one
   // it prefers (measured: the cnn's first convolution 0.33 ms vs 1.3 ms for its NHWC kernel at batch 64)
-  memory::desc source_layout = node.inputs[0] == 0 ? values_[0].desc : any(source);
-  memory::desc output_layout_made = any(destination);
-  dnnl::primitive_attr attributes_made;
-  const auto made = [&](const memory::desc& output_layout, const dnnl::primitive_attr& attributes) {
-    output_layout_made = output_layout;
-    attributes_made = attributes;
-    const dnnl::convolution_forward::desc description(
-        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, source_layout, any(weights),
-        bias, output_layout, {node.stride[0], node.stride[1]}, {node.dilation[0] - 1, node.dilation[1] - 1},
-        {node.padding[0], node.padding[1]}, {node.padding[0], node.padding[1]});
-    return dnnl::convolution_forward::primitive_desc(description, attributes, engine_);
-  };
+  ConvolutionRecipe recipe{node.inputs[0] == 0 ? stored_as : any(source), any(geometry.destination),
+                           activation_attributes(node.activation)};
   dnnl::convolution_forward::primitive_desc primitive;
   const ResidualSum& residual = residual_[index];
   if (residual.add > 0) {  // the residual add onto the other operand's buffer, in its layout
+    ConvolutionRecipe summed = recipe;
+    summed.output = values_[residual.onto].desc;
+    summed.attributes = sum_then(graph_.nodes[residual.add].activation);
     try {
-      primitive = made(values_[residual.onto].desc, sum_then(graph_.nodes[residual.add].activation));
-    } catch (const dnnl::error&) {  // no kernel for that layout with these post-ops: the add runs alone
-      unfuse_residual(index);
+      primitive = geometry.made(summed, engine_);
+      if (!reference_kernel(primitive)) recipe = summed;
+    } catch (const dnnl::error&) {  // no kernel for that layout with these post-ops
     }
+    if (recipe.output != summed.output) unfuse_residual(index);  // the add runs alone
   }
-  if (residual.add > 0 && reference_kernel(primitive)) unfuse_residual(index);
-  if (residual.add == 0) primitive = made(any(destination), activation_attributes(node.activation));
+  if (residual.add == 0) primitive = geometry.made(recipe, engine_);
   check_kernel(node, primitive);
-  const memory::desc stored_as = values_[node.inputs[0]].desc;
-  if (node.inputs[0] != 0 && primitive.src_desc() != stored_as) {
-    // Its kernel for the layout the input is in, where there is one, against a reorder + its preferred one
-    const dnnl::convolution_forward::primitive_desc preferred = primitive;
-    source_layout = stored_as;
-    try {
-      const dnnl::convolution_forward::primitive_desc as_stored = made(output_layout_made, attributes_made);
-      if (!reference_kernel(as_stored) &&
-          convolution_ms(as_stored, stored_as) < convolution_ms(preferred, stored_as))
-        primitive = as_stored;
-    } catch (const dnnl::error&) {  // no kernel for that layout
-    }
-  }
-  const memory::desc given(weights, kFloat, groups == 1 ? Tag::oihw : Tag::goihw);
+  primitive = fastest_convolution(geometry, recipe, primitive, stored_as, node.inputs[0] == 0);
+  const memory::desc given(geometry.weights, kFloat, node.groups == 1 ? Tag::oihw : Tag::goihw);
   const memory weight_memory = constant(node.weight, given, primitive.weights_desc());
-  const memory bias_memory = constant(node.bias, bias, bias);
+  const memory bias_memory = constant(node.bias, geometry.bias, geometry.bias);
   const memory input = read_as(node.inputs[0], primitive.src_desc());
   if (residual.add > 0) values_[index] = values_[residual.onto];
   const memory output = residual.add > 0 ? value_memory(index) : output_of(index, primitive.dst_desc());
-  push_weighted_step(dnnl::convolution_forward(primitive), input, weight_memory, bias_memory, output);
+  push_weighted_step(index, primitive, dnnl::convolution_forward(primitive), input, weight_memory,
+                     bias_memory, output);
+}
+
+// `chosen` or a faster alternative, each timed from the layout its input is stored in (a reorder counted):
+// the same kernel family reading that layout as it is, and oneDNN's Winograd kernel where the shape allows
+// (measured 12-07, batch 64: 0.78 vs 1.06 ms on the cnn's second convolution, 14x14; 0.40 vs 0.52 at 7x7;
+// but 1.38 vs 1.18 at 2x2 and 5.5 vs 0.5 at 1x1, hence timed, not assumed).
+dnnl::convolution_forward::primitive_desc OnednnRuntime::fastest_convolution(
+    const ConvolutionGeometry& geometry, const ConvolutionRecipe& recipe,
+    dnnl::convolution_forward::primitive_desc chosen, const memory::desc& stored_as, bool on_graph_input) {
+  std::vector<ConvolutionRecipe> alternatives;
+  if (!on_graph_input && chosen.src_desc() != stored_as) {
+    alternatives.push_back(recipe);
+    alternatives.back().source = stored_as;
+  }
+  if (geometry.winograd_shape && convolutions_ != OnednnConvolutionKernel::direct) {
+    alternatives.push_back(recipe);
+    alternatives.back().source = any(geometry.source);
+    alternatives.back().algorithm = dnnl::algorithm::convolution_winograd;
+  }
+  double chosen_ms = -1.0;
+  for (const ConvolutionRecipe& alternative : alternatives) {
+    try {
+      const dnnl::convolution_forward::primitive_desc candidate = geometry.made(alternative, engine_);
+      if (reference_kernel(candidate)) continue;
+      const bool winograd = alternative.algorithm == dnnl::algorithm::convolution_winograd;
+      if (winograd && convolutions_ == OnednnConvolutionKernel::winograd) return candidate;
+      if (chosen_ms < 0.0) chosen_ms = convolution_ms(chosen, stored_as);
+      const double candidate_ms = convolution_ms(candidate, stored_as);
+      if (candidate_ms < chosen_ms) {
+        chosen = candidate;
+        chosen_ms = candidate_ms;
+      }
+    } catch (const dnnl::error&) {  // no kernel for it here (Winograd: not AVX-512, or these post-ops)
+    }
+  }
+  return chosen;
 }
 
 void OnednnRuntime::add_linear(std::size_t index) {
@@ -399,7 +432,8 @@ void OnednnRuntime::add_linear(std::size_t index) {
   const memory bias_memory = constant(node.bias, bias, bias);
   const memory input = read_as(producer, primitive.src_desc());
   const memory output = output_of(index, primitive.dst_desc());
-  push_weighted_step(dnnl::inner_product_forward(primitive), input, weight_memory, bias_memory, output);
+  push_weighted_step(index, primitive, dnnl::inner_product_forward(primitive), input, weight_memory,
+                     bias_memory, output);
 }
 
 void OnednnRuntime::add_add(std::size_t index) {
@@ -499,14 +533,30 @@ bool onednn_runtime_available() {
 }
 
 std::shared_ptr<InferenceModel> onednn_runtime_model(const quant::Graph& graph, std::int64_t batch,
-                                                     int threads) {
+                                                     int threads, OnednnConvolutionKernel convolutions) {
   if (batch < 1 || threads < 1) fail(ErrorCategory::usage, "oneDNN runtime: batch and threads must be >= 1");
   if (graph.nodes.size() < 2) fail(ErrorCategory::unsupported, "oneDNN runtime: an empty graph");
   try {
-    return std::make_shared<onednn_graph::OnednnRuntime>(graph, batch, threads);
+    return std::make_shared<onednn_graph::OnednnRuntime>(graph, batch, threads, convolutions);
   } catch (const dnnl::error& error) {
     fail(ErrorCategory::unsupported, std::string("oneDNN runtime: ") + error.what());
   }
+}
+
+std::vector<OnednnNodeKernel> onednn_runtime_kernels(const InferenceModel& model) {
+  const auto* runtime = dynamic_cast<const onednn_graph::OnednnRuntime*>(&model);
+  return runtime ? runtime->kernels() : std::vector<OnednnNodeKernel>{};
+}
+
+std::string onednn_winograd_note(const InferenceModel& model) {
+  int convolutions = 0, winograd = 0;
+  for (const OnednnNodeKernel& kernel : onednn_runtime_kernels(model)) {
+    convolutions += kernel.convolution ? 1 : 0;
+    winograd += kernel.kernel.find("wino") != std::string::npos ? 1 : 0;
+  }
+  if (winograd == 0) return "";
+  return " (Winograd for " + std::to_string(winograd) + " of its " + std::to_string(convolutions) +
+         " convolutions)";
 }
 
 #endif

@@ -1,11 +1,14 @@
 // oneDNN's runtime of the graph IR: every node kind against the graph interpreter (ATen) at two batch sizes
-// and thread counts, PyTorch's own outputs for torchvision's ResNet-18 and MobileNetV2, the shape guard and
-// refusals that name the node.
+// and thread counts, Winograd's kernels forced, off and timed, PyTorch's own outputs for torchvision's
+// ResNet-18 and MobileNetV2, the shape guard and refusals that name the node.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <tuple>
+
 #include "infer/graph_ir_fixture.hpp"
 #include "ipj/core/error.hpp"
+#include "ipj/device/cpu_info.hpp"
 #include "ipj/infer/onednn_runtime.hpp"
 #include "quant/graph_models_fixture.hpp"
 
@@ -64,6 +67,60 @@ TEST(OnednnRuntime, AFusedAddNeverOverwritesAValueAFlattenStillReads) {
   EXPECT_LT(relative_difference(onednn_runtime_model(graph, 4, 2)->forward(pixels),
                                 quant::run_graph(graph, pixels)),
             1e-5);
+}
+
+// oneDNN's Winograd kernels (3x3, stride 1; AVX-512 only): forced wherever oneDNN has one, they answer as
+// the interpreter, the residual add fused into one included, and kernels() names them; `direct` runs none;
+// the default (each convolution timed both ways at load) answers the same whichever it keeps.
+TEST(OnednnRuntime, WinogradConvolutionsAnswerAsTheInterpreterAndAreNamed) {
+  if (!onednn_runtime_available()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+  torch::manual_seed(11);
+  Graph graph;
+  graph.input_shape = {16, 12, 12};
+  graph.nodes.push_back(layer(NodeKind::input, "input", {}));
+  for (const auto& [name, input, in] :
+       {std::tuple<const char*, std::size_t, std::int64_t>{"c1", 0, 16}, {"c2", 1, 32}}) {
+    GraphNode node = conv(name, input, in, 32, 3);  // 1, 2
+    node.activation.kind = ActivationKind::relu;
+    graph.nodes.push_back(node);
+  }
+  graph.nodes.push_back(conv("c3", 2, 32, 32, 3));  // 3: its add onto c1's value fused into it
+  GraphNode sum = layer(NodeKind::add, "sum", {3, 1});
+  sum.activation.kind = ActivationKind::relu;
+  graph.nodes.push_back(sum);                                             // 4
+  graph.nodes.push_back(pool(NodeKind::max_pool2d, "pool", 4, 2, 2, 0));  // 5: [32, 6, 6]
+  graph.nodes.push_back(layer(NodeKind::flatten, "flat", {5}));           // 6
+  graph.nodes.push_back(linear("fc", 6, 32 * 6 * 6, 10));                 // 7
+  quant::validate_graph(graph, "test");
+  torch::NoGradGuard no_grad;
+  const torch::Tensor pixels = torch::rand({4, 16, 12, 12});
+  const torch::Tensor expected = quant::run_graph(graph, pixels);
+  const device::CpuInfo cpu = device::probe_cpu();
+  const bool avx512 = cpu.has("avx512bw") && !cpu.onednn_cap;
+  for (const OnednnConvolutionKernel kernels :
+       {OnednnConvolutionKernel::direct, OnednnConvolutionKernel::winograd, OnednnConvolutionKernel::timed}) {
+    const auto runtime = onednn_runtime_model(graph, 4, 2, kernels);
+    EXPECT_LT(relative_difference(runtime->forward(pixels), expected), 1e-4);
+    const std::vector<OnednnNodeKernel> named = onednn_runtime_kernels(*runtime);
+    ASSERT_EQ(named.size(), 4u);
+    int winograd = 0;
+    for (std::size_t index = 0; index < named.size(); ++index) {
+      EXPECT_EQ(named[index].node, std::vector<std::string>({"c1", "c2", "c3", "fc"})[index]);
+      EXPECT_EQ(named[index].convolution, index < 3);
+      winograd += named[index].kernel.find("wino") != std::string::npos ? 1 : 0;
+    }
+    const std::string note = onednn_winograd_note(*runtime);
+    if (kernels == OnednnConvolutionKernel::direct) {
+      EXPECT_EQ(winograd, 0);
+    }
+    if (kernels == OnednnConvolutionKernel::winograd) {
+      EXPECT_EQ(winograd >= 2, avx512) << winograd;
+    }
+    EXPECT_EQ(note.empty(), winograd == 0) << note;
+    if (winograd > 0) {
+      EXPECT_EQ(note, " (Winograd for " + std::to_string(winograd) + " of its 3 convolutions)");
+    }
+  }
 }
 
 // PyTorch's own outputs (golden, from torch 1.13 in Python) for the imported torchvision models, batch 64.

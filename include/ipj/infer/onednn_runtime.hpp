@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/quant/graph.hpp"
@@ -22,7 +24,25 @@ bool onednn_runtime_available();
 // count they were made with: the runtime sets it around each call). Throws ipj::Error(unsupported) naming the
 // first node it cannot take, or why oneDNN is missing. forward() refuses other shapes
 // (ipj::Error(invalid_input)); concurrent calls run one at a time.
-std::shared_ptr<InferenceModel> onednn_runtime_model(const quant::Graph& graph, std::int64_t batch,
-                                                     int threads);
+// How each 3x3 stride-1 convolution gets its kernel: the faster of oneDNN's direct and Winograd kernels,
+// timed at load (the default); direct only; or Winograd wherever oneDNN has one (AVX-512 only), untimed.
+enum class OnednnConvolutionKernel { timed, direct, winograd };
+
+std::shared_ptr<InferenceModel> onednn_runtime_model(
+    const quant::Graph& graph, std::int64_t batch, int threads,
+    OnednnConvolutionKernel convolutions = OnednnConvolutionKernel::timed);
+
+// The kernel oneDNN runs for each convolution and linear layer of a model from onednn_runtime_model: the
+// node's name and oneDNN's implementation (e.g. "jit_wino_4x3:avx512_core", "brgconv:avx512_core"), in
+// graph order; empty for any other model.
+struct OnednnNodeKernel {
+  std::string node;
+  std::string kernel;
+  bool convolution = false;  // else a linear layer
+};
+std::vector<OnednnNodeKernel> onednn_runtime_kernels(const InferenceModel& model);
+
+// " (Winograd for 5 of its 20 convolutions)" for such a model that runs any on Winograd's kernel, else "".
+std::string onednn_winograd_note(const InferenceModel& model);
 
 }  // namespace ipj::infer
