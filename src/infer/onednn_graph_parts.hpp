@@ -6,6 +6,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -119,6 +121,44 @@ inline ConvolutionGeometry convolution_geometry(const GraphNode& node, const Dim
       kh == 3 && kw == 3 && groups == 1 && geometry.strides == Dims{1, 1} && geometry.dilation == Dims{0, 0};
   return geometry;
 }
+
+// A convolution kernel on zeros stored as `stored_as` (reordered first where it wants another layout), on
+// scratch buffers of its own: run() times one call, in ms.
+class ConvolutionTrial {
+ public:
+  ConvolutionTrial(const dnnl::convolution_forward::primitive_desc& primitive, const memory::desc& stored_as,
+                   const dnnl::engine& engine)
+      : stored_(zeros(stored_as, engine)),
+        input_(primitive.src_desc() == stored_as ? stored_ : zeros(primitive.src_desc(), engine)),
+        reorder_(primitive.src_desc() == stored_as ? dnnl::reorder() : dnnl::reorder(stored_, input_)),
+        convolution_(primitive),
+        arguments_{{DNNL_ARG_SRC, input_},
+                   {DNNL_ARG_WEIGHTS, zeros(primitive.weights_desc(), engine)},
+                   {DNNL_ARG_BIAS, zeros(primitive.bias_desc(), engine)},
+                   {DNNL_ARG_DST, zeros(primitive.dst_desc(), engine)}},
+        reordered_(primitive.src_desc() != stored_as) {}
+
+  double run(dnnl::stream& stream) const {
+    const auto start = std::chrono::steady_clock::now();
+    if (reordered_) reorder_.execute(stream, {{DNNL_ARG_FROM, stored_}, {DNNL_ARG_TO, input_}});
+    convolution_.execute(stream, arguments_);
+    stream.wait();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  }
+
+ private:
+  static memory zeros(const memory::desc& desc, const dnnl::engine& engine) {
+    memory object(desc, engine);
+    std::memset(object.get_data_handle(), 0, desc.get_size());
+    return object;
+  }
+
+  memory stored_, input_;
+  dnnl::reorder reorder_;
+  dnnl::convolution_forward convolution_;
+  std::unordered_map<int, memory> arguments_;
+  bool reordered_;
+};
 
 // Activation buffers: each value takes a slot while it lives; a slot freed goes to the next value that
 // fits (the smallest such), else the largest free one grows.

@@ -112,9 +112,8 @@ class OnednnRuntime : public InferenceModel {
   void add_convolution(std::size_t index);
   dnnl::convolution_forward::primitive_desc fastest_convolution(
       const ConvolutionGeometry& geometry, const ConvolutionRecipe& recipe,
-      dnnl::convolution_forward::primitive_desc chosen, const memory::desc& stored_as, bool on_graph_input);
-  double convolution_ms(const dnnl::convolution_forward::primitive_desc& primitive,
-                        const memory::desc& stored_as);
+      const dnnl::convolution_forward::primitive_desc& chosen, const memory::desc& stored_as,
+      bool on_graph_input);
   void add_linear(std::size_t index);
   void add_add(std::size_t index);
   void add_clamp(std::size_t index);
@@ -295,36 +294,6 @@ void OnednnRuntime::build_node(std::size_t index) {
   }
 }
 
-// `primitive` on zeros stored as `stored_as` (reordered first where it wants another layout): the fastest of
-// three runs after a warm-up, in ms, on scratch buffers (a few ms per convolution at load).
-double OnednnRuntime::convolution_ms(const dnnl::convolution_forward::primitive_desc& primitive,
-                                     const memory::desc& stored_as) {
-  const auto zeros = [&](const memory::desc& desc) {
-    memory object(desc, engine_);
-    std::memset(object.get_data_handle(), 0, desc.get_size());
-    return object;
-  };
-  const memory stored = zeros(stored_as), weights = zeros(primitive.weights_desc()),
-               bias = zeros(primitive.bias_desc()), output = zeros(primitive.dst_desc());
-  const bool reordered = primitive.src_desc() != stored_as;
-  const memory input = reordered ? zeros(primitive.src_desc()) : stored;
-  const dnnl::reorder reorder = reordered ? dnnl::reorder(stored, input) : dnnl::reorder();
-  const dnnl::convolution_forward convolution(primitive);
-  double fastest = INFINITY;
-  for (int run = 0; run < 4; ++run) {
-    const auto start = std::chrono::steady_clock::now();
-    if (reordered) reorder.execute(stream_, {{DNNL_ARG_FROM, stored}, {DNNL_ARG_TO, input}});
-    convolution.execute(
-        stream_,
-        {{DNNL_ARG_SRC, input}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, output}});
-    stream_.wait();
-    const double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (run > 0) fastest = std::min(fastest, ms);
-  }
-  return fastest;
-}
-
 void OnednnRuntime::add_convolution(std::size_t index) {
   const GraphNode& node = graph_.nodes[index];
   const Dims source = dims_of(node.inputs.at(0));  // [B, C, H, W]
@@ -361,13 +330,15 @@ void OnednnRuntime::add_convolution(std::size_t index) {
                      bias_memory, output);
 }
 
-// `chosen` or a faster alternative, each timed from the layout its input is stored in (a reorder counted):
-// the same kernel family reading that layout as it is, and oneDNN's Winograd kernel where the shape allows
-// (measured 12-07, batch 64: 0.78 vs 1.06 ms on the cnn's second convolution, 14x14; 0.40 vs 0.52 at 7x7;
-// but 1.38 vs 1.18 at 2x2 and 5.5 vs 0.5 at 1x1, hence timed, not assumed).
+// `chosen` or a faster alternative, timed from the layout its input is stored in (a reorder counted), the
+// candidates in turn, five rounds after a warm-up, each one's fastest call compared (a few ms per convolution
+// at load): the same kernel family reading that layout as it is, and oneDNN's Winograd kernel where the shape
+// allows (measured 12-07, batch 64: 0.78 vs 1.06 ms on the cnn's second convolution, 14x14; 0.40 vs 0.52 at
+// 7x7; but 1.38 vs 1.18 at 2x2 and 5.5 vs 0.5 at 1x1, hence timed, not assumed).
 dnnl::convolution_forward::primitive_desc OnednnRuntime::fastest_convolution(
     const ConvolutionGeometry& geometry, const ConvolutionRecipe& recipe,
-    dnnl::convolution_forward::primitive_desc chosen, const memory::desc& stored_as, bool on_graph_input) {
+    const dnnl::convolution_forward::primitive_desc& chosen, const memory::desc& stored_as,
+    bool on_graph_input) {
   std::vector<ConvolutionRecipe> alternatives;
   if (!on_graph_input && chosen.src_desc() != stored_as) {
     alternatives.push_back(recipe);
@@ -378,23 +349,28 @@ dnnl::convolution_forward::primitive_desc OnednnRuntime::fastest_convolution(
     alternatives.back().source = any(geometry.source);
     alternatives.back().algorithm = dnnl::algorithm::convolution_winograd;
   }
-  double chosen_ms = -1.0;
+  std::vector<dnnl::convolution_forward::primitive_desc> candidates{chosen};
   for (const ConvolutionRecipe& alternative : alternatives) {
     try {
       const dnnl::convolution_forward::primitive_desc candidate = geometry.made(alternative, engine_);
       if (reference_kernel(candidate)) continue;
       const bool winograd = alternative.algorithm == dnnl::algorithm::convolution_winograd;
       if (winograd && convolutions_ == OnednnConvolutionKernel::winograd) return candidate;
-      if (chosen_ms < 0.0) chosen_ms = convolution_ms(chosen, stored_as);
-      const double candidate_ms = convolution_ms(candidate, stored_as);
-      if (candidate_ms < chosen_ms) {
-        chosen = candidate;
-        chosen_ms = candidate_ms;
-      }
+      candidates.push_back(candidate);
     } catch (const dnnl::error&) {  // no kernel for it here (Winograd: not AVX-512, or these post-ops)
     }
   }
-  return chosen;
+  if (candidates.size() == 1) return chosen;
+  std::vector<ConvolutionTrial> trials;
+  for (const auto& candidate : candidates)
+    trials.emplace_back(candidate, stored_as, engine_);
+  std::vector<double> fastest(candidates.size(), INFINITY);
+  for (int round = 0; round < 6; ++round)
+    for (std::size_t index = 0; index < trials.size(); ++index) {
+      const double ms = trials[index].run(stream_);
+      if (round > 0) fastest[index] = std::min(fastest[index], ms);
+    }
+  return candidates[std::min_element(fastest.begin(), fastest.end()) - fastest.begin()];
 }
 
 void OnednnRuntime::add_linear(std::size_t index) {
