@@ -123,6 +123,32 @@ TEST(OnednnRuntime, WinogradConvolutionsAnswerAsTheInterpreterAndAreNamed) {
   }
 }
 
+// Winograd forced on 3x3 stride-1 convolutions oneDNN may or may not take (odd channel counts, no or wide
+// padding, a batch of 3): each runs on some kernel and answers as the interpreter.
+TEST(OnednnRuntime, WinogradForcedOnOddConvolutionsStillAnswersAsTheInterpreter) {
+  if (!onednn_runtime_available()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+  torch::manual_seed(13);
+  torch::NoGradGuard no_grad;
+  for (const auto& [in, out, padding] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{5, 7, 0},
+                                         {16, 16, 2},
+                                         {16, 48, 1},
+                                         {1, 16, 1}}) {
+    Graph graph;
+    graph.input_shape = {in, 9, 9};
+    graph.nodes.push_back(layer(NodeKind::input, "input", {}));
+    GraphNode node = conv("c", 0, in, out, 3);
+    node.padding = {padding, padding};
+    node.activation.kind = ActivationKind::relu;
+    graph.nodes.push_back(node);
+    quant::validate_graph(graph, "test");
+    const torch::Tensor pixels = torch::rand({3, in, 9, 9});
+    const auto runtime = onednn_runtime_model(graph, 3, 2, OnednnConvolutionKernel::winograd);
+    EXPECT_LT(relative_difference(runtime->forward(pixels), quant::run_graph(graph, pixels)), 1e-4)
+        << in << " -> " << out << ", padding " << padding << ": "
+        << onednn_runtime_kernels(*runtime)[0].kernel;
+  }
+}
+
 // PyTorch's own outputs (golden, from torch 1.13 in Python) for the imported torchvision models, batch 64.
 TEST(OnednnRuntime, AnswersAsPyTorchOnTorchvisionModels) {
   if (!onednn_runtime_available()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
