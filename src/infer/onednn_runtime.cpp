@@ -331,10 +331,11 @@ void OnednnRuntime::add_convolution(std::size_t index) {
 }
 
 // `chosen` or a faster alternative, timed from the layout its input is stored in (a reorder counted), the
-// candidates in turn, five rounds after a warm-up, each one's fastest call compared (a few ms per convolution
-// at load): the same kernel family reading that layout as it is, and oneDNN's Winograd kernel where the shape
-// allows (measured 12-07, batch 64: 0.78 vs 1.06 ms on the cnn's second convolution, 14x14; 0.40 vs 0.52 at
-// 7x7; but 1.38 vs 1.18 at 2x2 and 5.5 vs 0.5 at 1x1, hence timed, not assumed).
+// candidates in turn, five rounds after a warm-up (two where the warm-up took over 50 ms), each one's fastest
+// call compared (a few ms per convolution at load): the same kernel family reading that layout as it is, and
+// oneDNN's Winograd kernel where the shape allows (measured 12-07, batch 64: 0.78 vs 1.06 ms on the cnn's
+// second convolution, 14x14; 0.40 vs 0.52 at 7x7; but 1.38 vs 1.18 at 2x2 and 5.5 vs 0.5 at 1x1, hence timed,
+// not assumed).
 dnnl::convolution_forward::primitive_desc OnednnRuntime::fastest_convolution(
     const ConvolutionGeometry& geometry, const ConvolutionRecipe& recipe,
     const dnnl::convolution_forward::primitive_desc& chosen, const memory::desc& stored_as,
@@ -365,11 +366,14 @@ dnnl::convolution_forward::primitive_desc OnednnRuntime::fastest_convolution(
   for (const auto& candidate : candidates)
     trials.emplace_back(candidate, stored_as, engine_);
   std::vector<double> fastest(candidates.size(), INFINITY);
-  for (int round = 0; round < 6; ++round)
-    for (std::size_t index = 0; index < trials.size(); ++index) {
-      const double ms = trials[index].run(stream_);
-      if (round > 0) fastest[index] = std::min(fastest[index], ms);
-    }
+  double warm_up_ms = 0.0;
+  for (const ConvolutionTrial& trial : trials)
+    warm_up_ms += trial.run(stream_);
+  // Large convolutions (a 224x224 image at batch 64: tens of ms each) get two rounds: load time stays bounded
+  const int rounds = warm_up_ms > 50.0 ? 2 : 5;
+  for (int round = 0; round < rounds; ++round)
+    for (std::size_t index = 0; index < trials.size(); ++index)
+      fastest[index] = std::min(fastest[index], trials[index].run(stream_));
   return candidates[std::min_element(fastest.begin(), fastest.end()) - fastest.begin()];
 }
 
