@@ -131,6 +131,7 @@ Json to_json(const Fp32EngineChoice& choice) {
           {"batch1_engine", choice_name(choice.batch1_engine)},
           {"batch1_xnnpack_ms", choice.batch1_xnnpack_ms},
           {"batch1_xnnpack_form", choice_name(choice.batch1_xnnpack_form)},
+          {"batch1_onednn_ms", choice.batch1_onednn_ms},
           {"batch1_pool_ms", choice.batch1_pool_ms},
           {"batch1_pool_cpu_ratio", choice.batch1_pool_cpu_ratio},
           {"batch1_pool_threads", choice.batch1_pool_threads},
@@ -239,7 +240,9 @@ Json to_json(const Batch1Threads& measured) {
           {"one_thread_ms", measured.one_thread_ms},
           {"pool_ms", measured.pool_ms},
           {"xnnpack_ms", measured.xnnpack_ms},
-          {"engine", measured.xnnpack ? "xnnpack" : "libtorch"}};
+          {"engine", measured.xnnpack  ? "xnnpack"
+                     : measured.onednn ? "onednn"
+                                       : "libtorch"}};
 }
 
 Json to_json(const Int8BatchEngine& engine) {

@@ -18,6 +18,7 @@
 #include "ipj/core/torch_compat.hpp"
 #include "ipj/device/threading.hpp"
 #include "ipj/infer/fp32_engine.hpp"
+#include "ipj/infer/onednn_runtime.hpp"
 #include "ipj/infer/xnnpack_runtime.hpp"
 
 namespace ipj::infer {
@@ -204,17 +205,46 @@ XnnpackCandidate xnnpack_candidate(const GraphIrSource& graph_ir, const GraphBui
   return candidate;
 }
 
+// oneDNN's runtime of the graph IR for batch 1 on the calling thread (`chosen` runs calls that find it held),
+// where this build has it and it is exact as XNNPACK's must be (pixels and normal(0, 2) values); else null.
+std::shared_ptr<InferenceModel> checked_onednn_at_batch1(const std::shared_ptr<InferenceModel>& eager,
+                                                         const GraphIrSource& graph_ir,
+                                                         const std::shared_ptr<InferenceModel>& chosen,
+                                                         const std::vector<std::int64_t>& sample_shape,
+                                                         Fp32EngineChoice& choice) {
+  if (!graph_ir || !onednn_runtime_available()) return nullptr;
+  try {
+    auto runtime = onednn_runtime_model(graph_ir(), 1, 1, OnednnConvolutionKernel::timed, chosen);
+    double difference = fp32_difference(forward_of(eager), forward_of(runtime), sample_shape, 1);
+    difference = xnnpack_difference(*eager, *runtime, sample_shape, difference);
+    if (difference <= kFp32EngineTolerance) return runtime;
+    choice.reason += "; oneDNN runtime at batch 1 not used: differs from eager by " +
+                     format_number("%.2g", difference) + " (relative)";
+  } catch (const std::exception& error) {  // a node it cannot take, or it fails on this model
+    spdlog::debug("oneDNN runtime not built for batch 1: {}", error_cause(error.what()));
+  }
+  return nullptr;
+}
+
+// What runs batch-1 inputs instead of the route chosen so far (null model: that route stays).
+struct Batch1Runtime {
+  std::shared_ptr<InferenceModel> model;
+  Fp32Engine engine = Fp32Engine::xnnpack;
+};
+
 // XNNPACK for batch-1 inputs (xnnpack_candidate, on the calling thread), when it is exact (pixels and
-// normal(0, 2) values) and beats the batch-1 route chosen so far by the tie rule below
-// (`chosen` on `route_threads` OpenMP threads, whose fastest call took `route_ms`); null otherwise. Records
-// the timing in `choice` and says why in its reason.
-std::shared_ptr<InferenceModel> faster_xnnpack_at_batch1(
-    const std::shared_ptr<InferenceModel>& eager, const GraphBuilder& build_graph,
-    const GraphIrSource& graph_ir, const std::shared_ptr<InferenceModel>& chosen, int route_threads,
-    double route_ms, const std::vector<std::int64_t>& sample_shape, Fp32EngineChoice& choice) {
+// normal(0, 2) values) and beats the batch-1 route chosen so far by the tie rule below (`chosen` on
+// `route_threads` OpenMP threads, whose fastest call took `route_ms`); oneDNN's runtime instead where
+// XNNPACK's runtime is exact and oneDNN's, timed beside it, is >= 10% faster than it and beats the route by
+// the same rule. Records the timings in `choice` and says why in its reason.
+Batch1Runtime faster_runtime_at_batch1(const std::shared_ptr<InferenceModel>& eager,
+                                       const GraphBuilder& build_graph, const GraphIrSource& graph_ir,
+                                       const std::shared_ptr<InferenceModel>& chosen, int route_threads,
+                                       double route_ms, const std::vector<std::int64_t>& sample_shape,
+                                       Fp32EngineChoice& choice) {
   if (route_ms > kXnnpackMaxBatch1Ms) {
     choice.reason += "; xnnpack not tried (batch 1 takes " + format_number("%.1f", route_ms) + " ms)";
-    return nullptr;
+    return {};
   }
   XnnpackCandidate xnnpack;
   double difference = INFINITY;
@@ -224,7 +254,7 @@ std::shared_ptr<InferenceModel> faster_xnnpack_at_batch1(
     difference = xnnpack_difference(*eager, *xnnpack.model, sample_shape, difference);
   } catch (const std::exception& error) {  // no XNNPACK here, nothing it takes, or it fails on this model
     spdlog::debug("xnnpack not timed: {}", error_cause(error.what()));
-    return nullptr;
+    return {};
   }
   const std::string name = xnnpack.form == XnnpackForm::runtime ? "XNNPACK runtime" : "XNNPACK operators";
   if (!xnnpack.refused.empty()) choice.reason += "; no XNNPACK runtime (" + xnnpack.refused + ")";
@@ -233,30 +263,50 @@ std::shared_ptr<InferenceModel> faster_xnnpack_at_batch1(
     choice.measured.push_back({Fp32Engine::xnnpack, 0.0, 0.0, difference, exact});
     choice.reason +=
         "; " + name + " not used: differs from eager by " + format_number("%.2g", difference) + " (relative)";
-    return nullptr;
+    return {};
   }
+  const std::shared_ptr<InferenceModel> onednn =
+      xnnpack.form == XnnpackForm::runtime
+          ? checked_onednn_at_batch1(eager, graph_ir, chosen, sample_shape, choice)
+          : nullptr;
   torch::NoGradGuard no_grad;
   const torch::Tensor single = torch::rand(batch_shape(1, sample_shape));  // [1, ...sample] in [0, 1)
   const Forward route = [&chosen, route_threads](const torch::Tensor& input) {
     const device::CallerOpenMpThreads scope(route_threads);
     return chosen->forward(input);
   };
-  const std::vector<double> fastest = fastest_alternating_ms({route, forward_of(xnnpack.model)}, single);
+  std::vector<Forward> sides{route, forward_of(xnnpack.model)};
+  if (onednn) sides.push_back(forward_of(onednn));
+  const std::vector<double> fastest = fastest_alternating_ms(sides, single);
   choice.batch1_xnnpack_ms = fastest[1];
   choice.batch1_xnnpack_form = xnnpack.form;
   choice.measured.push_back({Fp32Engine::xnnpack, fastest[1], 0.0, difference, exact});
-  // XNNPACK uses one core: against a route on the pool it wins unless that is >= 10% faster (fewer joules at
-  // about the same latency); against a route on one thread it has to be >= 10% faster itself.
-  const bool wins = route_threads > 1 ? fastest[0] > 0.9 * fastest[1] : fastest[1] <= 0.9 * fastest[0];
-  const std::string timing = format_number("%.3f", fastest[1]) + " ms on the calling thread vs " +
-                             format_number("%.3f", fastest[0]) + " ms on " + std::to_string(route_threads) +
-                             " thread(s)";
+  // A runtime uses one core: against a route on the pool it wins unless that is >= 10% faster (fewer joules
+  // at about the same latency); against a route on one thread it has to be >= 10% faster itself.
+  const auto beats_route = [&](double ms) {
+    return route_threads > 1 ? fastest[0] > 0.9 * ms : ms <= 0.9 * fastest[0];
+  };
+  const std::string on_route = " ms on " + std::to_string(route_threads) + " thread(s)";
+  if (onednn) {
+    choice.batch1_onednn_ms = fastest[2];
+    if (fastest[2] <= 0.9 * fastest[1] && beats_route(fastest[2])) {
+      choice.reason += "; batch 1 on oneDNN runtime: " + format_number("%.3f", fastest[2]) +
+                       " ms on the calling thread vs " + name + " " + format_number("%.3f", fastest[1]) +
+                       " ms vs " + format_number("%.3f", fastest[0]) + on_route;
+      return {onednn, Fp32Engine::onednn};
+    }
+  }
+  const bool wins = beats_route(fastest[1]);
+  std::string timing = format_number("%.3f", fastest[1]) + " ms on the calling thread vs " +
+                       format_number("%.3f", fastest[0]) + on_route;
+  if (onednn) timing += " (oneDNN runtime " + format_number("%.3f", fastest[2]) + " ms)";
   choice.reason += (wins ? "; batch 1 on " + name + ": " : "; " + name + " kept out: ") + timing;
-  return wins ? xnnpack.model : nullptr;
+  return wins ? Batch1Runtime{xnnpack.model, Fp32Engine::xnnpack} : Batch1Runtime{};
 }
 
 // Batch 1 after the engine choice: on one OpenMP thread where `batch1` measured that faster (pool 0: one
-// usable CPU, nothing to choose), then on XNNPACK where it beats that route (faster_xnnpack_at_batch1).
+// usable CPU, nothing to choose), then on XNNPACK (or oneDNN) where it beats that route
+// (faster_runtime_at_batch1).
 std::shared_ptr<InferenceModel> with_batch1_route(
     const std::shared_ptr<InferenceModel>& eager, const GraphBuilder& build_graph,
     const GraphIrSource& graph_ir, std::shared_ptr<InferenceModel> chosen, const Batch1Threads& batch1,
@@ -272,13 +322,13 @@ std::shared_ptr<InferenceModel> with_batch1_route(
     for (const EngineMeasurement& measured : choice.measured)
       if (measured.engine == choice.engine) route_ms = measured.batch1_ms;
   }
-  const auto xnnpack = faster_xnnpack_at_batch1(eager, build_graph, graph_ir, chosen, route_threads, route_ms,
-                                                sample_shape, choice);
-  if (xnnpack) {  // no OpenMP scope around it; only the checked shape goes there
-    choice.batch1_engine = Fp32Engine::xnnpack;
+  const Batch1Runtime faster = faster_runtime_at_batch1(eager, build_graph, graph_ir, chosen, route_threads,
+                                                        route_ms, sample_shape, choice);
+  if (faster.model) {  // no OpenMP scope around it; only the checked shape goes there
+    choice.batch1_engine = faster.engine;
     choice.batch1_threads = 1;
-    return std::make_shared<EngineRoute>(*chosen, EngineRoute::Models{xnnpack, chosen, chosen}, sample_shape,
-                                         false, true);
+    return std::make_shared<EngineRoute>(*chosen, EngineRoute::Models{faster.model, chosen, chosen},
+                                         sample_shape, false, true);
   }
   return one_thread && batch1.pool > 0 ? one_thread_at_batch1(chosen) : chosen;
 }
@@ -423,6 +473,7 @@ std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel
     chosen = with_batch1_xnnpack_pool(eager, chosen, graph_ir, sample_shape, run, choice);
     // batch1_threads tells the same story as fp32_engine (batch1_engine, batch1_xnnpack_ms)
     batch1->xnnpack = choice.batch1_engine == Fp32Engine::xnnpack;
+    batch1->onednn = choice.batch1_engine == Fp32Engine::onednn;
     batch1->xnnpack_ms = choice.batch1_xnnpack_ms;
   }
   spdlog::debug("fp32 engine: {} ({})", choice_name(choice.engine), choice.reason);

@@ -31,7 +31,8 @@ bool onednn_runtime_available() {
 }
 
 std::shared_ptr<InferenceModel> onednn_runtime_model(const quant::Graph&, std::int64_t, int,
-                                                     OnednnConvolutionKernel) {
+                                                     OnednnConvolutionKernel,
+                                                     std::shared_ptr<const InferenceModel>) {
   fail(ErrorCategory::unsupported,
        "this ipj build has no oneDNN runtime (configure with Debian's libdnnl-dev and -DIPJ_ONEDNN=ON)");
 }
@@ -51,11 +52,12 @@ namespace onednn_graph {  // named: the unity build joins this file with others 
 class OnednnRuntime : public InferenceModel {
  public:
   OnednnRuntime(const quant::Graph& graph, std::int64_t batch, int threads,
-                OnednnConvolutionKernel convolutions)
+                OnednnConvolutionKernel convolutions, std::shared_ptr<const InferenceModel> busy)
       : graph_(graph),
         batch_(batch),
         threads_(threads),
         convolutions_(convolutions),
+        busy_(std::move(busy)),
         engine_(dnnl::engine::kind::cpu, 0),
         stream_(engine_) {
     // oneDNN's kernels split their work for the OpenMP threads of the thread that creates them
@@ -69,7 +71,11 @@ class OnednnRuntime : public InferenceModel {
       fail(ErrorCategory::invalid_input, "oneDNN runtime built for input " + shape_text(input_dims_) +
                                              ", got " + shape_text(prepared.sizes().vec()));
     torch::Tensor output = torch::empty(output_dims_);
-    const std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) {  // another call holds the runtime
+      if (busy_) return busy_->forward(input);
+      lock.lock();
+    }
     const device::CallerOpenMpThreads scope(threads_);
     input_.set_data_handle(prepared.data_ptr());
     output_.set_data_handle(output.data_ptr());
@@ -158,6 +164,7 @@ class OnednnRuntime : public InferenceModel {
   std::int64_t batch_;
   int threads_;
   OnednnConvolutionKernel convolutions_;
+  std::shared_ptr<const InferenceModel> busy_;  // runs calls that find the runtime held (null: they wait)
   std::vector<OnednnNodeKernel> kernels_;
   dnnl::engine engine_;
   mutable dnnl::stream stream_;
@@ -513,11 +520,13 @@ bool onednn_runtime_available() {
 }
 
 std::shared_ptr<InferenceModel> onednn_runtime_model(const quant::Graph& graph, std::int64_t batch,
-                                                     int threads, OnednnConvolutionKernel convolutions) {
+                                                     int threads, OnednnConvolutionKernel convolutions,
+                                                     std::shared_ptr<const InferenceModel> busy) {
   if (batch < 1 || threads < 1) fail(ErrorCategory::usage, "oneDNN runtime: batch and threads must be >= 1");
   if (graph.nodes.size() < 2) fail(ErrorCategory::unsupported, "oneDNN runtime: an empty graph");
   try {
-    return std::make_shared<onednn_graph::OnednnRuntime>(graph, batch, threads, convolutions);
+    return std::make_shared<onednn_graph::OnednnRuntime>(graph, batch, threads, convolutions,
+                                                         std::move(busy));
   } catch (const dnnl::error& error) {
     fail(ErrorCategory::unsupported, std::string("oneDNN runtime: ") + error.what());
   }

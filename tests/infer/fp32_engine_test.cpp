@@ -16,6 +16,7 @@
 #include "ipj/device/threading.hpp"
 #include "ipj/infer/fp32_engine.hpp"
 #include "ipj/infer/inference_model.hpp"
+#include "ipj/infer/onednn_runtime.hpp"
 #include "ipj/infer/script_program.hpp"
 #include "ipj/infer/xnnpack_runtime.hpp"
 #include "ipj/quant/quantized_program.hpp"
@@ -222,8 +223,9 @@ TEST(Fp32Engine, Int8VariantsMeasureBatch1ThreadsAndAnswerAsInABatch) {
   const InferenceModelPtr fp32 = load_inference_model(testing::trained_checkpoint("mlp"), one_thread);
   ASSERT_TRUE(fp32->fp32_engine);
   EXPECT_FALSE(fp32->batch1_threads);
-  const bool on_xnnpack = fp32->fp32_engine->batch1_engine == Fp32Engine::xnnpack;
-  EXPECT_EQ(fp32->fp32_engine->batch1_threads, on_xnnpack ? 1 : 0) << fp32->fp32_engine->reason;
+  const bool on_runtime = fp32->fp32_engine->batch1_engine == Fp32Engine::xnnpack ||
+                          fp32->fp32_engine->batch1_engine == Fp32Engine::onednn;  // one core, the caller's
+  EXPECT_EQ(fp32->fp32_engine->batch1_threads, on_runtime ? 1 : 0) << fp32->fp32_engine->reason;
   // timed unless batch 1 itself took longer than XNNPACK is tried for (a CI run under ctest -j2 saw the mlp's
   // fastest batch-1 call take 7.9 ms, eager and frozen alike, beside another test)
   if (fp32->fp32_engine->reason.find("xnnpack not tried (batch 1 takes") == std::string::npos) {
@@ -237,9 +239,11 @@ TEST(Fp32Engine, Int8VariantsMeasureBatch1ThreadsAndAnswerAsInABatch) {
     const InferenceModelPtr on_pool = load_inference_model(testing::trained_checkpoint("cnn"), pool);
     ASSERT_TRUE(on_pool->fp32_engine && on_pool->batch1_threads);
     EXPECT_EQ(on_pool->batch1_threads->xnnpack, on_pool->fp32_engine->batch1_engine == Fp32Engine::xnnpack);
+    EXPECT_EQ(on_pool->batch1_threads->onednn, on_pool->fp32_engine->batch1_engine == Fp32Engine::onednn);
     EXPECT_EQ(on_pool->batch1_threads->xnnpack_ms, on_pool->fp32_engine->batch1_xnnpack_ms);
-    EXPECT_EQ(to_json(*on_pool->batch1_threads)["engine"],
-              on_pool->batch1_threads->xnnpack ? "xnnpack" : "libtorch");
+    EXPECT_EQ(to_json(*on_pool->batch1_threads)["engine"], on_pool->batch1_threads->xnnpack  ? "xnnpack"
+                                                           : on_pool->batch1_threads->onednn ? "onednn"
+                                                                                             : "libtorch");
   }
 }
 
@@ -448,10 +452,19 @@ TEST(Fp32Engine, XnnpackIsForcedOrTimedForBatch1AndAnswersAsInABatch) {
     EXPECT_NE(choice.reason.find("batch 1 on XNNPACK runtime: "), std::string::npos) << choice.reason;
     EXPECT_EQ(choice.batch1_xnnpack_form, XnnpackForm::runtime);
     EXPECT_EQ(choice.batch1_threads, 1);
+  } else if (choice.batch1_engine == Fp32Engine::onednn) {  // timed beside XNNPACK's runtime, 10% faster
+    EXPECT_NE(choice.reason.find("batch 1 on oneDNN runtime: "), std::string::npos) << choice.reason;
+    EXPECT_LE(choice.batch1_onednn_ms, 0.9 * choice.batch1_xnnpack_ms) << choice.reason;
+    EXPECT_EQ(choice.batch1_threads, 1);
   } else {
     EXPECT_EQ(choice.batch1_engine, choice.engine) << choice.reason;
   }
+  // oneDNN's runtime of the graph is timed beside XNNPACK's at batch 1 where this build has both
+  if (onednn_runtime_available() && choice.batch1_xnnpack_form == XnnpackForm::runtime) {
+    EXPECT_GT(choice.batch1_onednn_ms, 0.0) << choice.reason;
+  }
   EXPECT_EQ(to_json(choice)["batch1_engine"], choice_name(choice.batch1_engine));
+  EXPECT_EQ(to_json(choice)["batch1_onednn_ms"], choice.batch1_onednn_ms);
   EXPECT_LT((chosen->forward(pixels) - expected).abs().max().item<double>(), 1e-4);
   // Another spatial size than the one checked (the pooling takes any) runs on eager, never on XNNPACK's
   // operators, which do not check sizes: the forced engine and auto's batch-1 route alike.

@@ -1,15 +1,17 @@
 // Graph IR builders shared by the runtimes' tests (XNNPACK's, oneDNN's): single layers, and one graph with
-// every node kind the IR has, checked against the graph interpreter (ATen).
+// every node kind the IR has, checked against the graph interpreter (ATen), alone and by concurrent callers.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -130,6 +132,49 @@ inline void expect_runtime_answers_as_interpreter(
         EXPECT_LT(relative_difference(runtime->forward(pixels), quant::run_graph(graph, pixels)), 1e-5)
             << "batch " << batch << ", threads " << threads << ", call " << call;
       }
+    }
+  }
+}
+
+// The graph interpreter as a model (a runtime's busy fallback), counting its calls.
+class GraphInterpreter : public InferenceModel {
+ public:
+  explicit GraphInterpreter(Graph graph) : graph_(std::move(graph)) {}
+  torch::Tensor forward(const torch::Tensor& input) const override {
+    ++calls;
+    return quant::run_graph(graph_, input);
+  }
+  mutable std::atomic<int> calls{0};
+
+ private:
+  Graph graph_;
+};
+
+// `build(busy)`'s batch-1 runtime of `graph` (every_kind_graph's [3, 11, 11] input), four threads calling it
+// at once, 40 calls each, without and with the interpreter as its busy fallback: each caller gets its own
+// input's answer, whether it waited for the runtime or ran on the fallback; without one nothing falls back.
+inline void expect_concurrent_callers_get_their_own_answers(
+    const Graph& graph,
+    const std::function<std::shared_ptr<const InferenceModel>(std::shared_ptr<const InferenceModel>)>&
+        build) {
+  const auto interpreter = std::make_shared<GraphInterpreter>(graph);
+  for (const bool with_fallback : {false, true}) {
+    const auto runtime = build(with_fallback ? interpreter : nullptr);
+    std::atomic<int> wrong{0};
+    std::vector<std::thread> callers;
+    for (int thread = 0; thread < 4; ++thread)
+      callers.emplace_back([&, thread] {
+        torch::NoGradGuard no_grad;
+        for (int call = 0; call < 40; ++call) {
+          const torch::Tensor pixels = torch::full({1, 3, 11, 11}, 0.01 * (thread * 40 + call));
+          if (relative_difference(runtime->forward(pixels), quant::run_graph(graph, pixels)) > 1e-5) ++wrong;
+        }
+      });
+    for (std::thread& caller : callers)
+      caller.join();
+    EXPECT_EQ(wrong.load(), 0) << "with fallback " << with_fallback;
+    if (!with_fallback) {
+      EXPECT_EQ(interpreter->calls.load(), 0);
     }
   }
 }

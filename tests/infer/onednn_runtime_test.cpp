@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <tuple>
+#include <vector>
 
 #include "infer/graph_ir_fixture.hpp"
 #include "ipj/core/error.hpp"
@@ -147,6 +148,16 @@ TEST(OnednnRuntime, WinogradForcedOnOddConvolutionsStillAnswersAsTheInterpreter)
         << in << " -> " << out << ", padding " << padding << ": "
         << onednn_runtime_kernels(*runtime)[0].kernel;
   }
+}
+
+// One runtime, four threads: each caller gets its own input's answer, whether it waited for the runtime or
+// ran on the busy fallback (batch 1 on the calling thread, as the fp32 route uses it).
+TEST(OnednnRuntime, ConcurrentCallersEachGetTheirOwnAnswer) {
+  if (!onednn_runtime_available()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+  const Graph graph = every_kind_graph();
+  expect_concurrent_callers_get_their_own_answers(graph, [&](std::shared_ptr<const InferenceModel> busy) {
+    return onednn_runtime_model(graph, 1, 1, OnednnConvolutionKernel::timed, std::move(busy));
+  });
 }
 
 // PyTorch's own outputs (golden, from torch 1.13 in Python) for the imported torchvision models, batch 64.

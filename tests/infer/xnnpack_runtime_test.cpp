@@ -140,33 +140,9 @@ TEST(XnnpackRuntime, RefusesWhatItCannotRunAndNamesTheNode) {
 TEST(XnnpackRuntime, ConcurrentCallersEachGetTheirOwnAnswer) {
   if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK (libxnnpack-dev)";
   const Graph graph = every_kind_graph();
-  class Interpreter : public InferenceModel {
-   public:
-    explicit Interpreter(Graph graph) : graph_(std::move(graph)) {}
-    torch::Tensor forward(const torch::Tensor& input) const override {
-      return quant::run_graph(graph_, input);
-    }
-
-   private:
-    Graph graph_;
-  };
-  const auto interpreter = std::make_shared<Interpreter>(graph);
-  for (const bool with_fallback : {false, true}) {
-    const auto runtime = xnnpack_runtime_model(graph, 1, 1, with_fallback ? interpreter : nullptr);
-    std::atomic<int> wrong{0};
-    std::vector<std::thread> callers;
-    for (int thread = 0; thread < 4; ++thread)
-      callers.emplace_back([&, thread] {
-        torch::NoGradGuard no_grad;
-        for (int call = 0; call < 40; ++call) {
-          const torch::Tensor pixels = torch::full({1, 3, 11, 11}, 0.01 * (thread * 40 + call));
-          if (relative_difference(runtime->forward(pixels), quant::run_graph(graph, pixels)) > 1e-5) ++wrong;
-        }
-      });
-    for (std::thread& caller : callers)
-      caller.join();
-    EXPECT_EQ(wrong.load(), 0) << "with fallback " << with_fallback;
-  }
+  expect_concurrent_callers_get_their_own_answers(graph, [&](std::shared_ptr<const InferenceModel> busy) {
+    return xnnpack_runtime_model(graph, 1, 1, std::move(busy));
+  });
 }
 
 // A batch's rows split across one-thread runtimes answers as one runtime on the whole batch (rows are

@@ -63,9 +63,12 @@ struct Fp32EngineChoice {
   double batch1_one_thread_ms = 0.0;  // the chosen engine at batch 1 on one thread (0: not measured)
   // What runs batch-1 inputs: `engine`, or xnnpack (one core) when its graph was exact and timed faster at
   // batch 1 than `engine` on the threads chosen above (>= 10% faster than one thread; against the pool,
-  // unless the pool was >= 10% faster); batch1_xnnpack_ms 0: XNNPACK not timed.
+  // unless the pool was >= 10% faster); batch1_xnnpack_ms 0: XNNPACK not timed. onednn: oneDNN's runtime of
+  // the graph IR on the calling thread, timed beside an exact XNNPACK runtime and >= 10% faster than it (and
+  // than `engine` by the same rule); batch1_onednn_ms 0: not timed.
   Fp32Engine batch1_engine = Fp32Engine::eager;
   double batch1_xnnpack_ms = 0.0;
+  double batch1_onednn_ms = 0.0;
   XnnpackForm batch1_xnnpack_form = XnnpackForm::none;  // which XNNPACK was timed (none: not timed)
   // Where batch 1 runs on XNNPACK's runtime on the calling thread: the same runtime on a pthreadpool of the
   // run's threads, timed against it (0: not timed); batch1_pool_threads > 0 when batch-1 calls that come
@@ -121,6 +124,7 @@ struct Batch1Threads {
   // faster; within 10% of the pool it wins too, on fewer threads).
   double xnnpack_ms = 0.0;
   bool xnnpack = false;
+  bool onednn = false;  // fp32: batch 1 runs on oneDNN's runtime (Fp32EngineChoice::batch1_engine)
   // "batch 1 on one thread: 0.150 ms vs 0.270 ms on 2" (one thread chosen), "batch 1 on XNNPACK's int8
   // runtime: ..." (XNNPACK chosen), else "".
   std::string describe() const;

@@ -19,18 +19,20 @@ namespace ipj::infer {
 // Whether this build has oneDNN's API (compiled against libdnnl-dev).
 bool onednn_runtime_available();
 
-// `graph` for [batch, ...graph.input_shape] inputs (the graph's normalisation and input padding applied in
-// ATen first), on `threads` OpenMP threads of the calling thread (oneDNN's kernels split their work for the
-// count they were made with: the runtime sets it around each call). Throws ipj::Error(unsupported) naming the
-// first node it cannot take, or why oneDNN is missing. forward() refuses other shapes
-// (ipj::Error(invalid_input)); concurrent calls run one at a time.
 // How each 3x3 stride-1 convolution gets its kernel: the faster of oneDNN's direct and Winograd kernels,
 // timed at load (the default); direct only; or Winograd wherever oneDNN has one (AVX-512 only), untimed.
 enum class OnednnConvolutionKernel { timed, direct, winograd };
 
+// `graph` for [batch, ...graph.input_shape] inputs (the graph's normalisation and input padding applied in
+// ATen first), on `threads` OpenMP threads of the calling thread (oneDNN's kernels split their work for the
+// count they were made with: the runtime sets it around each call). Throws ipj::Error(unsupported) naming the
+// first node it cannot take, or why oneDNN is missing. forward() refuses other shapes
+// (ipj::Error(invalid_input)); concurrent calls run one at a time, or on `busy` (when given) while another
+// call holds the runtime.
 std::shared_ptr<InferenceModel> onednn_runtime_model(
     const quant::Graph& graph, std::int64_t batch, int threads,
-    OnednnConvolutionKernel convolutions = OnednnConvolutionKernel::timed);
+    OnednnConvolutionKernel convolutions = OnednnConvolutionKernel::timed,
+    std::shared_ptr<const InferenceModel> busy = nullptr);
 
 // The kernel oneDNN runs for each convolution and linear layer of a model from onednn_runtime_model: the
 // node's name and oneDNN's implementation (e.g. "jit_wino_4x3:avx512_core", "brgconv:avx512_core"), in
