@@ -103,13 +103,14 @@ class OnednnRuntime : public InferenceModel {
     residual_[conv] = {};
   }
   void build_node(std::size_t index);
-  // A convolution's or linear layer's step (`made`: its primitive's description, for kernels()).
-  void push_weighted_step(std::size_t index, const dnnl::primitive_desc_base& made, dnnl::primitive primitive,
+  // A convolution's or linear layer's step, made from its description (named in kernels()).
+  template <class Primitive>
+  void push_weighted_step(std::size_t index, const typename Primitive::primitive_desc& made,
                           const memory& input, const memory& weights, const memory& bias,
                           const memory& output) {
     kernels_.push_back(
         {graph_.nodes[index].name, made.impl_info_str(), graph_.nodes[index].kind == NodeKind::conv2d});
-    steps_.push_back({std::move(primitive),
+    steps_.push_back({Primitive(made),
                       {{DNNL_ARG_SRC, input},
                        {DNNL_ARG_WEIGHTS, weights},
                        {DNNL_ARG_BIAS, bias},
@@ -333,8 +334,7 @@ void OnednnRuntime::add_convolution(std::size_t index) {
   const memory input = read_as(node.inputs[0], primitive.src_desc());
   if (residual.add > 0) values_[index] = values_[residual.onto];
   const memory output = residual.add > 0 ? value_memory(index) : output_of(index, primitive.dst_desc());
-  push_weighted_step(index, primitive, dnnl::convolution_forward(primitive), input, weight_memory,
-                     bias_memory, output);
+  push_weighted_step<dnnl::convolution_forward>(index, primitive, input, weight_memory, bias_memory, output);
 }
 
 // `chosen` or a faster alternative, timed from the layout its input is stored in (a reorder counted), the
@@ -419,8 +419,8 @@ void OnednnRuntime::add_linear(std::size_t index) {
   const memory bias_memory = constant(node.bias, bias, bias);
   const memory input = read_as(producer, primitive.src_desc());
   const memory output = output_of(index, primitive.dst_desc());
-  push_weighted_step(index, primitive, dnnl::inner_product_forward(primitive), input, weight_memory,
-                     bias_memory, output);
+  push_weighted_step<dnnl::inner_product_forward>(index, primitive, input, weight_memory, bias_memory,
+                                                  output);
 }
 
 void OnednnRuntime::add_add(std::size_t index) {

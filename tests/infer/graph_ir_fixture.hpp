@@ -150,6 +150,25 @@ class GraphInterpreter : public InferenceModel {
   Graph graph_;
 };
 
+// How many of `threads` callers x `calls` calls each, all at once, got another answer from `model` than the
+// graph interpreter's on their own [batch, 3, 11, 11] input (every_kind_graph's).
+inline int wrong_answers_of_concurrent_callers(const Graph& graph, const InferenceModel& model, int threads,
+                                               int calls, std::int64_t batch) {
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> callers;
+  for (int thread = 0; thread < threads; ++thread)
+    callers.emplace_back([&, thread] {
+      torch::NoGradGuard no_grad;
+      for (int call = 0; call < calls; ++call) {
+        const torch::Tensor pixels = torch::full({batch, 3, 11, 11}, 0.01 * (thread * calls + call));
+        if (relative_difference(model.forward(pixels), quant::run_graph(graph, pixels)) > 1e-5) ++wrong;
+      }
+    });
+  for (std::thread& caller : callers)
+    caller.join();
+  return wrong.load();
+}
+
 // `build(busy)`'s batch-1 runtime of `graph` (every_kind_graph's [3, 11, 11] input), four threads calling it
 // at once, 40 calls each, without and with the interpreter as its busy fallback: each caller gets its own
 // input's answer, whether it waited for the runtime or ran on the fallback; without one nothing falls back.
@@ -160,19 +179,8 @@ inline void expect_concurrent_callers_get_their_own_answers(
   const auto interpreter = std::make_shared<GraphInterpreter>(graph);
   for (const bool with_fallback : {false, true}) {
     const auto runtime = build(with_fallback ? interpreter : nullptr);
-    std::atomic<int> wrong{0};
-    std::vector<std::thread> callers;
-    for (int thread = 0; thread < 4; ++thread)
-      callers.emplace_back([&, thread] {
-        torch::NoGradGuard no_grad;
-        for (int call = 0; call < 40; ++call) {
-          const torch::Tensor pixels = torch::full({1, 3, 11, 11}, 0.01 * (thread * 40 + call));
-          if (relative_difference(runtime->forward(pixels), quant::run_graph(graph, pixels)) > 1e-5) ++wrong;
-        }
-      });
-    for (std::thread& caller : callers)
-      caller.join();
-    EXPECT_EQ(wrong.load(), 0) << "with fallback " << with_fallback;
+    EXPECT_EQ(wrong_answers_of_concurrent_callers(graph, *runtime, 4, 40, 1), 0)
+        << "with fallback " << with_fallback;
     if (!with_fallback) {
       EXPECT_EQ(interpreter->calls.load(), 0);
     }

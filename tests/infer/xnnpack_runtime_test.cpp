@@ -172,19 +172,7 @@ TEST(XnnpackRowSplit, AnswersAsOneRuntimeAndCountsOneCall) {
     EXPECT_EQ(xnnpack_runtime_calls() - calls_before, 1u);
     EXPECT_LT(relative_difference(answer, whole->forward(pixels)), 1e-6) << "call " << call;
   }
-  std::atomic<int> wrong{0};
-  std::vector<std::thread> callers;
-  for (int thread = 0; thread < 3; ++thread)
-    callers.emplace_back([&, thread] {
-      torch::NoGradGuard no_grad_here;
-      for (int call = 0; call < 20; ++call) {
-        const torch::Tensor pixels = torch::full({7, 3, 11, 11}, 0.01 * (thread * 20 + call));
-        if (relative_difference(split->forward(pixels), quant::run_graph(graph, pixels)) > 1e-5) ++wrong;
-      }
-    });
-  for (std::thread& caller : callers)
-    caller.join();
-  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(wrong_answers_of_concurrent_callers(graph, *split, 3, 20, 7), 0);
   try {
     split->forward(torch::rand({6, 3, 11, 11}));
     ADD_FAILURE() << "a batch of 6 reached a split built for 7";
