@@ -569,10 +569,6 @@ std::shared_ptr<InferenceModel> with_forced_onednn(const std::shared_ptr<Inferen
                                                    const std::vector<std::int64_t>& sample_shape,
                                                    const RunOptions& run, Fp32EngineChoice& choice) {
   const std::int64_t batch = std::max<std::int64_t>(run.fp32_engine_batch, 1);
-  if (sample_shape.empty())
-    fail(ErrorCategory::usage,
-         "--fp32-engine onednn needs the model's input shape: give --input-shape C,H,W (or F), which a "
-         "TorchScript file does not record");
   std::string refused = "this model has no graph IR";
   const std::shared_ptr<InferenceModel> runtime =
       graph_ir && !sample_shape.empty()

@@ -206,22 +206,24 @@ XnnpackCandidate xnnpack_candidate(const GraphIrSource& graph_ir, const GraphBui
 }
 
 // oneDNN's runtime of the graph IR for batch 1 on the calling thread (`chosen` runs calls that find it held),
-// where this build has it and it is exact as XNNPACK's must be (pixels and normal(0, 2) values); else null.
+// where this build has it and it is exact as XNNPACK's must be (pixels and normal(0, 2) values); else null,
+// with why in `refused` ("differs from eager by ...", or the node it cannot take).
 std::shared_ptr<InferenceModel> checked_onednn_at_batch1(const std::shared_ptr<InferenceModel>& eager,
                                                          const GraphIrSource& graph_ir,
                                                          const std::shared_ptr<InferenceModel>& chosen,
                                                          const std::vector<std::int64_t>& sample_shape,
-                                                         Fp32EngineChoice& choice) {
+                                                         std::string& refused) {
+  refused = !graph_ir ? "this model has no graph IR" : "this build has no oneDNN";
   if (!graph_ir || !onednn_runtime_available()) return nullptr;
   try {
     auto runtime = onednn_runtime_model(graph_ir(), 1, 1, OnednnConvolutionKernel::timed, chosen);
     double difference = fp32_difference(forward_of(eager), forward_of(runtime), sample_shape, 1);
     difference = xnnpack_difference(*eager, *runtime, sample_shape, difference);
     if (difference <= kFp32EngineTolerance) return runtime;
-    choice.reason += "; oneDNN runtime at batch 1 not used: differs from eager by " +
-                     format_number("%.2g", difference) + " (relative)";
+    refused = "differs from eager by " + format_number("%.2g", difference) + " (relative)";
   } catch (const std::exception& error) {  // a node it cannot take, or it fails on this model
-    spdlog::debug("oneDNN runtime not built for batch 1: {}", error_cause(error.what()));
+    refused = error_cause(error.what());
+    spdlog::debug("oneDNN runtime not built for batch 1: {}", refused);
   }
   return nullptr;
 }
@@ -265,10 +267,13 @@ Batch1Runtime faster_runtime_at_batch1(const std::shared_ptr<InferenceModel>& ea
         "; " + name + " not used: differs from eager by " + format_number("%.2g", difference) + " (relative)";
     return {};
   }
+  std::string onednn_refused;
   const std::shared_ptr<InferenceModel> onednn =
       xnnpack.form == XnnpackForm::runtime
-          ? checked_onednn_at_batch1(eager, graph_ir, chosen, sample_shape, choice)
+          ? checked_onednn_at_batch1(eager, graph_ir, chosen, sample_shape, onednn_refused)
           : nullptr;
+  if (onednn_refused.rfind("differs", 0) == 0)
+    choice.reason += "; oneDNN runtime at batch 1 not used: " + onednn_refused;
   torch::NoGradGuard no_grad;
   const torch::Tensor single = torch::rand(batch_shape(1, sample_shape));  // [1, ...sample] in [0, 1)
   const Forward route = [&chosen, route_threads](const torch::Tensor& input) {
@@ -404,12 +409,46 @@ GraphIrSource built_once(GraphIrSource source) {
   };
 }
 
-// --fp32-engine onednn: its batch size on oneDNN's runtime of the graph IR (with_forced_onednn), the other
-// sizes on the frozen graph checked against eager, or eager where LibTorch cannot freeze the model.
+// --fp32-engine onednn at batch 1 as well (`routed` runs the batch size the run times): oneDNN's runtime on
+// the calling thread, checked as auto checks it; `base` (frozen or eager) answers calls that find it held,
+// and `routed` inputs it should not take (other shapes, NaN, huge values). Where that runtime cannot run,
+// batch 1 stays on `base` and the reason says why (the batch size still runs on oneDNN, as asked), unless
+// batch 1 is the run's only size (`required`): ipj::Error(unsupported) then.
+std::shared_ptr<InferenceModel> forced_onednn_at_batch1(const std::shared_ptr<InferenceModel>& eager,
+                                                        const GraphIrSource& graph_ir,
+                                                        const std::shared_ptr<InferenceModel>& base,
+                                                        const std::shared_ptr<InferenceModel>& routed,
+                                                        const std::vector<std::int64_t>& sample_shape,
+                                                        bool required, Fp32EngineChoice& choice) {
+  std::string refused;
+  const auto runtime = checked_onednn_at_batch1(eager, graph_ir, base, sample_shape, refused);
+  const std::string cannot = "oneDNN's runtime of this model at batch 1 cannot run (" + refused + ")";
+  if (!runtime && required)
+    fail(ErrorCategory::unsupported,
+         "--fp32-engine onednn: " + cannot + "; --fp32-engine auto or frozen run it");
+  if (!runtime) {
+    choice.reason += "; batch 1 stays " + choice_name(choice.batch1_engine) + ": " + cannot;
+    return routed;
+  }
+  choice.batch1_engine = Fp32Engine::onednn;
+  choice.batch1_threads = 1;
+  choice.reason += "; batch 1 on oneDNN's runtime on the calling thread (checked), as asked" +
+                   onednn_winograd_note(*runtime);
+  return std::make_shared<EngineRoute>(*routed, EngineRoute::Models{runtime, routed, routed}, sample_shape,
+                                       false, true);
+}
+
+// --fp32-engine onednn: its batch size on oneDNN's runtime of the graph IR (with_forced_onednn) and batch 1
+// on its one-thread runtime (forced_onednn_at_batch1), the other sizes on the frozen graph checked against
+// eager, or eager where LibTorch cannot freeze the model. Needs the sample shape (ipj::Error(usage)).
 std::shared_ptr<InferenceModel> forced_onednn_model(const std::shared_ptr<InferenceModel>& eager,
                                                     const GraphBuilder& build_graph,
                                                     const std::vector<std::int64_t>& sample_shape,
                                                     const RunOptions& run, const GraphIrSource& graph_ir) {
+  if (sample_shape.empty())
+    fail(ErrorCategory::usage,
+         "--fp32-engine onednn needs the model's input shape: give --input-shape C,H,W (or F), which a "
+         "TorchScript file does not record");
   Fp32EngineChoice choice;
   choice.reason = "eager for other batch sizes";
   std::shared_ptr<InferenceModel> frozen;
@@ -421,9 +460,12 @@ std::shared_ptr<InferenceModel> forced_onednn_model(const std::shared_ptr<Infere
   if (frozen)
     choice = checked_choice(Fp32Engine::frozen, Fp32Engine::onednn, *eager, *frozen, sample_shape, run);
   choice.requested = Fp32Engine::onednn;
-  choice.batch1_engine = choice.engine;
+  choice.batch1_engine = choice.batch_engine = choice.engine;
   const std::shared_ptr<InferenceModel> base = choice.engine == Fp32Engine::frozen ? frozen : eager;
-  auto routed = with_forced_onednn(eager, base, graph_ir, sample_shape, run, choice);
+  const bool batch1_only = run.fp32_engine_batch <= 1;
+  std::shared_ptr<InferenceModel> routed =
+      batch1_only ? base : with_forced_onednn(eager, base, graph_ir, sample_shape, run, choice);
+  routed = forced_onednn_at_batch1(eager, graph_ir, base, routed, sample_shape, batch1_only, choice);
   routed->fp32_engine = choice;
   return routed;
 }

@@ -73,7 +73,8 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
 
 // --fp32-engine onednn: inputs of exactly run.fp32_engine_batch rows on oneDNN's runtime of `graph_ir`
 // (checked against `eager` once; NaN/huge inputs on `eager`), everything else on `chosen` (the frozen graph).
-// Throws ipj::Error(unsupported) where that runtime cannot be built or differs.
+// Throws ipj::Error(unsupported) where that runtime cannot be built or differs. `sample_shape` known (the
+// caller refuses a model without one).
 std::shared_ptr<InferenceModel> with_forced_onednn(const std::shared_ptr<InferenceModel>& eager,
                                                    std::shared_ptr<InferenceModel> chosen,
                                                    const GraphIrSource& graph_ir,

@@ -622,6 +622,28 @@ TEST(BatchedXnnpack, ForcedOnednnRunsTheBatchOnItsRuntimeAndAnswersAsEager) {
   torch::Tensor with_nan = batch.clone();
   with_nan[3][0][6][6] = NAN;
   EXPECT_TRUE(model->forward(with_nan)[3].isnan().all().item<bool>());
+  // batch 1 on its one-thread oneDNN runtime too, as eager answers (a NaN sample too)
+  EXPECT_EQ(choice.batch1_engine, Fp32Engine::onednn) << choice.reason;
+  EXPECT_EQ(choice.batch1_threads, 1);
+  EXPECT_NE(choice.reason.find("; batch 1 on oneDNN's runtime on the calling thread (checked), as asked"),
+            std::string::npos)
+      << choice.reason;
+  EXPECT_EQ(to_json(choice)["batch1_engine"], "onednn");
+  for (const std::int64_t row : {0, 5})
+    EXPECT_LT(
+        (model->forward(batch.narrow(0, row, 1)) - expected.narrow(0, row, 1)).abs().max().item<double>(),
+        1e-4)
+        << "row " << row;
+  EXPECT_TRUE(model->forward(with_nan.narrow(0, 3, 1)).isnan().all().item<bool>());
+  // a run of batch 1 alone: that size on the one-thread runtime, no batch route
+  LoadOptions batch1_only = options;
+  batch1_only.run.fp32_engine_batch = 1;
+  const InferenceModelPtr single = load_inference_model(dir.file("depthwise.pt"), batch1_only);
+  ASSERT_TRUE(single->fp32_engine);
+  EXPECT_EQ(single->fp32_engine->batch1_engine, Fp32Engine::onednn) << single->fp32_engine->reason;
+  EXPECT_EQ(single->fp32_engine->batch_engine, single->fp32_engine->engine) << single->fp32_engine->reason;
+  EXPECT_LT((single->forward(batch.narrow(0, 2, 1)) - expected.narrow(0, 2, 1)).abs().max().item<double>(),
+            1e-4);
 }
 
 // ipj bench times the largest batch it runs up to 64; where every batch run is larger, the engines are timed

@@ -30,8 +30,8 @@ enum class Fp32Engine {
   xnnpack,  // XNNPACK: batch 1 and the timed batch size on its runtime of the graph IR where that builds,
             // else (and other larger batches) on optimizeForMobile's graph (XNNPACK convolutions/linear
             // layers through the interpreter: fast at batch 1, slow at 64)
-  onednn,   // the frozen graph, and the timed batch size on oneDNN's runtime of the graph IR
-            // (onednn_runtime.hpp); auto times it at the batch size beside XNNPACK's
+  onednn,   // the frozen graph, and batch 1 and the timed batch size on oneDNN's runtime of the graph IR
+            // (onednn_runtime.hpp); auto times it at both sizes beside XNNPACK's
 };
 
 // How XNNPACK runs batch 1 where it does: `runtime`, ipj's graph IR as one XNNPACK subgraph (one plan made at
@@ -65,7 +65,8 @@ struct Fp32EngineChoice {
   // batch 1 than `engine` on the threads chosen above (>= 10% faster than one thread; against the pool,
   // unless the pool was >= 10% faster); batch1_xnnpack_ms 0: XNNPACK not timed. onednn: oneDNN's runtime of
   // the graph IR on the calling thread, timed beside an exact XNNPACK runtime and >= 10% faster than it (and
-  // than `engine` by the same rule); batch1_onednn_ms 0: not timed.
+  // than `engine` by the same rule), or asked for (--fp32-engine onednn, checked); batch1_onednn_ms 0: not
+  // timed.
   Fp32Engine batch1_engine = Fp32Engine::eager;
   double batch1_xnnpack_ms = 0.0;
   double batch1_onednn_ms = 0.0;
