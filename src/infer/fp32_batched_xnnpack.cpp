@@ -24,7 +24,6 @@
 #include "ipj/core/number_format.hpp"
 #include "ipj/device/machine_load.hpp"
 #include "ipj/device/threading.hpp"
-#include "ipj/energy/meter.hpp"
 #include "ipj/infer/fp32_engine.hpp"
 #include "ipj/infer/onednn_runtime.hpp"
 #include "ipj/infer/xnnpack_runtime.hpp"
@@ -307,24 +306,6 @@ std::shared_ptr<InferenceModel> checked_runtime(const std::shared_ptr<InferenceM
   if (difference <= kFp32EngineTolerance) return runtime;
   reason = "differs from eager by " + format_number("%.2g", difference) + " (relative)";
   return nullptr;
-}
-
-// Process CPU ms per call of each forward on `input`, back to back: five rounds of blocks taking them in turn
-// (a warm-up call, then `calls` counted), about 20 ms of calls per block for the fastest; each side's
-// cheapest block counts (like the fastest call for latency: other work in the process only adds CPU).
-std::vector<double> cpu_ms_per_call(const std::vector<Forward>& forwards, const torch::Tensor& input,
-                                    double fastest_ms) {
-  const int calls = static_cast<int>(std::clamp(20.0 / std::max(fastest_ms, 1e-3), 10.0, 200.0));
-  std::vector<double> cpu_ms(forwards.size(), INFINITY);
-  for (int round = 0; round < 5; ++round)
-    for (std::size_t side = 0; side < forwards.size(); ++side) {
-      forwards[side](input);
-      const double start_s = energy::process_cpu_seconds();
-      for (int call = 0; call < calls; ++call)
-        forwards[side](input);
-      cpu_ms[side] = std::min(cpu_ms[side], (energy::process_cpu_seconds() - start_s) * 1e3 / calls);
-    }
-  return cpu_ms;
 }
 
 // With RunOptions::replanned_threads: what builds the runtime for a shrunk plan's fewer threads, checked

@@ -12,12 +12,14 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
+#include <thread>
 
 #include "graph_models.hpp"
 #include "ipj/core/error.hpp"
 #include "ipj/core/number_format.hpp"
 #include "ipj/device/machine_load.hpp"
 #include "ipj/device/threading.hpp"
+#include "ipj/energy/meter.hpp"
 
 namespace ipj::infer {
 namespace {
@@ -213,6 +215,22 @@ std::vector<double> fastest_alternating_ms(const std::vector<Forward>& forwards,
       fastest[index] = std::min(fastest[index], milliseconds_since(begin));
     }
   return fastest;
+}
+
+std::vector<double> cpu_ms_per_call(const std::vector<Forward>& forwards, const torch::Tensor& input,
+                                    double fastest_ms) {
+  const int calls = static_cast<int>(std::clamp(20.0 / std::max(fastest_ms, 1e-3), 10.0, 200.0));
+  std::vector<double> cpu_ms(forwards.size(), INFINITY);
+  for (int round = 0; round < 5; ++round)
+    for (std::size_t side = 0; side < forwards.size(); ++side) {
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(kPoolSpinSettleMs));
+      forwards[side](input);
+      const double start_s = energy::process_cpu_seconds();
+      for (int call = 0; call < calls; ++call)
+        forwards[side](input);
+      cpu_ms[side] = std::min(cpu_ms[side], (energy::process_cpu_seconds() - start_s) * 1e3 / calls);
+    }
+  return cpu_ms;
 }
 
 double fp32_wide_difference(const std::function<torch::Tensor(const torch::Tensor&)>& reference,

@@ -4,6 +4,7 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <atomic>
 #include <chrono>
 #include <limits>
 #include <thread>
@@ -125,6 +126,46 @@ TEST(Fp32Engine, CallerThreadsAreSetForOneScopeOnly) {
     EXPECT_EQ(at::get_num_threads(), 1);  // what ATen's parallel_for and oneDNN read
   }
   EXPECT_EQ(device::caller_openmp_threads(), before);
+}
+
+// Busy on the calling thread for `ms` of wall time.
+void busy_for_ms(double ms) {
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() < ms) {
+  }
+}
+
+// A side that leaves a worker spinning 20 ms after each call (as a pthreadpool's does) must not charge that
+// CPU to the side measured after it; its own spinning between back-to-back calls is its CPU.
+TEST(Fp32Engine, CpuPerCallChargesAPoolsTrailingSpinToNoOtherSide) {
+  std::atomic<bool> stop{false};
+  std::atomic<std::int64_t> spin_until_ns{0};
+  const auto now_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  std::thread worker([&] {
+    while (!stop) {
+      if (now_ns() < spin_until_ns) continue;  // spinning: burns CPU like a pool's idle worker
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  const Forward with_spinning_worker = [&](const torch::Tensor& input) {
+    busy_for_ms(0.3);
+    spin_until_ns = now_ns() + 20'000'000;
+    return input;
+  };
+  const Forward alone = [](const torch::Tensor& input) {
+    busy_for_ms(0.3);
+    return input;
+  };
+  const std::vector<double> cpu_ms = cpu_ms_per_call({with_spinning_worker, alone}, torch::zeros({1}), 0.3);
+  stop = true;
+  worker.join();
+  ASSERT_EQ(cpu_ms.size(), 2U);
+  EXPECT_LT(cpu_ms[1], 0.45) << "the worker's trailing spin was charged to the side after it";
+  EXPECT_GT(cpu_ms[1], 0.15);
 }
 
 TEST(Fp32Engine, EagerAndFrozenCheckpointsAgreeAndAutoRecordsItsChoice) {

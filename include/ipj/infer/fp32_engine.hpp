@@ -113,6 +113,17 @@ using Forward = std::function<torch::Tensor(const torch::Tensor&)>;
 // core for a few calls must not decide; a setting that has to wait for a busy core is slow in every call.
 std::vector<double> fastest_alternating_ms(const std::vector<Forward>& forwards, const torch::Tensor& input);
 
+// How long the process rests before each block of cpu_ms_per_call: a pthreadpool's workers (XNNPACK's) spin
+// about 20 ms after their last task (measured 12-07: 20.2-20.5 ms of process CPU over a 20-100 ms sleep after
+// one call on a pool of 2), CPU that the next block would otherwise count as its own.
+constexpr double kPoolSpinSettleMs = 30.0;
+// Process CPU ms per call of each forward on `input`, back to back: five rounds of blocks taking them in turn
+// (a rest of kPoolSpinSettleMs, a warm-up call, then `calls` counted), about 20 ms of calls per block for the
+// fastest (`fastest_ms`); each side's cheapest block counts (like the fastest call for latency: other work in
+// the process only adds CPU). A side's workers spinning between its own back-to-back calls count as its CPU.
+std::vector<double> cpu_ms_per_call(const std::vector<Forward>& forwards, const torch::Tensor& input,
+                                    double fastest_ms);
+
 // Batch-1 threads of any variant, measured at load: `forward` timed at batch 1 on the whole pool and on one
 // thread, alternately (3-9 timed calls each, within about half a second), the fastest call of each compared.
 struct Batch1Threads {
