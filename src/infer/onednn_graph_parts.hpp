@@ -50,6 +50,28 @@ inline memory::desc any(const Dims& dims) {
   return memory::desc(dims, kFloat, Tag::any);
 }
 
+// Attributes every primitive of the runtime starts from: its scratchpad comes from the runtime (a buffer it
+// binds, DNNL_ARG_SCRATCHPAD), not from oneDNN's library-managed one, which oneDNN 2.x keeps per thread and
+// allocates on the thread that made the primitive: run on another thread (a server's batcher), a primitive
+// with a scratchpad (Winograd's convolutions, some direct ones) wrote through a null pointer.
+inline dnnl::primitive_attr runtime_attributes() {
+  dnnl::primitive_attr attributes;
+  attributes.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attributes;
+}
+
+// The scratchpad `primitive` needs (a zero-size desc: none).
+inline memory::desc scratchpad_of(const dnnl::primitive& primitive) {
+  const dnnl_memory_desc_t* desc =
+      dnnl_primitive_desc_query_md(primitive.get_primitive_desc(), dnnl_query_scratchpad_md, 0);
+  return desc ? memory::desc(*desc) : memory::desc();
+}
+
+// `source` reordered into `target`'s layout, scratchpad from the runtime.
+inline dnnl::reorder runtime_reorder(const memory& source, const memory& target) {
+  return dnnl::reorder(dnnl::reorder::primitive_desc(source, target, runtime_attributes()));
+}
+
 // A node's fused activation appended as a post-op (none: nothing).
 inline void append_activation(dnnl::post_ops& post_ops, const quant::Activation& activation) {
   if (activation.kind == quant::ActivationKind::relu)
@@ -63,7 +85,7 @@ inline void append_activation(dnnl::post_ops& post_ops, const quant::Activation&
 inline dnnl::primitive_attr activation_attributes(const quant::Activation& activation) {
   dnnl::post_ops post_ops;
   append_activation(post_ops, activation);
-  dnnl::primitive_attr attributes;
+  dnnl::primitive_attr attributes = runtime_attributes();
   attributes.set_post_ops(post_ops);
   return attributes;
 }
@@ -73,7 +95,7 @@ inline dnnl::primitive_attr sum_then(const quant::Activation& activation) {
   dnnl::post_ops post_ops;
   post_ops.append_sum(1.f);
   append_activation(post_ops, activation);
-  dnnl::primitive_attr attributes;
+  dnnl::primitive_attr attributes = runtime_attributes();
   attributes.set_post_ops(post_ops);
   return attributes;
 }
@@ -136,7 +158,10 @@ class ConvolutionTrial {
                    {DNNL_ARG_WEIGHTS, zeros(primitive.weights_desc(), engine)},
                    {DNNL_ARG_BIAS, zeros(primitive.bias_desc(), engine)},
                    {DNNL_ARG_DST, zeros(primitive.dst_desc(), engine)}},
-        reordered_(primitive.src_desc() != stored_as) {}
+        reordered_(primitive.src_desc() != stored_as) {
+    if (primitive.scratchpad_desc().get_size() > 0)
+      arguments_.emplace(DNNL_ARG_SCRATCHPAD, zeros(primitive.scratchpad_desc(), engine));
+  }
 
   double run(dnnl::stream& stream) const {
     const auto start = std::chrono::steady_clock::now();
@@ -182,6 +207,8 @@ class SlotPlanner {
     free_[best] = false;
     return best;
   }
+  // Slot `slot` (taken, never released) at least `bytes` large.
+  void grow(int slot, std::size_t bytes) { sizes_.at(slot) = std::max(sizes_.at(slot), bytes); }
   void release(int slot) {
     if (slot >= 0) free_[slot] = true;
   }

@@ -110,11 +110,19 @@ class OnednnRuntime : public InferenceModel {
                           const memory& output) {
     kernels_.push_back(
         {graph_.nodes[index].name, made.impl_info_str(), graph_.nodes[index].kind == NodeKind::conv2d});
-    steps_.push_back({Primitive(made),
-                      {{DNNL_ARG_SRC, input},
-                       {DNNL_ARG_WEIGHTS, weights},
-                       {DNNL_ARG_BIAS, bias},
-                       {DNNL_ARG_DST, output}}});
+    push_step(
+        Primitive(made),
+        {{DNNL_ARG_SRC, input}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, output}});
+  }
+  // A step, its scratchpad (where it needs one) on the runtime's scratchpad slot: the steps run one at a
+  // time, so one buffer of the largest serves them all.
+  void push_step(dnnl::primitive primitive, std::unordered_map<int, memory> arguments) {
+    const memory::desc scratchpad = scratchpad_of(primitive);
+    if (scratchpad.get_size() > 0) {
+      slots_.grow(scratchpad_slot_, scratchpad.get_size());
+      arguments.emplace(DNNL_ARG_SCRATCHPAD, bound(scratchpad, scratchpad_slot_));
+    }
+    steps_.push_back({std::move(primitive), std::move(arguments)});
   }
   void add_convolution(std::size_t index);
   dnnl::convolution_forward::primitive_desc fastest_convolution(
@@ -141,8 +149,8 @@ class OnednnRuntime : public InferenceModel {
     const int slot = slots_.take(wanted.get_size());
     temporaries_.push_back(slot);
     memory target = bound(wanted, slot);
-    steps_.push_back({dnnl::reorder(value_memory(index), target),
-                      {{DNNL_ARG_FROM, value_memory(index)}, {DNNL_ARG_TO, target}}});
+    push_step(runtime_reorder(value_memory(index), target),
+              {{DNNL_ARG_FROM, value_memory(index)}, {DNNL_ARG_TO, target}});
     return target;
   }
   // The node's output buffer for `desc`.
@@ -183,6 +191,7 @@ class OnednnRuntime : public InferenceModel {
   std::vector<ResidualSum> residual_;   // by convolution
   std::vector<std::size_t> fused_add_;  // by add: the convolution that writes its sum + 1; 0: runs alone
   SlotPlanner slots_;
+  int scratchpad_slot_ = -1;  // every step's scratchpad (taken first, never released)
   std::vector<int> temporaries_;
   std::vector<std::pair<memory, int> > bindings_;
   std::vector<torch::Tensor> buffers_;  // one per slot
@@ -196,6 +205,7 @@ void OnednnRuntime::build() {
   if (input_dims_.size() != 4 && input_dims_.size() != 2)
     fail(ErrorCategory::unsupported, "oneDNN runtime: inputs of 2 or 4 dimensions only");
   input_ = memory(plain(input_dims_), engine_, DNNL_MEMORY_NONE);
+  scratchpad_slot_ = slots_.take(0);
   values_.assign(graph_.nodes.size(), Value{plain(input_dims_), -1});
   // Flattens read only by linear layers stay in their producer's layout (inner products read it).
   const auto consumers = quant::graph_consumers(graph_);
@@ -233,8 +243,8 @@ void OnednnRuntime::build() {
   const memory::desc result = plain(dims_of(last));
   output_dims_ = result.dims();
   output_ = memory(result, engine_, DNNL_MEMORY_NONE);
-  steps_.push_back({dnnl::reorder(value_memory(last), output_),
-                    {{DNNL_ARG_FROM, value_memory(last)}, {DNNL_ARG_TO, output_}}});
+  push_step(runtime_reorder(value_memory(last), output_),
+            {{DNNL_ARG_FROM, value_memory(last)}, {DNNL_ARG_TO, output_}});
   for (const std::size_t bytes : slots_.sizes())
     buffers_.push_back(
         torch::empty({static_cast<std::int64_t>(std::max<std::size_t>(bytes, 64))}, torch::kUInt8));
@@ -436,8 +446,8 @@ void OnednnRuntime::add_add(std::size_t index) {
   const dnnl::binary::primitive_desc primitive(description, activation_attributes(node.activation), engine_);
   const memory left = value_memory(first), right = read_as(second, layout);
   const memory output = output_of(index, primitive.dst_desc());
-  steps_.push_back(
-      {dnnl::binary(primitive), {{DNNL_ARG_SRC_0, left}, {DNNL_ARG_SRC_1, right}, {DNNL_ARG_DST, output}}});
+  push_step(dnnl::binary(primitive),
+            {{DNNL_ARG_SRC_0, left}, {DNNL_ARG_SRC_1, right}, {DNNL_ARG_DST, output}});
 }
 
 void OnednnRuntime::add_clamp(std::size_t index) {
@@ -449,10 +459,10 @@ void OnednnRuntime::add_clamp(std::size_t index) {
       relu ? dnnl::algorithm::eltwise_relu : dnnl::algorithm::eltwise_clip, layout,
       relu ? 0.f : static_cast<float>(node.activation.min),
       relu ? 0.f : static_cast<float>(node.activation.max));
-  const dnnl::eltwise_forward::primitive_desc primitive(description, engine_);
+  const dnnl::eltwise_forward::primitive_desc primitive(description, runtime_attributes(), engine_);
   const memory input = value_memory(node.inputs[0]);
   const memory output = output_of(index, primitive.dst_desc());
-  steps_.push_back({dnnl::eltwise_forward(primitive), {{DNNL_ARG_SRC, input}, {DNNL_ARG_DST, output}}});
+  push_step(dnnl::eltwise_forward(primitive), {{DNNL_ARG_SRC, input}, {DNNL_ARG_DST, output}});
 }
 
 void OnednnRuntime::add_pool(std::size_t index) {
@@ -490,11 +500,11 @@ void OnednnRuntime::add_pool(std::size_t index) {
   const memory::desc layout = values_[node.inputs[0]].desc;
   const dnnl::pooling_forward::desc description(dnnl::prop_kind::forward_inference, algorithm, layout,
                                                 any(destination), stride, kernel, padding, padding_right);
-  const dnnl::pooling_forward::primitive_desc primitive(description, engine_);
+  const dnnl::pooling_forward::primitive_desc primitive(description, runtime_attributes(), engine_);
   check_kernel(node, primitive);
   const memory input = value_memory(node.inputs[0]);
   const memory output = output_of(index, primitive.dst_desc());
-  steps_.push_back({dnnl::pooling_forward(primitive), {{DNNL_ARG_SRC, input}, {DNNL_ARG_DST, output}}});
+  push_step(dnnl::pooling_forward(primitive), {{DNNL_ARG_SRC, input}, {DNNL_ARG_DST, output}});
 }
 
 // A flatten something other than linear layers reads: the value in plain layout, seen as [B, C*H*W].
@@ -508,8 +518,8 @@ void OnednnRuntime::add_flatten(std::size_t index) {
   const memory::desc flat = plain({source[0], features});
   const memory output = output_of(index, flat);
   const memory dense = bound(plain(source), values_[index].slot);
-  steps_.push_back({dnnl::reorder(value_memory(producer), dense),
-                    {{DNNL_ARG_FROM, value_memory(producer)}, {DNNL_ARG_TO, dense}}});
+  push_step(runtime_reorder(value_memory(producer), dense),
+            {{DNNL_ARG_FROM, value_memory(producer)}, {DNNL_ARG_TO, dense}});
   (void)output;
 }
 

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -121,6 +123,38 @@ TEST(OnednnRuntime, WinogradConvolutionsAnswerAsTheInterpreterAndAreNamed) {
     if (winograd > 0) {
       EXPECT_EQ(note, " (Winograd for " + std::to_string(winograd) + " of its 3 convolutions)");
     }
+  }
+}
+
+// A runtime built on one thread and called from another (a server's batcher thread), Winograd forced: the
+// answers as the interpreter's (oneDNN 2.6's Winograd kernel wrote to address 0 on a thread other than its
+// creator's: ipj serve crashed on its first such batch).
+TEST(OnednnRuntime, WinogradRuntimeAnswersOnAThreadOtherThanItsCreators) {
+  if (!onednn_runtime_available()) GTEST_SKIP() << "built without oneDNN (libdnnl-dev)";
+  torch::manual_seed(17);
+  Graph graph;
+  graph.input_shape = {3, 32, 32};
+  graph.nodes.push_back(layer(NodeKind::input, "input", {}));
+  GraphNode first = conv("c1", 0, 3, 32, 3);
+  first.activation.kind = ActivationKind::relu;
+  graph.nodes.push_back(first);
+  GraphNode second = conv("c2", 1, 32, 64, 3);
+  second.activation.kind = ActivationKind::relu;
+  graph.nodes.push_back(second);
+  quant::validate_graph(graph, "test");
+  torch::NoGradGuard no_grad;
+  const torch::Tensor pixels = torch::rand({8, 3, 32, 32});
+  const torch::Tensor expected = quant::run_graph(graph, pixels);
+  for (const int threads : {1, 2}) {
+    const auto runtime = onednn_runtime_model(graph, 8, threads, OnednnConvolutionKernel::winograd);
+    double difference = INFINITY;
+    std::thread caller([&] {
+      torch::NoGradGuard caller_no_grad;
+      for (int call = 0; call < 3; ++call)
+        difference = relative_difference(runtime->forward(pixels), expected);
+    });
+    caller.join();
+    EXPECT_LT(difference, 1e-4) << threads << " thread(s)";
   }
 }
 
