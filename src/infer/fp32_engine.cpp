@@ -165,6 +165,9 @@ Fp32EngineChoice choose_fp32_engine(const std::vector<Fp32Candidate>& candidates
   for (std::size_t index = 1; index < candidates.size(); ++index) {
     try {
       differences[index] = relative_difference(candidates[index].forward(large.clone()), reference);
+      differences[index] = std::max(
+          differences[index],
+          fp32_wide_difference(candidates[0].forward, candidates[index].forward, sample_shape, choice.batch));
       candidates[index].forward(single);
     } catch (const std::exception& error) {
       live[index] = false;
@@ -237,9 +240,14 @@ double fp32_wide_difference(const std::function<torch::Tensor(const torch::Tenso
                             const std::function<torch::Tensor(const torch::Tensor&)>& candidate,
                             const std::vector<std::int64_t>& sample_shape, std::int64_t batch) {
   torch::NoGradGuard no_grad;
-  const torch::Tensor input =
-      torch::randn(batch_shape(std::max<std::int64_t>(batch, 1), sample_shape)) * 2.0;  // [batch, ...sample]
-  return relative_difference(candidate(input.clone()), reference(input.clone()));
+  double difference = 0.0;
+  for (const double scale : {2.0, 100.0}) {
+    const torch::Tensor input =
+        torch::randn(batch_shape(std::max<std::int64_t>(batch, 1), sample_shape)) * scale;  // [batch, ...]
+    difference =
+        std::max(difference, relative_difference(candidate(input.clone()), reference(input.clone())));
+  }
+  return difference;
 }
 
 std::string Batch1Threads::describe() const {

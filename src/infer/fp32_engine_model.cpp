@@ -103,7 +103,8 @@ std::string batch_shape_text(std::int64_t batch, const std::vector<std::int64_t>
 }
 
 // `frozen` or `xnnpack` as asked (--fp32-engine, the jit variant; `requested` onednn: frozen for the batch
-// sizes its runtime does not take), checked once against eager on a random batch: LibTorch 1.13's
+// sizes its runtime does not take), checked once against eager on a random batch and on wide values
+// (fp32_wide_difference): LibTorch 1.13's
 // optimize_for_inference miscomputes some graphs (a depthwise convolution + batch norm + hardswish), and a
 // forced engine must not serve wrong numbers. An inexact graph leaves eager running. A frozen graph that
 // cannot be checked (no shape, eager fails on the batch) runs as asked; an XNNPACK graph is refused then (its
@@ -127,8 +128,7 @@ Fp32EngineChoice checked_choice(Fp32Engine engine, Fp32Engine requested, const I
   double difference = 0.0;
   try {
     difference = fp32_difference(forward_of(eager), forward_of(graph), sample_shape, choice.batch);
-    if (engine == Fp32Engine::xnnpack)
-      difference = xnnpack_difference(eager, graph, sample_shape, difference);
+    difference = xnnpack_difference(eager, graph, sample_shape, difference, choice.batch);  // wide values
   } catch (const std::exception& error) {  // the model fails on the random batch: nothing to compare
     const std::string cause = "the model fails on a random " + batch_shape_text(choice.batch, sample_shape) +
                               " batch: " + error_cause(error.what());

@@ -169,7 +169,8 @@ struct Fp32Candidate {
 };
 
 // Times the candidates (the first is eager, the reference) alternately at batch 1 and at `batch` on uniform
-// [0, 1) inputs of `sample_shape`, and picks the lowest geometric mean of the two times among the exact ones.
+// [0, 1) inputs of `sample_shape`, and picks the lowest geometric mean of the two times among the exact ones
+// (exact: within kFp32EngineTolerance of eager on those inputs and on fp32_wide_difference's).
 // A candidate that throws is dropped, and the reason says so. Budget per batch size, after one warm-up
 // forward each: 3 rounds when the times are 1.5x apart, else up to 9 rounds or about a second.
 Fp32EngineChoice choose_fp32_engine(const std::vector<Fp32Candidate>& candidates,
@@ -182,9 +183,11 @@ double fp32_difference(const std::function<torch::Tensor(const torch::Tensor&)>&
                        const std::function<torch::Tensor(const torch::Tensor&)>& candidate,
                        const std::vector<std::int64_t>& sample_shape, std::int64_t batch);
 
-// The same on [batch, ...] normal(0, 2) values: what a [0, 1) pixel batch never shows (normalised inputs:
-// negatives, magnitudes up to ~8), e.g. a NaN from sqrt of a negative that a fused clamp turns into a number,
-// or an in-place clamp of the input that a graph pass moved. Throws what either forward throws.
+// The same on [batch, ...] normal(0, 2) values and on normal(0, 100) values (the larger of the two): what a
+// [0, 1) pixel batch never shows (normalised inputs: negatives, magnitudes up to ~8; raw 0-255 pixels), e.g.
+// a NaN from sqrt of a negative that a fused clamp turns into a number, an in-place clamp of the input that a
+// graph pass moved, or LibTorch 1.13's optimize_for_inference answering a convolution + clamp(-0.5, 0.7)
+// graph 1.4x off at magnitudes of ~50 (exact on [0, 1)). Throws what either forward throws.
 double fp32_wide_difference(const std::function<torch::Tensor(const torch::Tensor&)>& reference,
                             const std::function<torch::Tensor(const torch::Tensor&)>& candidate,
                             const std::vector<std::int64_t>& sample_shape, std::int64_t batch = 1);

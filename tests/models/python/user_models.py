@@ -170,6 +170,24 @@ class DepthwiseBnHardswish(nn.Module):
         return F.hardswish(self.bn(self.conv(x.repeat(1, 12, 1, 1)))).flatten(1)
 
 
+class NegativeClamp(nn.Module):
+    """A 1x1 convolution of +-0.1 weights then clamp(-0.5, 0.7): LibTorch 1.13's optimize_for_inference runs the
+    clamp as MKLDNNClamp_, wrong where values fall below 0 (on [0, 1) pixels the convolution never reaches -0.5,
+    so only wider inputs show it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 1)
+        self.fc = nn.Linear(4 * 28 * 28, 10)
+        with torch.no_grad():
+            self.conv.weight.copy_(torch.tensor([0.1, -0.1, 0.05, -0.05]).view(4, 1, 1, 1))
+            self.conv.bias.zero_()
+        self.eval()
+
+    def forward(self, x):
+        return self.fc(torch.clamp(self.conv(x), -0.5, 0.7).flatten(1))
+
+
 class InplaceInput(nn.Module):
     """Changes its input in place: every call must get its own copy when two engines are compared."""
 
@@ -213,7 +231,7 @@ ARCHITECTURES = {
     "mlp": Mlp, "flat_mlp": FlatMlp, "cnn_bn": CnnBn, "residual": SmallResidual, "resnet18": resnet18,
     "mobilenet_v2": mobilenet_v2, "wrong_classes": lambda: Mlp(classes=5), "wrong_input": lambda: Mlp(inputs=3 * 32 * 32),
     "no_parameters": NoParameters, "tuple_output": TupleOutput, "tied_residual": TiedResidual,
-    "depthwise_bn_hardswish": DepthwiseBnHardswish, "inplace_input": InplaceInput, "complex_output": ComplexOutput,
+    "depthwise_bn_hardswish": DepthwiseBnHardswish, "negative_clamp": NegativeClamp, "inplace_input": InplaceInput, "complex_output": ComplexOutput,
     "nan_output": NanOutput, "view_mlp": ViewMlp, "seq_mlp": seq_mlp, "dropout_mlp": DropoutMlp,
     "tied_mlp": TiedMlp, "no_bias_mlp": no_bias_mlp, "partly_frozen_mlp": partly_frozen_mlp,
     "relu_logits_mlp": ReluLogitsMlp,
