@@ -19,17 +19,18 @@ RaceSide other(RaceSide side) {
   return side == RaceSide::xnnpack ? RaceSide::chosen : RaceSide::xnnpack;
 }
 
-const char* name_of(RaceSide side) {
-  return side == RaceSide::xnnpack ? "XNNPACK's runtime" : "the chosen engine";
-}
-
 }  // namespace
 
-EngineRace::EngineRace(double chosen_ms, double xnnpack_ms, std::string label)
+const char* EngineRace::name_of(RaceSide side) const {
+  return side == RaceSide::xnnpack ? runtime_.c_str() : "the chosen engine";
+}
+
+EngineRace::EngineRace(double chosen_ms, double xnnpack_ms, std::string label, std::string runtime)
     : ahead_(xnnpack_ms <= chosen_ms ? RaceSide::xnnpack : RaceSide::chosen),
       next_probe_(Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                      std::chrono::duration<double>(kEngineProbeFirstS))),
-      label_(std::move(label)) {
+      label_(std::move(label)),
+      runtime_(std::move(runtime)) {
   history_[index_of(RaceSide::chosen)].reset(chosen_ms, Clock::now());
   history_[index_of(RaceSide::xnnpack)].reset(xnnpack_ms, Clock::now());
 }

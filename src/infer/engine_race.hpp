@@ -33,8 +33,10 @@ enum class RaceSide { chosen, xnnpack };
 // 0-1% of their calls on it after such a stretch.
 class EngineRace {
  public:
-  // Load-time milliseconds per full batch of each side; `label` names the route in the log ("batch 64").
-  EngineRace(double chosen_ms, double xnnpack_ms, std::string label);
+  // Load-time milliseconds per full batch of each side; `label` names the route in the log ("batch 64"),
+  // `runtime` the runtime side ("oneDNN's runtime").
+  EngineRace(double chosen_ms, double xnnpack_ms, std::string label,
+             std::string runtime = "XNNPACK's runtime");
   // Which side runs this call, and whether it is a probe call of the side behind (then record() or
   // cancel_probe() must follow: no other probe call goes out before).
   struct Pick {
@@ -76,6 +78,8 @@ class EngineRace {
   double probe_interval_s_ = kEngineProbeFirstS;
   Clock::time_point next_probe_;
   std::string label_;
+  std::string runtime_;
+  const char* name_of(RaceSide side) const;
 };
 
 }  // namespace ipj::infer

@@ -132,11 +132,11 @@ class SizedBatchRoute : public InferenceModel {
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     if (lane->runtime) {
       const std::string timed = time_lane(*lane);
-      spdlog::info("batch {}: XNNPACK runtime for {} thread(s) built in {:.0f} ms (calls on fewer than {}){}",
-                   plan_.batch_shape[0], threads, ms, plan_.threads, timed);
+      spdlog::info("batch {}: {} for {} thread(s) built in {:.0f} ms (calls on fewer than {}){}",
+                   plan_.batch_shape[0], plan_.runtime_name, threads, ms, plan_.threads, timed);
     } else {
-      spdlog::info("batch {}: no XNNPACK runtime for {} thread(s) ({}): those calls run the chosen engine",
-                   plan_.batch_shape[0], threads, reason);
+      spdlog::info("batch {}: no {} for {} thread(s) ({}): those calls run the chosen engine",
+                   plan_.batch_shape[0], plan_.runtime_name, threads, reason);
     }
     std::lock_guard<std::mutex> lock(lanes_mutex_);
     fewer_thread_lanes_.push_back(std::move(lane));
@@ -158,9 +158,13 @@ class SizedBatchRoute : public InferenceModel {
         torch::rand(plan_.batch_shape));  // [batch, ...sample] in [0, 1)
     lane.race = race_for(lane.threads, fastest[0], fastest[1]);
     lane.min_rows = padded_min_rows(plan_.batch_shape[0], fastest[0], fastest[1]);
-    return "; timed " + format_number("%.3f", fastest[1]) + " ms vs " + format_number("%.3f", fastest[0]) +
-           " ms (chosen engine): batches of " + std::to_string(lane.min_rows) + "-" +
-           std::to_string(plan_.batch_shape[0]) + " rows on it";
+    const std::string timed = "; timed " + format_number("%.3f", fastest[1]) + " ms vs " +
+                              format_number("%.3f", fastest[0]) + " ms";
+    if (fastest[1] >
+        0.9 * fastest[0])  // the race starts on the chosen engine and probes the runtime now and then
+      return timed + " on the chosen engine, which runs those calls while it stays faster (raced)";
+    return timed + " (chosen engine): batches of " + std::to_string(lane.min_rows) + "-" +
+           std::to_string(plan_.batch_shape[0]) + " rows on it, raced against the chosen engine";
   }
 
   // The race of a lane on `threads` from these ms per full batch; null where the plan has no timings
@@ -169,7 +173,7 @@ class SizedBatchRoute : public InferenceModel {
     if (!(plan_.chosen_ms > 0.0 && plan_.xnnpack_ms > 0.0)) return nullptr;
     std::string label = "batch " + std::to_string(plan_.batch_shape[0]);
     if (threads != plan_.threads) label += " on " + std::to_string(threads) + " thread(s)";
-    return std::make_unique<EngineRace>(chosen_ms, xnnpack_ms, std::move(label));
+    return std::make_unique<EngineRace>(chosen_ms, xnnpack_ms, std::move(label), plan_.runtime_name);
   }
 
   // input [rows <= batch, ...sample] padded with zero rows to the runtime's batch -> the first `rows` answers
@@ -538,10 +542,14 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
     choice.reason += "; batches of " + std::to_string(choice.batch_xnnpack_min_rows) + "-" +
                      std::to_string(batch - 1) + " padded to it";
   if (run.replanned_threads) choice.reason += "; a runtime for fewer threads is built when the plan shrinks";
+  BatchRoutePlan plan{shape, threads, choice.batch_xnnpack_min_rows, fastest[0], fastest[1]};
+  plan.runtime_name = timed.best == BatchRuntimeForm::onednn          ? "oneDNN's runtime"
+                      : timed.best == BatchRuntimeForm::xnnpack_split ? "XNNPACK's row split"
+                                                                      : "XNNPACK's runtime";
   return xnnpack_batch_route(
       BatchRouteModels{chosen, runtime, chosen,
                        fewer_threads_builder(run, eager, graph_ir, sample_shape, batch, timed.best)},
-      BatchRoutePlan{shape, threads, choice.batch_xnnpack_min_rows, fastest[0], fastest[1]});
+      std::move(plan));
 }
 
 std::shared_ptr<InferenceModel> with_forced_onednn(const std::shared_ptr<InferenceModel>& eager,
@@ -565,8 +573,9 @@ std::shared_ptr<InferenceModel> with_forced_onednn(const std::shared_ptr<Inferen
   choice.batch_xnnpack_min_rows = batch;
   choice.reason += "; batch " + std::to_string(batch) + " on oneDNN's runtime (checked), as asked" +
                    onednn_winograd_note(*runtime);
-  return xnnpack_batch_route(BatchRouteModels{std::move(chosen), runtime, eager},
-                             BatchRoutePlan{batch_shape(batch, sample_shape), run_pool_threads(run), batch});
+  BatchRoutePlan plan{batch_shape(batch, sample_shape), run_pool_threads(run), batch};
+  plan.runtime_name = "oneDNN's runtime";
+  return xnnpack_batch_route(BatchRouteModels{std::move(chosen), runtime, eager}, std::move(plan));
 }
 
 }  // namespace ipj::infer

@@ -133,6 +133,7 @@ struct BatchRoutePlan {
   // other overlapped count in the race (batch 1 on a pool: concurrent requests, a served model's instances,
   // are better on one core each, and their pace is the route's own concurrency, not the engine's).
   bool alone_only = false;
+  std::string runtime_name = "XNNPACK's runtime";  // what the logs call the runtime ("oneDNN's runtime")
 };
 
 // The gap for batch 1 on XNNPACK's pool: measured on EPYC-BF16 (12-05) with ResNet-18 at 1x28x28 (a pool
