@@ -449,6 +449,15 @@ std::shared_ptr<InferenceModel> forced_onednn_model(const std::shared_ptr<Infere
     fail(ErrorCategory::usage,
          "--fp32-engine onednn needs the model's input shape: give --input-shape C,H,W (or F), which a "
          "TorchScript file does not record");
+  try {  // a shape the model cannot take fails every runtime below; say so, not what each refuses
+    torch::NoGradGuard no_grad;
+    eager->forward(torch::rand(batch_shape(1, sample_shape)));
+  } catch (const std::exception& error) {
+    fail(ErrorCategory::usage, "--fp32-engine onednn: the model fails on a random " +
+                                   batch_shape_text(1, sample_shape) + " input (" +
+                                   error_cause(error.what()) +
+                                   "): is --input-shape the shape of one of the model's samples?");
+  }
   Fp32EngineChoice choice;
   choice.reason = "eager for other batch sizes";
   std::shared_ptr<InferenceModel> frozen;

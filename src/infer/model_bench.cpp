@@ -52,10 +52,11 @@ std::string first_line(const std::string& message) {
 }
 
 // Runs `step`; an ipj::Error other than io, or a LibTorch/std exception, becomes a skipped row (the first
-// such failure is kept in `first_failure` for the case that nothing at all could be measured).
+// such failure is kept in `first_failure` for the case that nothing at all could be measured). `hint` follows
+// a LibTorch failure's cause (what the inputs were).
 template <typename Step>
 bool try_variant_step(ModelBenchReport& report, const std::string& variant, std::int64_t batch, Step step,
-                      std::optional<Error>& first_failure) {
+                      std::optional<Error>& first_failure, const std::string& hint = "") {
   try {
     step();
     return true;
@@ -67,12 +68,22 @@ bool try_variant_step(ModelBenchReport& report, const std::string& variant, std:
     report.skipped.push_back({variant, batch, "out of memory"});
     if (!first_failure) first_failure = Error(ErrorCategory::runtime, "out of memory; use a smaller --batch");
   } catch (const std::exception& error) {  // LibTorch's: the line that names the cause, not the traceback
-    report.skipped.push_back({variant, batch, error_cause(error.what())});
+    report.skipped.push_back({variant, batch, error_cause(error.what()) + hint});
     if (!first_failure)
       first_failure =
-          Error(ErrorCategory::unsupported, "variant " + variant + ": " + error_cause(error.what()));
+          Error(ErrorCategory::unsupported, "variant " + variant + ": " + error_cause(error.what()) + hint);
   }
   return false;
+}
+
+// What follows a LibTorch failure of a batch: " (on [64, 3, 9, 9] inputs: is --input-shape ...?)"; "" with no
+// sample shape.
+std::string wrong_inputs_hint(std::int64_t batch, const std::vector<std::int64_t>& sample_shape) {
+  if (sample_shape.empty()) return "";
+  std::string inputs = "[" + std::to_string(batch);
+  for (const std::int64_t size : sample_shape)
+    inputs += ", " + std::to_string(size);
+  return " (on " + inputs + "] inputs: is --input-shape the shape of one of the model's samples?)";
 }
 
 void add_warning_once(std::vector<std::string>& warnings, const std::string& warning) {
@@ -218,7 +229,7 @@ ModelBenchReport run_model_bench(const ModelBenchOptions& options) {
             report.rows.push_back(std::move(row));
             measured = true;
           },
-          first_failure);
+          first_failure, wrong_inputs_hint(batch, model->sample_shape));
     }
     if (measured) report.variants.push_back(std::move(benched));
     // Under the thread plan of the last variant measured: the environment's thread counts are those the

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "ipj/core/atomic_file.hpp"
 #include "support/test_support.hpp"
@@ -109,6 +110,28 @@ TEST(CliUserModel, BadModelFilesExitWithOneClearLineNeverAnInternalError) {
   // A flat model with --input-shape N trains.
   EXPECT_EQ(ipj("train --model " + dir.file("flat_mlp_traced.pt") + " --input-shape 784" + common).exit_code,
             0);
+}
+
+// ipj bench with an --input-shape the model cannot take: both the auto engine and a forced one say which
+// inputs failed and point at the flag (a hostile pass: onednn said "--fp32-engine auto or frozen run it",
+// which failed the same way).
+TEST(CliUserModel, BenchOnAWrongInputShapePointsAtTheFlag) {
+  testing::TempDir dir;
+  const auto made = testing::make_user_models(dir.path(), {"mlp_scripted"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const std::string common = "bench --model " + dir.file("mlp_scripted.pt") +
+                             " --input-shape 3,9,9 --variants fp32 --batch 4 --no-energy --no-accuracy "
+                             "--window-s 0.01 --warmup-s 0 --max-windows 1 --quiet --fp32-engine ";
+  for (const auto& [engine, exit_code, inputs] :
+       {std::tuple<const char*, int, const char*>{"auto", 5, "on [4, 3, 9, 9] inputs"},
+        {"onednn", 2, "random [1, 3, 9, 9] input"}}) {
+    const auto result = ipj(common + engine);
+    EXPECT_EQ(result.exit_code, exit_code) << engine << ": " << result.err;
+    EXPECT_NE(result.err.find(inputs), std::string::npos) << result.err;
+    EXPECT_NE(result.err.find("is --input-shape the shape of one of the model's samples?"), std::string::npos)
+        << result.err;
+    EXPECT_EQ(result.err.find("auto or frozen run it"), std::string::npos) << result.err;
+  }
 }
 
 TEST(CliUserModel, CompareAndDistillTakeTorchScriptFiles) {
