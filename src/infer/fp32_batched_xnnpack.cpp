@@ -484,8 +484,8 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
                                                      const RunOptions& run, Fp32EngineChoice& choice) {
   choice.batch_engine = choice.engine;
   const std::int64_t batch = choice.batch;
-  const bool forced = choice.requested == Fp32Engine::xnnpack;
-  if (forced && choice.engine != Fp32Engine::xnnpack) return chosen;  // its graph differed: eager runs
+  const bool forced = choice.requested == Fp32Engine::xnnpack;  // its runtime, checked (LibTorch's XNNPACK
+                                                                // graph may have differed: eager then)
   const bool onednn = !forced && onednn_runtime_available();
   if (!graph_ir || sample_shape.empty() || batch <= 1 || (!xnnpack_runtime_available() && !onednn))
     return chosen;

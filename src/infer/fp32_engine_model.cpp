@@ -340,14 +340,17 @@ std::shared_ptr<InferenceModel> with_batch1_route(
 
 // --fp32-engine xnnpack, checked: batch 1 on XNNPACK's runtime of the graph IR where it builds and agrees
 // with eager (pixels and normal(0, 2) values), else on the XNNPACK operators' graph on the calling thread;
-// larger batches on that graph (XNNPACK's pthreadpool), shapes other than the checked one on eager.
+// larger batches on that graph (XNNPACK's pthreadpool), shapes other than the checked one on eager. Where the
+// operators' graph differed from eager (`xnnpack` is eager then), the runtime still runs batch 1 when it
+// agrees: it is ipj's own graph, not LibTorch's.
 std::shared_ptr<InferenceModel> forced_xnnpack(const std::shared_ptr<InferenceModel>& eager,
                                                const std::shared_ptr<InferenceModel>& xnnpack,
                                                const GraphIrSource& graph_ir,
                                                const std::vector<std::int64_t>& sample_shape,
                                                Fp32EngineChoice& choice) {
+  const bool operators = choice.engine == Fp32Engine::xnnpack;  // else eager: the operators' graph differed
   std::shared_ptr<InferenceModel> batch1 = std::make_shared<OnCallingThread>(xnnpack);
-  choice.batch1_xnnpack_form = XnnpackForm::operators;
+  choice.batch1_xnnpack_form = operators ? XnnpackForm::operators : XnnpackForm::none;
   if (graph_ir) {
     try {
       auto runtime = xnnpack_runtime_model(graph_ir(), 1, 1, batch1);
@@ -358,9 +361,11 @@ std::shared_ptr<InferenceModel> forced_xnnpack(const std::shared_ptr<InferenceMo
         fail(ErrorCategory::unsupported, "it differs from eager by " + format_number("%.2g", difference));
       batch1 = runtime;
       choice.batch1_xnnpack_form = XnnpackForm::runtime;
+      choice.batch1_engine = Fp32Engine::xnnpack;
       choice.reason += "; batch 1 on XNNPACK runtime (within " + format_number("%.2g", difference) + ")";
     } catch (const std::exception& error) {  // the operators' graph, checked already, runs batch 1
-      choice.reason += "; batch 1 on XNNPACK operators (no runtime: " + error_cause(error.what()) + ")";
+      choice.reason += std::string("; batch 1 on ") + (operators ? "XNNPACK operators" : "eager") +
+                       " (no runtime: " + error_cause(error.what()) + ")";
     }
   }
   return std::make_shared<EngineRoute>(*xnnpack, EngineRoute::Models{batch1, xnnpack, eager}, sample_shape,
@@ -507,8 +512,9 @@ std::shared_ptr<InferenceModel> fp32_engine_model(std::shared_ptr<InferenceModel
     choice = timed_choice(eager, graph, sample_shape, run);
   std::shared_ptr<InferenceModel> chosen = choice.engine == Fp32Engine::eager ? eager : graph;
   choice.batch1_engine = choice.engine;
-  if (choice.engine == Fp32Engine::xnnpack)
-    chosen = forced_xnnpack(eager, graph, graph_ir, sample_shape, choice);
+  if (run.fp32_engine == Fp32Engine::xnnpack)
+    chosen = forced_xnnpack(eager, choice.engine == Fp32Engine::xnnpack ? graph : eager, graph_ir,
+                            sample_shape, choice);
   choice.batch_engine = choice.engine;
   if (run.fp32_engine == Fp32Engine::auto_select || run.fp32_engine == Fp32Engine::xnnpack)
     chosen = with_batched_xnnpack(eager, chosen, graph_ir, sample_shape, run, choice);

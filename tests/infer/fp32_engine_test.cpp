@@ -429,6 +429,38 @@ TEST(Fp32Engine, UsersModelsThatTripTheCheckAreComparedFairlyAndNeverRunWrong) {
   }
 }
 
+// --fp32-engine xnnpack where LibTorch's XNNPACK graph differs from eager (BatchNorm folded into a
+// convolution used twice): eager for other shapes, yet batch 1 and the batch size on XNNPACK's runtime of
+// ipj's graph IR, which is exact (a hostile pass, 12-07: everything ran eager).
+TEST(Fp32Engine, ForcedXnnpackKeepsItsRuntimeWhereLibTorchsXnnpackGraphDiffers) {
+  testing::TempDir dir;
+  const auto made = testing::make_user_models(dir.path(), {"shared_conv_bn_scripted"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const std::string path = dir.file("shared_conv_bn_scripted.pt");
+  LoadOptions options;
+  options.inputs.input_shape = {3, 32, 32};
+  options.run.fp32_engine = Fp32Engine::xnnpack;
+  options.run.fp32_engine_batch = 8;
+  const InferenceModelPtr model = load_inference_model(path, options);
+  ASSERT_TRUE(model->fp32_engine);
+  const Fp32EngineChoice& choice = *model->fp32_engine;
+  if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK: " << choice.reason;
+  EXPECT_EQ(choice.engine, Fp32Engine::eager) << choice.reason;  // LibTorch's XNNPACK graph differed
+  EXPECT_NE(choice.reason.find("differs from eager by"), std::string::npos) << choice.reason;
+  EXPECT_EQ(choice.batch1_engine, Fp32Engine::xnnpack) << choice.reason;
+  EXPECT_EQ(choice.batch1_xnnpack_form, XnnpackForm::runtime) << choice.reason;
+  EXPECT_EQ(choice.batch_engine, Fp32Engine::xnnpack) << choice.reason;
+  torch::jit::Module reference = torch::jit::load(path);
+  reference.eval();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor pixels = torch::rand({8, 3, 32, 32});
+  for (const std::int64_t rows : {1, 5, 8}) {
+    const torch::Tensor input = pixels.narrow(0, 0, rows);
+    const torch::Tensor expected = reference.forward({input}).toTensor();
+    EXPECT_LT((model->forward(input) - expected).abs().max().item<double>(), 1e-4) << rows << " rows";
+  }
+}
+
 // XNNPACK's graph (optimizeForMobile) computes what eager does, at batch 1 and in a batch; a model with
 // nothing XNNPACK takes is refused with the reason; the switch that keeps XNNPACK on the calling thread is
 // set for one scope only.

@@ -188,6 +188,37 @@ class NegativeClamp(nn.Module):
         return self.fc(torch.clamp(self.conv(x), -0.5, 0.7).flatten(1))
 
 
+class SharedConvBn(nn.Module):
+    """A convolution used twice, once before BatchNorm, residual adds and a ceil-mode max pool: the graph
+    LibTorch 1.13's XNNPACK path (ipj's optimizeForMobile graph) makes of it differs from eager by ~0.2 at
+    batch 64 (a hostile pass, 12-07), where XNNPACK's runtime of ipj's graph IR is exact."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 16, 3, padding=1, bias=False)  # [B, 3, 32, 32] inputs
+        self.b1 = nn.BatchNorm2d(16)
+        self.c2 = nn.Conv2d(16, 16, 3, padding=1, bias=False)
+        self.b2 = nn.BatchNorm2d(16)
+        self.c3 = nn.Conv2d(16, 16, 3, padding=1, bias=False)
+        self.b3 = nn.BatchNorm2d(16)
+        self.fc = nn.Linear(16, 10)
+        with torch.no_grad():  # statistics far from the defaults, so that folding them matters
+            for bn in (self.b1, self.b2, self.b3):
+                bn.running_mean.uniform_(-0.5, 0.5)
+                bn.running_var.uniform_(0.5, 2.0)
+                bn.weight.uniform_(0.5, 1.5)
+                bn.bias.uniform_(-0.3, 0.3)
+        self.eval()
+
+    def forward(self, x):
+        x = F.relu(self.b1(self.c1(x)))
+        y = F.relu(self.b2(self.c2(x)))
+        x = F.relu(x + self.b3(self.c3(y)))
+        z = F.relu(self.c2(x)) + x
+        z = F.max_pool2d(z, 3, 2, ceil_mode=True)
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(z, 1), 1))
+
+
 class InplaceInput(nn.Module):
     """Changes its input in place: every call must get its own copy when two engines are compared."""
 
@@ -231,7 +262,8 @@ ARCHITECTURES = {
     "mlp": Mlp, "flat_mlp": FlatMlp, "cnn_bn": CnnBn, "residual": SmallResidual, "resnet18": resnet18,
     "mobilenet_v2": mobilenet_v2, "wrong_classes": lambda: Mlp(classes=5), "wrong_input": lambda: Mlp(inputs=3 * 32 * 32),
     "no_parameters": NoParameters, "tuple_output": TupleOutput, "tied_residual": TiedResidual,
-    "depthwise_bn_hardswish": DepthwiseBnHardswish, "negative_clamp": NegativeClamp, "inplace_input": InplaceInput, "complex_output": ComplexOutput,
+    "depthwise_bn_hardswish": DepthwiseBnHardswish, "negative_clamp": NegativeClamp, "shared_conv_bn": SharedConvBn,
+    "inplace_input": InplaceInput, "complex_output": ComplexOutput,
     "nan_output": NanOutput, "view_mlp": ViewMlp, "seq_mlp": seq_mlp, "dropout_mlp": DropoutMlp,
     "tied_mlp": TiedMlp, "no_bias_mlp": no_bias_mlp, "partly_frozen_mlp": partly_frozen_mlp,
     "relu_logits_mlp": ReluLogitsMlp,
