@@ -4,6 +4,7 @@
 #include "ipj/infer/onednn_runtime.hpp"
 
 #include "ipj/core/error.hpp"
+#include "ipj/core/number_format.hpp"
 #include "ipj/device/threading.hpp"
 
 #ifdef IPJ_WITH_ONEDNN
@@ -226,9 +227,14 @@ void OnednnRuntime::build() {
   plan_residual_fusions(consumers, last_use);
   const std::size_t last = graph_.nodes.size() - 1;
   for (std::size_t index = 1; index < graph_.nodes.size(); ++index) {
+    const quant::Activation& activation = graph_.nodes[index].activation;
+    if (activation.kind == quant::ActivationKind::clamp && activation.min > activation.max)
+      refuse(graph_.nodes[index], "a clamp whose min (" + format_number("%g", activation.min) +
+                                      ") is above its max (" + format_number("%g", activation.max) +
+                                      "), which oneDNN's post-ops refuse");
     try {
       build_node(index);
-    } catch (const dnnl::error& error) {  // e.g. a clamp whose min is above its max
+    } catch (const dnnl::error& error) {  // what oneDNN refuses that ipj does not foresee
       refuse(graph_.nodes[index], std::string("oneDNN refused it: ") + error.what());
     }
     for (const int slot : temporaries_)

@@ -61,9 +61,10 @@ class Walker {
     fail(ErrorCategory::unsupported,
          "'" + where_ + "': operator " + current_->kind().toQualString() + " in " + module +
              (place.class_name.empty() ? "" : " (" + place.class_name + ")") + " " + why +
-             ". ipj's graph (int8, pruning) covers conv2d, batch_norm, linear, relu, relu6/hardtanh, clamp, "
-             "add, max/avg/adaptive-avg pooling, mean over H,W, flatten/view, dropout; the model still "
-             "runs as fp32, bf16 or jit");
+             ". ipj's graph IR (int8, pruning, ONNX export, the XNNPACK and oneDNN runtimes) covers conv2d, "
+             "batch_norm, linear, relu, relu6/hardtanh, clamp, add, max/avg/adaptive-avg pooling, mean over "
+             "H,W, "
+             "flatten/view, dropout; the model still runs as fp32 (eager or frozen), bf16 or jit");
   }
 
   std::size_t tensor(const jit::Value* value) {

@@ -140,7 +140,8 @@ Graph import_torchscript(const jit::Module& module, const std::string& where, co
     if (output.dim() != 2)
       fail(ErrorCategory::unsupported,
            "'" + where + "': the model returns a " + std::to_string(output.dim()) +
-               "-D tensor; ipj's int8 and pruning support classifiers ([B, classes])");
+               "-D tensor; ipj's graph IR (int8, pruning, the XNNPACK and oneDNN runtimes) takes classifiers "
+               "([B, classes]); the model still runs as fp32 (eager or frozen), bf16 or jit");
     result.num_classes = options.num_classes > 0 ? options.num_classes : static_cast<int>(output.size(1));
   }
   return result;
