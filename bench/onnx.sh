@@ -5,8 +5,8 @@
 # --verify`. Per batch: ipj bench's p50 of its default fp32 variant or the int8 file (the engine it picks at load
 # for that batch size, shown: static int8 may run on XNNPACK's int8 runtime, at batch 1 on the calling
 # thread, at larger batches on a pool or, "+split", the rows split across one-thread runtimes; else on LibTorch's
-# int8 kernels; and xnn%: the share of the measured
-# calls an XNNPACK runtime really answered, where a route races it against that engine), and ONNX Runtime's p50
+# int8 kernels; and rt%: the share of the measured
+# calls XNNPACK's or oneDNN's runtime really answered, where a route races it against that engine), and ONNX Runtime's p50
 # (onnxruntime-node 1.30 through Node.js, CPU, default options), alternating sides; each side's process CPU time
 # per run too (what the energy estimate counts: a side that keeps two cores busy for one answer costs twice).
 # Usage: bench/onnx.sh [rounds=2] [seconds_per_row=2] [batches=1,64]
@@ -46,7 +46,7 @@ for model in resnet18_scripted mobilenet_v2_scripted; do
   echo "$model int8 export: written (not verified: untrained net)"
 done
 
-printf '%-22s %-5s %6s %5s %-13s %5s %11s %11s %9s %12s %12s\n' model prec batch round engine xnn% ipj_p50_ms ort_p50_ms ort/ipj \
+printf '%-22s %-5s %6s %5s %-13s %5s %11s %11s %9s %12s %12s\n' model prec batch round engine rt% ipj_p50_ms ort_p50_ms ort/ipj \
   ipj_cpu_ms/run ort_cpu_ms/run
 for round in $(seq 1 "$rounds"); do
   for model in mlp cnn resnet18_scripted mobilenet_v2_scripted; do
@@ -63,10 +63,10 @@ for round in $(seq 1 "$rounds"); do
                | "$python" bench/lib/bench_row_fields.py "$batch")
         theirs=$(IPJ_SAMPLE_SHAPE='[1,28,28]' node bench/onnxruntime_bench.js "$work/$model-$precision.onnx" "$batch" \
                  "$seconds" | fields "d['rows'][0]['p50_ms'], d['rows'][0]['cpu_ms_per_run']")
-        read -r ours_ms engine ours_cpu xnnpack_share <<<"$ours"
+        read -r ours_ms engine ours_cpu runtime_share <<<"$ours"
         read -r theirs_ms theirs_cpu <<<"$theirs"
         printf '%-22s %-5s %6s %5s %-13s %4s%% %11.3f %11.3f %8.2fx %12.3f %12.3f\n' "$model" "$precision" "$batch" \
-          "$round" "$engine" "$xnnpack_share" "$ours_ms" "$theirs_ms" "$("$python" -c "print($theirs_ms/$ours_ms)")" "$ours_cpu" \
+          "$round" "$engine" "$runtime_share" "$ours_ms" "$theirs_ms" "$("$python" -c "print($theirs_ms/$ours_ms)")" "$ours_cpu" \
           "$theirs_cpu"
       done
     done

@@ -1,6 +1,7 @@
 // `ipj bench`: latency, throughput, joules per 1000 inferences and accuracy of model variants x batch sizes.
 // The CLI parses flags into infer::ModelBenchOptions and prints; infer::run_model_bench measures.
 #include <iostream>
+#include <utility>
 
 #include "choice_flags.hpp"
 #include "cli_support.hpp"
@@ -111,20 +112,25 @@ infer::ModelBenchOptions bench_options(BenchFlags& flags) {
   return options;
 }
 
-// "97%": the row's calls an XNNPACK runtime answered; "-" where none did.
-std::string xnnpack_share(const infer::BenchRow& row) {
-  if (row.xnnpack_calls == 0 || row.calls == 0) return "-";
-  return format_number("%.0f%%",
-                       100.0 * static_cast<double>(row.xnnpack_calls) / static_cast<double>(row.calls));
+// "XNNPACK 97%" / "oneDNN 100%": the row's calls a runtime answered (both where both did); "-" where none
+// did.
+std::string runtime_share(const infer::BenchRow& row) {
+  std::string share;
+  for (const auto& [name, calls] :
+       {std::pair{"XNNPACK", row.xnnpack_calls}, std::pair{"oneDNN", row.onednn_calls}})
+    if (calls > 0 && row.calls > 0)
+      share += (share.empty() ? "" : ", ") + std::string(name) + " " +
+               format_number("%.0f%%", 100.0 * static_cast<double>(calls) / static_cast<double>(row.calls));
+  return share.empty() ? "-" : share;
 }
 
 void print_bench_table(const infer::ModelBenchReport& report) {
-  TextTable table({"variant", "batch", "p50 ms", "p90 ms", "p99 ms", "CPU ms/call", "on XNNPACK",
+  TextTable table({"variant", "batch", "p50 ms", "p90 ms", "p99 ms", "CPU ms/call", "on runtime",
                    "inferences/s", "J/1000", "source", "test acc", "weights", "stable"});
   for (const auto& row : report.rows) {
     table.add_row({row.variant, std::to_string(row.batch), format_number("%.3f", row.p50_ms),
                    format_number("%.3f", row.p90_ms), format_number("%.3f", row.p99_ms),
-                   format_number("%.3f", row.cpu_ms_per_call), xnnpack_share(row),
+                   format_number("%.3f", row.cpu_ms_per_call), runtime_share(row),
                    format_number("%.0f", row.throughput_per_s),
                    !row.energy_source ? "-" : format_number("%.3f", row.j_per_1000),
                    energy::reported_source_name(row.energy_source),

@@ -1,7 +1,7 @@
 """One `ipj bench --json` row as the ORT comparison scripts print it: p50 ms, the engine the load picked for
 the row's batch size (fp32: batch1_engine / batch_engine; int8: batch1_threads.engine / int8_batch_engine.engine;
 "+split" where the batch's rows run split across one-thread XNNPACK runtimes), process CPU-ms per call and the
-percentage of calls an XNNPACK runtime answered. Usage: ipj bench ... --json | python3 bench_row_fields.py BATCH
+percentage of calls XNNPACK's or oneDNN's runtime answered. Usage: ipj bench ... --json | python3 bench_row_fields.py BATCH
 """
 import json
 import sys
@@ -20,4 +20,4 @@ else:
     engine = int8_batch.get("engine", "libtorch")
     split = engine == "xnnpack" and int8_batch.get("row_parts", 0) > 0
 print(row["p50_ms"], engine + ("+split" if split else ""), row["cpu_ms_per_call"],
-      round(100 * row["xnnpack_calls"] / max(1, row["calls"])))
+      round(100 * (row["xnnpack_calls"] + row.get("onednn_calls", 0)) / max(1, row["calls"])))

@@ -117,7 +117,7 @@ class SizedBatchRoute : public InferenceModel {
 
   // On builder_: the runtime for `threads`, then timed on them (time_lane).
   void build_lane(int threads) const {
-    const UncountedXnnpackCalls building;  // its check and timing answer no request
+    const UncountedRuntimeCalls building;  // its check and timing answer no request
     auto lane = std::make_unique<RuntimeLane>();
     lane->threads = threads;
     lane->min_rows = plan_.min_rows;

@@ -561,7 +561,7 @@ Batch1Candidate xnnpack_int8_candidate(const InferenceModel& model, const RunOpt
 }  // namespace
 
 InferenceModelPtr load_inference_model(const std::string& path, const LoadOptions& options) {
-  const UncountedXnnpackCalls load_time;  // the timings and checks below answer no request
+  const UncountedRuntimeCalls load_time;  // the timings and checks below answer no request
   InferenceModelPtr model = load_by_format(path, options);
   // int8 kernels at batch 1 often run faster on one thread than waking the pool (fp32 measures this as
   // part of its engine choice), and a static int8 program faster still on XNNPACK's int8 runtime

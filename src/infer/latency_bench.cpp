@@ -14,6 +14,7 @@
 #include "ipj/core/error.hpp"
 #include "ipj/device/cpu_info.hpp"
 #include "ipj/energy/meter.hpp"
+#include "ipj/infer/onednn_runtime.hpp"
 #include "ipj/infer/xnnpack_runtime.hpp"
 
 namespace ipj::infer {
@@ -26,6 +27,7 @@ struct Window {
   double wall_s = 0.0;
   double cpu_s = 0.0;               // this process's CPU seconds in the window
   std::uint64_t xnnpack_calls = 0;  // the window's calls an XNNPACK runtime answered
+  std::uint64_t onednn_calls = 0;   // and a oneDNN runtime
   double energy_j = 0.0;
   int energy_samples = 0;
   energy::ReportedSource energy_source;
@@ -89,6 +91,7 @@ Json to_json(const BenchRow& row) {
       {"cpu_ms_per_call", row.cpu_ms_per_call},
       {"calls", row.calls},
       {"xnnpack_calls", row.xnnpack_calls},
+      {"onednn_calls", row.onednn_calls},
       {"throughput_per_s", row.throughput_per_s},
       {"j_per_1000", !row.energy_source ? Json(nullptr) : Json(row.j_per_1000)},
       {"energy_source", energy::reported_source_name(row.energy_source)},
@@ -129,7 +132,7 @@ BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, cons
     Window window;
     if (monitor) monitor->begin_window("bench");
     const double cpu_start_s = energy::process_cpu_seconds();
-    const std::uint64_t xnnpack_start = xnnpack_runtime_calls();
+    const std::uint64_t xnnpack_start = xnnpack_runtime_calls(), onednn_start = onednn_runtime_calls();
     const auto start = Clock::now();
     const auto end = start + std::chrono::duration<double>(options.window_s);
     auto call_start = start;
@@ -142,6 +145,7 @@ BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, cons
     window.wall_s = std::chrono::duration<double>(call_start - start).count();
     window.cpu_s = energy::process_cpu_seconds() - cpu_start_s;
     window.xnnpack_calls = xnnpack_runtime_calls() - xnnpack_start;
+    window.onednn_calls = onednn_runtime_calls() - onednn_start;
     if (monitor) {
       const energy::Measurement measured = monitor->end_window("bench");
       window.energy_j = measured.energy_j;
@@ -174,6 +178,7 @@ BenchRow run_latency_bench(const InferenceModel& model, std::int64_t batch, cons
     wall_s += kept.wall_s;
     cpu_s += kept.cpu_s;
     row.xnnpack_calls += static_cast<std::int64_t>(kept.xnnpack_calls);
+    row.onednn_calls += static_cast<std::int64_t>(kept.onednn_calls);
     energy_j += kept.energy_j;
     source = kept.energy_source;
     row.energy_samples += kept.energy_samples;

@@ -3,9 +3,12 @@
 // activation buffers shared between nodes whose values do not live at the same time. oneDNN 2.x API.
 #include "ipj/infer/onednn_runtime.hpp"
 
+#include <atomic>
+
 #include "ipj/core/error.hpp"
 #include "ipj/core/number_format.hpp"
 #include "ipj/device/threading.hpp"
+#include "ipj/infer/xnnpack_runtime.hpp"
 
 #ifdef IPJ_WITH_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>
@@ -24,6 +27,14 @@
 #endif
 
 namespace ipj::infer {
+
+namespace {
+std::atomic<std::uint64_t> onednn_calls_answered{0};  // onednn_runtime_calls()
+}  // namespace
+
+std::uint64_t onednn_runtime_calls() {
+  return onednn_calls_answered.load();
+}
 
 #ifndef IPJ_WITH_ONEDNN
 
@@ -78,6 +89,7 @@ class OnednnRuntime : public InferenceModel {
       lock.lock();
     }
     const device::CallerOpenMpThreads scope(threads_);
+    if (runtime_calls_counted_on_this_thread()) onednn_calls_answered.fetch_add(1);
     input_.set_data_handle(prepared.data_ptr());
     output_.set_data_handle(output.data_ptr());
     for (const Step& step : steps_)

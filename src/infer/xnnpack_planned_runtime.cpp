@@ -194,7 +194,7 @@ torch::Tensor PlannedRuntimeModel::forward(const torch::Tensor& input) const {
   const xnn_status status = xnn_invoke_runtime(runtime_);
   if (pool_ && idle_ == XnnpackIdle::sleep) put_workers_to_sleep();
   if (status != xnn_status_success) fail(ErrorCategory::runtime, "XNNPACK runtime: the call failed");
-  if (calls_counted_on_this_thread()) count_answered_call();
+  if (runtime_calls_counted_on_this_thread()) count_answered_call();
   return nhwc_view(output_buffer_, output_shape_)
       .clone(torch::MemoryFormat::Contiguous);  // [N, C, H, W] / [N, F]
 }

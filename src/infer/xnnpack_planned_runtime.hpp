@@ -31,8 +31,6 @@ bool initialised();
 std::uint64_t calls_answered();
 // One more call answered (a runtime made of others that do not count their own: a row split).
 void count_answered_call();
-// false while an UncountedXnnpackCalls lives on the calling thread.
-bool calls_counted_on_this_thread();
 
 // XNNPACK's dims of an ATen shape: [N, C, H, W] -> [N, H, W, C]; [N, F] as is.
 std::vector<std::size_t> xnn_dims(const Shape& aten_shape);

@@ -58,7 +58,7 @@ class RowSplitModel : public InferenceModel {
                                PTHREADPOOL_FLAG_YIELD_WORKERS);
     for (const std::exception_ptr& error : call.errors)
       if (error) std::rethrow_exception(error);
-    if (xnnpack::calls_counted_on_this_thread()) xnnpack::count_answered_call();
+    if (runtime_calls_counted_on_this_thread()) xnnpack::count_answered_call();
     return torch::cat(call.outputs);  // [batch, ...]
   }
 
@@ -74,7 +74,7 @@ class RowSplitModel : public InferenceModel {
     Call& call = *static_cast<Call*>(context);
     try {
       torch::NoGradGuard no_grad;       // grad mode is per thread
-      UncountedXnnpackCalls uncounted;  // the split call counts once, on the caller's thread
+      UncountedRuntimeCalls uncounted;  // the split call counts once, on the caller's thread
       const RowSplitModel& model = *call.model;
       call.outputs[index] =
           model.parts_[index]->forward(call.input->narrow(0, model.first_rows_[index], model.rows_[index]));

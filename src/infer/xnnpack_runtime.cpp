@@ -19,19 +19,19 @@ namespace ipj::infer {
 
 namespace {
 
-thread_local int uncounted_scopes = 0;  // UncountedXnnpackCalls alive on this thread
+thread_local int uncounted_scopes = 0;  // UncountedRuntimeCalls alive on this thread
 
 }  // namespace
 
-UncountedXnnpackCalls::UncountedXnnpackCalls() {
+UncountedRuntimeCalls::UncountedRuntimeCalls() {
   ++uncounted_scopes;
 }
 
-UncountedXnnpackCalls::~UncountedXnnpackCalls() {
+UncountedRuntimeCalls::~UncountedRuntimeCalls() {
   --uncounted_scopes;
 }
 
-bool xnnpack::calls_counted_on_this_thread() {
+bool runtime_calls_counted_on_this_thread() {
   return uncounted_scopes == 0;
 }
 

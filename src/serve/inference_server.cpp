@@ -14,6 +14,7 @@
 #include "ipj/core/error.hpp"
 #include "ipj/energy/meter.hpp"
 #include "ipj/infer/model_bench.hpp"
+#include "ipj/infer/onednn_runtime.hpp"
 #include "ipj/infer/xnnpack_runtime.hpp"
 #include "request_router.hpp"
 
@@ -162,6 +163,10 @@ std::string InferenceServer::metrics_text() const {
       "the "
       "others ran on LibTorch\n# TYPE ipj_xnnpack_runtime_calls_total counter\n";
   text += "ipj_xnnpack_runtime_calls_total " + std::to_string(infer::xnnpack_runtime_calls()) + "\n";
+  text +=
+      "# HELP ipj_onednn_runtime_calls_total Model calls (batches) oneDNN runtimes answered, every model\n";
+  text += "# TYPE ipj_onednn_runtime_calls_total counter\n";
+  text += "ipj_onednn_runtime_calls_total " + std::to_string(infer::onednn_runtime_calls()) + "\n";
   return text;
 }
 

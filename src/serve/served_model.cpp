@@ -130,7 +130,7 @@ ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger, ServeThreads*
   }
   // Warm-up: one batch of one sample; checks that the output fits the config (its calls, and the batch's
   // below, are left out of ipj_xnnpack_runtime_calls_total: it counts what answered requests).
-  const infer::UncountedXnnpackCalls warm_up;
+  const infer::UncountedRuntimeCalls warm_up;
   std::vector<std::int64_t> shape{1};
   for (std::int64_t dim : config_.sample_shape())
     shape.push_back(dim == -1 ? 1 : dim);

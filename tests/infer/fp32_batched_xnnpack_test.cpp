@@ -616,6 +616,19 @@ TEST(BatchedXnnpack, ForcedOnednnRunsTheBatchOnItsRuntimeAndAnswersAsEager) {
   }
   EXPECT_EQ(to_json(choice)["batch_engine"], "onednn");
   const device::CallerOpenMpThreads two(2);
+  // oneDNN's runtimes count the calls they answer: the batch size's and batch 1's, not a partial batch's
+  const std::uint64_t counted = onednn_runtime_calls();
+  model->forward(batch);
+  EXPECT_EQ(onednn_runtime_calls(), counted + 1);
+  model->forward(batch.narrow(0, 0, 5));
+  EXPECT_EQ(onednn_runtime_calls(), counted + 1);
+  model->forward(batch.narrow(0, 0, 1));
+  EXPECT_EQ(onednn_runtime_calls(), counted + 2);
+  {
+    const UncountedRuntimeCalls uncounted;  // load-time checks, a server's warm-up
+    model->forward(batch);
+  }
+  EXPECT_EQ(onednn_runtime_calls(), counted + 2);
   EXPECT_LT((model->forward(batch) - expected).abs().max().item<double>(), 1e-4);
   EXPECT_LT((model->forward(batch.narrow(0, 0, 5)) - expected.narrow(0, 0, 5)).abs().max().item<double>(),
             1e-4);

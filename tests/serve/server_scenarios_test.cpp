@@ -20,6 +20,7 @@
 #include "ipj/core/json_io.hpp"
 #include "ipj/device/threading.hpp"
 #include "ipj/infer/inference_model.hpp"
+#include "ipj/infer/onednn_runtime.hpp"
 #include "ipj/infer/xnnpack_runtime.hpp"
 #include "ipj/serve/inference_server.hpp"
 #include "ipj/serve/serve_threads.hpp"
@@ -378,12 +379,17 @@ TEST(ServeEnergy, MetricsEnergyPerInferenceIsTheMeanOfTheAnswersAndIdleIsApart) 
   }
   ASSERT_GT(answered_j, 0.0);
   const double xnnpack_calls_before = static_cast<double>(infer::xnnpack_runtime_calls());
+  const double onednn_calls_before = static_cast<double>(infer::onednn_runtime_calls());
   const std::string metrics = client.Get("/metrics")->body;
   // the process's count of calls XNNPACK runtimes answered, as it stood when the page was written
   const double xnnpack_calls = sample_value(metrics, "ipj_xnnpack_runtime_calls_total");
   EXPECT_GE(xnnpack_calls, xnnpack_calls_before);
   EXPECT_LE(xnnpack_calls, static_cast<double>(infer::xnnpack_runtime_calls()));
   EXPECT_NE(metrics.find("# TYPE ipj_xnnpack_runtime_calls_total counter"), std::string::npos);
+  const double onednn_calls = sample_value(metrics, "ipj_onednn_runtime_calls_total");  // oneDNN's, the same
+  EXPECT_GE(onednn_calls, onednn_calls_before);
+  EXPECT_LE(onednn_calls, static_cast<double>(infer::onednn_runtime_calls()));
+  EXPECT_NE(metrics.find("# TYPE ipj_onednn_runtime_calls_total counter"), std::string::npos);
   const std::string labels = "{model=\"mlp\",version=\"1\",source=\"" + source + "\"}";
   const double per_inference = sample_value(metrics, "ipj_model_energy_per_inference_joules" + labels);
   const double mean_j = answered_j / requests;

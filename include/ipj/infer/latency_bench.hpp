@@ -36,6 +36,7 @@ struct BenchRow {
   // Of those calls, the ones an XNNPACK runtime answered (xnnpack_runtime_calls(): the engine that really ran
   // them, where a route races XNNPACK against the engine chosen at load)
   std::int64_t xnnpack_calls = 0;
+  std::int64_t onednn_calls = 0;  // and the ones a oneDNN runtime answered (onednn_runtime_calls())
   // This process's CPU time per call over the reported windows, all threads (the energy sampler's too): about
   // p50 when one thread worked, up to cores x p50 when every core spun or worked throughout.
   double cpu_ms_per_call = 0.0;

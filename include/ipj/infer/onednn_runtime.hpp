@@ -19,6 +19,11 @@ namespace ipj::infer {
 // Whether this build has oneDNN's API (compiled against libdnnl-dev).
 bool onednn_runtime_available();
 
+// How many forward calls oneDNN runtimes (any model) have answered in this process so far, as
+// xnnpack_runtime_calls() counts XNNPACK's: calls passed to `busy` and calls on a thread while an
+// UncountedRuntimeCalls lives there are not counted; always 0 in a build without oneDNN.
+std::uint64_t onednn_runtime_calls();
+
 // How each 3x3 stride-1 convolution gets its kernel: the faster of oneDNN's direct and Winograd kernels,
 // timed at load (the default); direct only; or Winograd wherever oneDNN has one (AVX-512 only), untimed.
 enum class OnednnConvolutionKernel { timed, direct, winograd };

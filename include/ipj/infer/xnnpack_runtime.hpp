@@ -75,20 +75,22 @@ std::vector<std::int64_t> row_split_sizes(std::int64_t batch, int parts);
 // How many forward calls XNNPACK runtimes (any of the above, any model) have answered in this process so
 // far: what `ipj bench` counts per row, and how a test sees which engine a route sent a call to. Calls a
 // runtime passed to its `busy` model are not counted, nor calls made on a thread while an
-// UncountedXnnpackCalls lives there; always 0 in a build without XNNPACK.
+// UncountedRuntimeCalls lives there; always 0 in a build without XNNPACK.
 std::uint64_t xnnpack_runtime_calls();
 
-// While one lives on a thread, the XNNPACK runtime calls that thread makes are left out of
-// xnnpack_runtime_calls(): a model's load-time timings and checks (load_inference_model, a route building a
-// runtime for fewer threads), a server's warm-up. The count is then the calls that answered requests and
-// bench rows. Nests.
-class UncountedXnnpackCalls {
+// While one lives on a thread, the runtime calls that thread makes (XNNPACK's and oneDNN's) are left out of
+// xnnpack_runtime_calls() and onednn_runtime_calls(): a model's load-time timings and checks
+// (load_inference_model, a route building a runtime for fewer threads), a server's warm-up. The counts are
+// then the calls that answered requests and bench rows. Nests.
+class UncountedRuntimeCalls {
  public:
-  UncountedXnnpackCalls();
-  ~UncountedXnnpackCalls();
-  UncountedXnnpackCalls(const UncountedXnnpackCalls&) = delete;
-  UncountedXnnpackCalls& operator=(const UncountedXnnpackCalls&) = delete;
+  UncountedRuntimeCalls();
+  ~UncountedRuntimeCalls();
+  UncountedRuntimeCalls(const UncountedRuntimeCalls&) = delete;
+  UncountedRuntimeCalls& operator=(const UncountedRuntimeCalls&) = delete;
 };
+// false while an UncountedRuntimeCalls lives on the calling thread.
+bool runtime_calls_counted_on_this_thread();
 
 // XNNPACK's fused clamps turn a NaN into a number, and float inside it may overflow where eager's does not:
 // inputs with a larger magnitude (or a NaN) never reach an XNNPACK runtime that serves a route.
