@@ -56,6 +56,7 @@ class RequestReader {
   void check_shape();
   void read_data();
   void read_numbers(int depth_left, std::size_t limit);
+  void check_nesting() const;
 
   JsonCursor cursor_;
   std::size_t json_length_;
@@ -64,6 +65,14 @@ class RequestReader {
   InferRequest& out_;
   std::optional<std::string> input_name_, input_datatype_;
   bool has_shape_ = false, has_data_ = false;
+  // Nested "data": per depth, the length every list there has and whether those lists hold numbers (the
+  // innermost depth) or lists; every list at one depth must agree (no ragged or mixed nesting).
+  struct NestingLevel {
+    bool seen = false;  // a list at this depth has ended
+    std::size_t length = 0;
+    bool holds_numbers = true;
+  };
+  std::vector<NestingLevel> nesting_;
   std::int64_t element_count_ = 0;
   std::optional<std::int64_t> binary_data_size_;
 };
@@ -240,30 +249,71 @@ void RequestReader::read_data() {
   read_numbers(limits_.max_data_depth, limit);
 }
 
-// A nested array of numbers, appended in row-major order; depth_left bounds the recursion.
+// A nested array of numbers, appended in row-major order; depth_left bounds the recursion. Records each
+// depth's list length and kind (nesting_): lists of one depth that differ are refused here, a nesting that
+// does not fit the shape in finish().
 void RequestReader::read_numbers(int depth_left, std::size_t limit) {
   if (depth_left <= 0)
     bad("input data is nested deeper than " + std::to_string(limits_.max_data_depth) + " levels");
+  const std::size_t depth = static_cast<std::size_t>(limits_.max_data_depth - depth_left);
   cursor_.expect('[', "input data");
-  if (cursor_.consume(']')) return;
-  do {
-    const char next = cursor_.peek();
-    if (next == '[') {
-      read_numbers(depth_left - 1, limit);
-      continue;
-    }
-    if (next != '-' && (next < '0' || next > '9'))
-      bad("input data must be a (nested) list of JSON numbers (NaN and Inf are refused on every path)");
-    if (out_.data.size() >= limit) {
-      if (!has_shape_ && limit == limits_.max_tensor_bytes / sizeof(float))
-        throw RequestTooLarge("input data holds more than " + std::to_string(limits_.max_tensor_bytes) +
-                              " bytes of FP32 (the server's per-request limit)");
-      bad("input data holds more values than its shape says");
-    }
-    out_.data.push_back(
-        cursor_.read_float("input data (JSON numbers only: NaN and Inf are refused on every path)"));
-  } while (cursor_.consume(','));
-  cursor_.expect(']', "input data");
+  std::size_t length = 0;
+  std::optional<bool> holds_numbers;  // unknown for an empty list
+  const auto entry = [&](bool number) {
+    if (holds_numbers && *holds_numbers != number)
+      bad("input data mixes numbers and lists at depth " + std::to_string(depth) +
+          " (nest it as the shape, or send it flat)");
+    holds_numbers = number;
+    ++length;
+  };
+  if (!cursor_.consume(']')) {
+    do {
+      const char next = cursor_.peek();
+      entry(next != '[');
+      if (next == '[') {
+        read_numbers(depth_left - 1, limit);
+        continue;
+      }
+      if (next != '-' && (next < '0' || next > '9'))
+        bad("input data must be a (nested) list of JSON numbers (NaN and Inf are refused on every path)");
+      if (out_.data.size() >= limit) {
+        if (!has_shape_ && limit == limits_.max_tensor_bytes / sizeof(float))
+          throw RequestTooLarge("input data holds more than " + std::to_string(limits_.max_tensor_bytes) +
+                                " bytes of FP32 (the server's per-request limit)");
+        bad("input data holds more values than its shape says");
+      }
+      out_.data.push_back(
+          cursor_.read_float("input data (JSON numbers only: NaN and Inf are refused on every path)"));
+    } while (cursor_.consume(','));
+    cursor_.expect(']', "input data");
+  }
+  if (nesting_.size() <= depth) nesting_.resize(depth + 1);
+  NestingLevel& level = nesting_[depth];
+  if (!level.seen) {
+    level = {true, length, holds_numbers.value_or(true)};
+  } else if (level.length != length || level.holds_numbers != holds_numbers.value_or(true)) {
+    bad("input data's lists at depth " + std::to_string(depth) + " differ (" + std::to_string(length) +
+        " entries vs " + std::to_string(level.length) + "): ragged data has no shape");
+  }
+}
+
+// Nested "data" against "shape": depth d holds shape[d] lists down to the innermost, which holds the product
+// of the remaining dims (flat data: one list of every value; fully nested: one depth per dim).
+void RequestReader::check_nesting() const {
+  const std::vector<std::int64_t>& shape = out_.shape;
+  if (nesting_.size() > shape.size())
+    bad("input data is nested " + std::to_string(nesting_.size()) + " deep, its shape has " +
+        std::to_string(shape.size()) + " dims");
+  for (std::size_t depth = 0; depth < nesting_.size(); ++depth) {
+    std::int64_t expected = shape[depth];
+    if (depth + 1 == nesting_.size())
+      for (std::size_t dim = depth + 1; dim < shape.size(); ++dim)
+        expected *= shape[dim];
+    if (static_cast<std::int64_t>(nesting_[depth].length) != expected)
+      bad("input data's lists at depth " + std::to_string(depth) + " hold " +
+          std::to_string(nesting_[depth].length) + " entries, its shape needs " + std::to_string(expected) +
+          " there (nest it as the shape, row-major, or send it flat)");
+  }
 }
 
 void RequestReader::finish(std::string_view binary_part, bool has_header_length) {
@@ -295,6 +345,7 @@ void RequestReader::finish(std::string_view binary_part, bool has_header_length)
   if (static_cast<std::int64_t>(out_.data.size()) != element_count_)
     bad("input data holds " + std::to_string(out_.data.size()) + " values, shape needs " +
         std::to_string(element_count_));
+  check_nesting();
 }
 
 }  // namespace

@@ -11,6 +11,9 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "ipj/core/error.hpp"
 #include "ipj/serve/kserve_codec.hpp"
@@ -37,6 +40,39 @@ TEST(KserveCodec, NumbersInEveryJsonSpellingAndNesting) {
                                "datatype": "FP32", "shape": [2, 2], "data": [[1, -0.25], [ 300 , 0 ]]}]})");
   EXPECT_EQ(nested.data, flat.data);
   EXPECT_EQ(nested.id, Json("data"));
+}
+
+// Nested data must be nested as its shape says (flat, fully nested, or nested down to a flat innermost
+// list): ragged, transposed or mixed nesting is refused, not read row by row (a hostile pass, 12-07: a
+// transposed tensor was answered on reordered values).
+TEST(KserveCodec, DataNestedUnlikeItsShapeIsRefused) {
+  const ModelConfig model =
+      parse_model_config(Json::parse(R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 2, 3]}],
+          "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 1]}], "max_batch_size": 8})"),
+                         "m", "config.json");
+  const auto body = [](const std::string& data) {
+    return std::string(R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 2, 3], "data": )") +
+           data + "}]}";
+  };
+  const std::vector<float> expected{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  for (const char* fits :
+       {"[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]", "[[1, 2, 3, 4, 5, 6], [7, 8, 9, 10, 11, 12]]",
+        "[[[1, 2, 3], [4, 5, 6]], [[7, 8, 9], [10, 11, 12]]]"})
+    EXPECT_EQ(parse_infer_request(body(fits), std::nullopt, model).data, expected) << fits;
+  for (const auto& [data, fragment] : std::vector<std::pair<std::string, std::string>>{
+           {"[[1, 2, 3, 4, 5], [6, 7, 8, 9, 10, 11, 12]]", "differ"},                  // ragged
+           {"[[1, 2], [3, 4], [5, 6], [7, 8], [9, 10], [11, 12]]", "depth 0 hold 6"},  // transposed
+           {"[[1, 2, 3, 4, 5, 6], 7, 8, 9, 10, 11, 12]", "mixes numbers and lists"},
+           {"[[], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]]", "differ"},
+           {"[[[[1, 2, 3]], [[4, 5, 6]]], [[[7, 8, 9]], [[10, 11, 12]]]]", "nested 4 deep"}}) {
+    try {
+      parse_infer_request(body(data), std::nullopt, model);
+      ADD_FAILURE() << "accepted " << data;
+    } catch (const Error& error) {
+      EXPECT_EQ(error.category(), ErrorCategory::invalid_input) << data;
+      EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
+    }
+  }
 }
 
 TEST(KserveCodec, MalformedDataIsRejected) {

@@ -35,6 +35,27 @@ inline void flatten_numbers(const Json& value, std::vector<double>& out) {
   }
 }
 
+// Whether nested `data` fits `shape` from `dim` on: a list of numbers holds the product of the remaining
+// dims, a list of lists holds shape[dim] lists that each fit from dim + 1; a list mixing the two fits
+// nothing.
+inline bool nesting_fits(const Json& data, const std::vector<std::int64_t>& shape, std::size_t dim = 0) {
+  if (!data.is_array() || dim >= shape.size()) return false;
+  bool lists = false, numbers = false;
+  for (const Json& entry : data)
+    (entry.is_array() ? lists : numbers) = true;
+  if (lists && numbers) return false;
+  if (!lists) {
+    std::int64_t remaining = 1;
+    for (std::size_t rest = dim; rest < shape.size(); ++rest)
+      remaining *= shape[rest];
+    return static_cast<std::int64_t>(data.size()) == remaining;
+  }
+  if (static_cast<std::int64_t>(data.size()) != shape[dim]) return false;
+  for (const Json& entry : data)
+    if (!nesting_fits(entry, shape, dim + 1)) return false;
+  return true;
+}
+
 inline OracleVerdict check_against_oracle(const std::string& body, const serve::ModelConfig& model) {
   OracleVerdict verdict;
   serve::InferRequest parsed;
@@ -62,6 +83,7 @@ inline OracleVerdict check_against_oracle(const std::string& body, const serve::
   if (input.value("name", Json()) != "x" || input.value("datatype", Json()) != "FP32")
     return disagree("accepted a wrong name or datatype");
   if (input["shape"].get<std::vector<std::int64_t>>() != parsed.shape) return disagree("shape differs");
+  if (!nesting_fits(input["data"], parsed.shape)) return disagree("accepted data nested unlike its shape");
   std::vector<double> expected;
   flatten_numbers(input["data"], expected);
   if (expected.size() != parsed.data.size()) return disagree("value count differs");
