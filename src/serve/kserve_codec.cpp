@@ -3,6 +3,7 @@
 // and depth-checked before nlohmann::json sees them; inputs[0].data is read number by number into the tensor.
 #include "ipj/serve/kserve_codec.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -362,6 +363,18 @@ InferRequest parse_infer_request(std::string_view body, std::optional<std::size_
     reader.read_body();
   } catch (const Json::exception& error) {  // cannot happen after the cursor's checks; kept as a 400
     bad(std::string("request body is not valid JSON: ") + error.what());
+  } catch (const Error& error) {  // where the JSON part ends is the client's header: say so
+    if (error.category() != ErrorCategory::invalid_input) throw;
+    const bool control_bytes = std::any_of(body.begin(), body.end(), [](char byte) {
+      return static_cast<unsigned char>(byte) < 0x20 && byte != '\n' && byte != '\r' && byte != '\t';
+    });
+    if (header_length)
+      bad(std::string(error.what()) + " (the JSON part is the body's first " + std::to_string(json_length) +
+          " bytes, as Inference-Header-Content-Length says: is that header right?)");
+    if (control_bytes)
+      bad(std::string(error.what()) +
+          " (a body with binary tensor data needs the Inference-Header-Content-Length header)");
+    throw;
   }
   reader.finish(body.substr(json_length), header_length.has_value());
   return parsed;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -170,6 +171,13 @@ TEST(KserveCodec, NanAndInfAreRefusedOnTheJsonAndTheBinaryPath) {
   const auto [body, length] = binary(0.5f);
   EXPECT_EQ(parse_infer_request(body, length, two_by_two()).data,
             (std::vector<float>{0.5f, 1.0f, 2.0f, 3.0f}));
+  // A wrong or missing Inference-Header-Content-Length: the message points at the header (a hostile pass:
+  // "but the body ended" / "unexpected text after the JSON object" named neither)
+  expect_refused(body, "as Inference-Header-Content-Length says: is that header right?", length - 5);
+  const std::string tiny_floats(reinterpret_cast<const char*>(std::array<float, 4>{1e-40f, 0, 0, 0}.data()),
+                                16);
+  const std::string header = body.substr(0, length);
+  expect_refused(header + tiny_floats, "needs the Inference-Header-Content-Length header");
 }
 
 // The parser's own float reader (an exact fast path for short decimals, std::from_chars otherwise) must give
