@@ -6,11 +6,32 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <utility>
 
 #include "ipj/core/environment.hpp"
 #include "ipj/core/error.hpp"
 
 namespace ipj {
+
+namespace {
+thread_local std::string thread_log_context;  // LogContext's, "" when none
+}  // namespace
+
+std::string log_prefix() {
+  return thread_log_context.empty() ? std::string() : thread_log_context + ": ";
+}
+
+std::string log_context() {
+  return thread_log_context;
+}
+
+LogContext::LogContext(std::string context) : previous_(std::move(thread_log_context)) {
+  thread_log_context = std::move(context);
+}
+
+LogContext::~LogContext() {
+  thread_log_context = std::move(previous_);
+}
 
 void init_logging(const std::string& level) {
   static bool initialised = false;

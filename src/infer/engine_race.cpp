@@ -118,7 +118,7 @@ void EngineRace::record(RaceSide side, double full_batch_ms, bool probe) {
 void EngineRace::decide_after_probe() {
   const RaceSide behind = other(ahead_);
   if (time_ms(behind) <= kSwitchMargin * time_ms(ahead_)) {
-    spdlog::info("{}: {} now runs it ({:.3f} ms per batch lately vs {:.3f} ms on {})", label_,
+    spdlog::info("{}{}: {} now runs it ({:.3f} ms per batch lately vs {:.3f} ms on {})", log_prefix(), label_,
                  name_of(behind), time_ms(behind), time_ms(ahead_), name_of(ahead_));
     // a lead won in the race and lost within the longest interval: flapping, keep backing off
     const Clock::time_point now = Clock::now();

@@ -111,7 +111,10 @@ class SizedBatchRoute : public InferenceModel {
     if (building_ || static_cast<int>(fewer_thread_lanes_.size()) >= kMaxFewerThreadRuntimes) return nullptr;
     building_ = true;
     if (builder_.joinable()) builder_.join();  // the previous build has ended (building_ was false)
-    builder_ = std::thread([this, threads] { build_lane(threads); });
+    builder_ = std::thread([this, threads, context = log_context()] {
+      const LogContext same_context(context);  // the caller's: the model being served
+      build_lane(threads);
+    });
     return nullptr;
   }
 
@@ -132,10 +135,10 @@ class SizedBatchRoute : public InferenceModel {
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     if (lane->runtime) {
       const std::string timed = time_lane(*lane);
-      spdlog::info("batch {}: {} for {} thread(s) built in {:.0f} ms (calls on fewer than {}){}",
-                   plan_.batch_shape[0], plan_.runtime_name, threads, ms, plan_.threads, timed);
+      spdlog::info("{}batch {}: {} for {} thread(s) built in {:.0f} ms (calls on fewer than {}){}",
+                   log_prefix(), plan_.batch_shape[0], plan_.runtime_name, threads, ms, plan_.threads, timed);
     } else {
-      spdlog::info("batch {}: no {} for {} thread(s) ({}): those calls run the chosen engine",
+      spdlog::info("{}batch {}: no {} for {} thread(s) ({}): those calls run the chosen engine", log_prefix(),
                    plan_.batch_shape[0], plan_.runtime_name, threads, reason);
     }
     std::lock_guard<std::mutex> lock(lanes_mutex_);

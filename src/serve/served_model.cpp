@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "ipj/core/error.hpp"
+#include "ipj/core/log.hpp"
 
 namespace ipj::serve {
 namespace {
@@ -208,6 +209,7 @@ ServedModel::~ServedModel() {
 }
 
 void ServedModel::execute(std::vector<RequestPtr>& batch) {
+  const LogContext about_this_model("model '" + config_.name + "'");  // the engine routes' log lines
   const Clock::time_point formed = Clock::now();
   std::int64_t rows = 0;
   for (const RequestPtr& request : batch)

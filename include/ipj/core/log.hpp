@@ -12,4 +12,21 @@ namespace ipj {
 // level.
 void init_logging(const std::string& level = "");
 
+// What the calling thread's log lines are about ("model 'resnet'"): shared code that logs while serving one
+// of several models (an engine race switching, a runtime built for fewer threads) starts its lines with
+// log_prefix(), "model 'resnet': ", or "" where nothing is set. Thread-local; a LogContext sets it for its
+// scope (nests).
+std::string log_prefix();
+std::string log_context();  // the context itself ("model 'resnet'"; "" where none): to carry it to a thread
+class LogContext {
+ public:
+  explicit LogContext(std::string context);
+  ~LogContext();
+  LogContext(const LogContext&) = delete;
+  LogContext& operator=(const LogContext&) = delete;
+
+ private:
+  std::string previous_;
+};
+
 }  // namespace ipj
