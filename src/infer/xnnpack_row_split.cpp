@@ -108,9 +108,9 @@ std::shared_ptr<InferenceModel> xnnpack_row_split_model(const RowRuntimeBuilder&
                                                         std::shared_ptr<const InferenceModel> busy) {
   const std::vector<std::int64_t> rows = row_split_sizes(batch, parts);
   if (parts < 2 || rows.empty())
-    fail(ErrorCategory::invalid_input, "XNNPACK row split: " + std::to_string(batch) +
-                                           " rows cannot be split in " + std::to_string(parts) +
-                                           " slices (at least 2 slices of a row each)");
+    fail(ErrorCategory::invalid_input, "XNNPACK row split: " + std::to_string(batch) + " rows across " +
+                                           std::to_string(parts) +
+                                           " thread(s): a split needs at least 2 threads and a row for each");
 #ifdef IPJ_WITH_XNNPACK
   std::vector<std::shared_ptr<const InferenceModel>> runtimes;
   for (const std::int64_t count : rows)
