@@ -393,27 +393,6 @@ std::shared_ptr<InferenceModel> built_graph(const GraphBuilder& build_graph, Fp3
   }
 }
 
-// `source` run once, on first use, for every XNNPACK runtime the engine choice builds (batch 1, its pool, the
-// timed batch): a TorchScript file is imported once (and says once what its graph leaves out); a failure is
-// kept and thrown again. The graph (its tensors shared, not copied) lives as long as the returned source.
-GraphIrSource built_once(GraphIrSource source) {
-  if (!source) return source;
-  auto graph = std::make_shared<std::optional<quant::Graph>>();
-  auto failure = std::make_shared<std::exception_ptr>();
-  return [source = std::move(source), graph, failure]() -> quant::Graph {
-    if (*failure) std::rethrow_exception(*failure);
-    if (!*graph) {
-      try {
-        *graph = source();
-      } catch (...) {  // rethrown to this caller and to every later one
-        *failure = std::current_exception();
-        throw;
-      }
-    }
-    return **graph;
-  };
-}
-
 // --fp32-engine onednn at batch 1 as well (`routed` runs the batch size the run times): oneDNN's runtime on
 // the calling thread, checked as auto checks it; `base` (frozen or eager) answers calls that find it held,
 // and `routed` inputs it should not take (other shapes, NaN, huge values). Where that runtime cannot run,

@@ -4,6 +4,10 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include <exception>
+#include <memory>
+#include <optional>
+
 #include "ipj/core/error.hpp"
 #include "ipj/core/log.hpp"
 #include "ipj/core/number_format.hpp"
@@ -153,6 +157,24 @@ std::shared_ptr<InferenceModel> int8_graph_model(const std::string& path, const 
   result->parameter_bytes = loaded.parameter_bytes();
   result->data_dir = loaded.extra().value("data_dir", std::string());
   return result;
+}
+
+GraphIrSource built_once(GraphIrSource source) {
+  if (!source) return source;
+  auto graph = std::make_shared<std::optional<quant::Graph>>();
+  auto failure = std::make_shared<std::exception_ptr>();
+  return [source = std::move(source), graph, failure]() -> quant::Graph {
+    if (*failure) std::rethrow_exception(*failure);
+    if (!*graph) {
+      try {
+        *graph = source();
+      } catch (...) {  // rethrown to this caller and to every later one
+        *failure = std::current_exception();
+        throw;
+      }
+    }
+    return **graph;
+  };
 }
 
 }  // namespace ipj::infer

@@ -40,6 +40,11 @@ using GraphBuilder = std::function<std::shared_ptr<InferenceModel>(Freezing)>;
 // Empty: the source has none.
 using GraphIrSource = std::function<quant::Graph()>;
 
+// `source` run once, on first use, for every XNNPACK runtime the engine choice builds (batch 1, its pool, the
+// timed batch): a TorchScript file is imported once (and says once what its graph leaves out); a failure is
+// kept and thrown again. The graph (its tensors shared, not copied) lives as long as the returned source.
+GraphIrSource built_once(GraphIrSource source);
+
 // The fp32 variant as run.fp32_engine says: `eager`, the graph `build_graph` makes (frozen or xnnpack,
 // checked once against eager), or (auto) the faster exact one of eager and frozen timed on
 // [B, ...sample_shape] inputs, then batch-1 inputs on one OpenMP thread and/or on XNNPACK (the runtime of

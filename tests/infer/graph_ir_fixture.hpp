@@ -43,6 +43,14 @@ inline GraphNode conv(const std::string& name, std::size_t input, std::int64_t i
   return node;
 }
 
+// The same with a fused ReLU.
+inline GraphNode relu_conv(const std::string& name, std::size_t input, std::int64_t in, std::int64_t out,
+                           std::int64_t kernel) {
+  GraphNode node = conv(name, input, in, out, kernel);
+  node.activation.kind = quant::ActivationKind::relu;
+  return node;
+}
+
 inline GraphNode linear(const std::string& name, std::size_t input, std::int64_t in, std::int64_t out) {
   GraphNode node = layer(NodeKind::linear, name, {input});
   node.weight = torch::randn({out, in}) * 0.2;

@@ -51,13 +51,9 @@ TEST(OnednnRuntime, AFusedAddNeverOverwritesAValueAFlattenStillReads) {
   Graph graph;
   graph.input_shape = {3, 8, 8};
   graph.nodes.push_back(layer(NodeKind::input, "input", {}));
-  GraphNode first = conv("c0", 0, 3, 8, 3);
-  first.activation.kind = ActivationKind::relu;
-  graph.nodes.push_back(first);                                    // 1: p
-  graph.nodes.push_back(layer(NodeKind::flatten, "flat_p", {1}));  // 2
-  GraphNode second = conv("c1", 1, 8, 8, 3);
-  second.activation.kind = ActivationKind::relu;
-  graph.nodes.push_back(second);                                     // 3
+  graph.nodes.push_back(relu_conv("c0", 0, 3, 8, 3));                // 1: p
+  graph.nodes.push_back(layer(NodeKind::flatten, "flat_p", {1}));    // 2
+  graph.nodes.push_back(relu_conv("c1", 1, 8, 8, 3));                // 3
   graph.nodes.push_back(conv("c2", 3, 8, 8, 3));                     // 4: added onto p's buffer
   graph.nodes.push_back(linear("l", 2, 8 * 8 * 8, 10));              // 5: reads p after c2
   graph.nodes.push_back(layer(NodeKind::add, "sum", {4, 1}));        // 6
@@ -135,12 +131,8 @@ TEST(OnednnRuntime, WinogradRuntimeAnswersOnAThreadOtherThanItsCreators) {
   Graph graph;
   graph.input_shape = {3, 32, 32};
   graph.nodes.push_back(layer(NodeKind::input, "input", {}));
-  GraphNode first = conv("c1", 0, 3, 32, 3);
-  first.activation.kind = ActivationKind::relu;
-  graph.nodes.push_back(first);
-  GraphNode second = conv("c2", 1, 32, 64, 3);
-  second.activation.kind = ActivationKind::relu;
-  graph.nodes.push_back(second);
+  graph.nodes.push_back(relu_conv("c1", 0, 3, 32, 3));
+  graph.nodes.push_back(relu_conv("c2", 1, 32, 64, 3));
   quant::validate_graph(graph, "test");
   torch::NoGradGuard no_grad;
   const torch::Tensor pixels = torch::rand({8, 3, 32, 32});
