@@ -360,7 +360,7 @@ TimedRuntimes time_runtime_forms(const std::shared_ptr<InferenceModel>& chosen,
         worth ? checked_runtime(eager, graph_ir, sample_shape, batch, threads, refused, form) : nullptr;
     if (!refused.empty())
       choice.reason += std::string("; ") + form_name(form) + " at batch " + std::to_string(batch) +
-                       " not used: " + refused;
+                       " not used: " + cause_once(choice.reason, refused);
     if (runtime) candidates.emplace_back(form, std::move(runtime));
   }
   TimedRuntimes timed;
@@ -426,7 +426,7 @@ std::shared_ptr<InferenceModel> with_batch1_xnnpack_pool(const std::shared_ptr<I
   std::string refused;
   const auto pool = checked_runtime(eager, graph_ir, sample_shape, 1, threads, refused);
   if (!pool) {
-    choice.reason += "; no XNNPACK pool at batch 1: " + refused;
+    choice.reason += "; no XNNPACK pool at batch 1: " + cause_once(choice.reason, refused);
     return chosen;
   }
   torch::NoGradGuard no_grad;
@@ -507,7 +507,8 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
   auto runtime = xnnpack_runtime_available()
                      ? checked_runtime(eager, graph_ir, sample_shape, batch, threads, refused)
                      : nullptr;
-  if (!runtime && !refused.empty()) choice.reason += "; " + at_batch + " not used: " + refused;
+  if (!runtime && !refused.empty())
+    choice.reason += "; " + at_batch + " not used: " + cause_once(choice.reason, refused);
   if (!runtime && !onednn) return chosen;
   choice.batch_xnnpack_threads = threads;
   const std::vector<std::int64_t> shape = batch_shape(batch, sample_shape);

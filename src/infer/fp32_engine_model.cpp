@@ -259,7 +259,8 @@ Batch1Runtime faster_runtime_at_batch1(const std::shared_ptr<InferenceModel>& ea
     return {};
   }
   const std::string name = xnnpack.form == XnnpackForm::runtime ? "XNNPACK runtime" : "XNNPACK operators";
-  if (!xnnpack.refused.empty()) choice.reason += "; no XNNPACK runtime (" + xnnpack.refused + ")";
+  if (!xnnpack.refused.empty())
+    choice.reason += "; no XNNPACK runtime (" + cause_once(choice.reason, xnnpack.refused) + ")";
   const bool exact = difference <= kFp32EngineTolerance;
   if (!exact) {
     choice.measured.push_back({Fp32Engine::xnnpack, 0.0, 0.0, difference, exact});

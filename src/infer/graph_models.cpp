@@ -177,4 +177,8 @@ GraphIrSource built_once(GraphIrSource source) {
   };
 }
 
+std::string cause_once(const std::string& reason, const std::string& cause) {
+  return reason.find(cause) == std::string::npos ? cause : "the same as above";
+}
+
 }  // namespace ipj::infer

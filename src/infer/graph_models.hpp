@@ -45,6 +45,10 @@ using GraphIrSource = std::function<quant::Graph()>;
 // kept and thrown again. The graph (its tensors shared, not copied) lives as long as the returned source.
 GraphIrSource built_once(GraphIrSource source);
 
+// `cause` where the engine choice's `reason` does not say it yet, else "the same as above": one failure (the
+// graph importer's refusal, a node no runtime takes) is met by every runtime the choice tries, and said once.
+std::string cause_once(const std::string& reason, const std::string& cause);
+
 // The fp32 variant as run.fp32_engine says: `eager`, the graph `build_graph` makes (frozen or xnnpack,
 // checked once against eager), or (auto) the faster exact one of eager and frozen timed on
 // [B, ...sample_shape] inputs, then batch-1 inputs on one OpenMP thread and/or on XNNPACK (the runtime of

@@ -564,7 +564,7 @@ TEST(Fp32Engine, XnnpackIsForcedOrTimedForBatch1AndAnswersAsInABatch) {
 // What a [0, 1) pixel check cannot see: sqrt of a negative input is NaN in eager, and XNNPACK's fused clamp
 // turns it into a number. The normal(0, 2) probe sees it: auto keeps XNNPACK out, --fp32-engine xnnpack runs
 // eager with a warning. A forced XNNPACK graph that cannot be checked (the model fails on the input shape)
-// is refused: its operators would read past a smaller input.
+// is refused: its operators would read past a smaller input. The graph importer's refusal is said once.
 TEST(Fp32Engine, XnnpackThatDiffersOnWideInputsOrCannotBeCheckedNeverRuns) {
   testing::TempDir dir;
   depthwise_module("x = torch.sqrt(x)").save(dir.file("sqrt.pt"));
@@ -575,6 +575,12 @@ TEST(Fp32Engine, XnnpackThatDiffersOnWideInputsOrCannotBeCheckedNeverRuns) {
   EXPECT_NE(chosen->fp32_engine->reason.find("XNNPACK operators not used: differs from eager by inf"),
             std::string::npos)
       << chosen->fp32_engine->reason;
+  // The graph importer refuses sqrt: every runtime tried meets that refusal, and the reason says it once.
+  const std::string& reason = chosen->fp32_engine->reason;
+  const std::size_t refusal = reason.find("aten::sqrt");
+  ASSERT_NE(refusal, std::string::npos) << reason;
+  EXPECT_EQ(reason.find("aten::sqrt", refusal + 1), std::string::npos) << reason;
+  EXPECT_NE(reason.find("the same as above"), std::string::npos) << reason;
   const torch::Tensor negative = torch::full({1, 1, 12, 12}, -0.5);
   EXPECT_TRUE(chosen->forward(negative).isnan().any().item<bool>());  // as eager answers
   options.run.fp32_engine = Fp32Engine::xnnpack;
