@@ -129,6 +129,8 @@ Fp32EngineChoice checked_choice(Fp32Engine engine, Fp32Engine requested, const I
   try {
     difference = fp32_difference(forward_of(eager), forward_of(graph), sample_shape, choice.batch);
     difference = xnnpack_difference(eager, graph, sample_shape, difference, choice.batch);  // wide values
+  } catch (const Error& error) {  // ipj's check of what the model answers (a tuple, complex values): no shape
+    fail(error.category(), "--fp32-engine " + choice_name(requested) + ": " + error.what());
   } catch (const std::exception& error) {  // the model fails on the random batch: nothing to compare
     const std::string cause = "the model fails on a random " + batch_shape_text(choice.batch, sample_shape) +
                               " batch: " + error_cause(error.what());
@@ -437,6 +439,8 @@ std::shared_ptr<InferenceModel> forced_onednn_model(const std::shared_ptr<Infere
   try {  // a shape the model cannot take fails every runtime below; say so, not what each refuses
     torch::NoGradGuard no_grad;
     eager->forward(torch::rand(batch_shape(1, sample_shape)));
+  } catch (const Error& error) {  // ipj's check of what the model answers (a tuple, complex values): no shape
+    fail(error.category(), std::string("--fp32-engine onednn: ") + error.what());
   } catch (const std::exception& error) {
     fail(ErrorCategory::usage, "--fp32-engine onednn: the model fails on a random " +
                                    batch_shape_text(1, sample_shape) + " input (" +

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "ipj/core/error.hpp"
@@ -119,6 +120,19 @@ torch::Tensor clamp_quantized_integers(const torch::Tensor& x, double min, doubl
   return at::_make_per_tensor_quantized_tensor(integers, scale, zero_point);
 }
 
+// torch::clamp with an infinite bound left out (none: `x`): LibTorch 1.13's quantized clamp (fbgemm) with a
+// max of +inf sends every element to the lowest quantum (`torch.clamp(x, min=m)` in a model imports as
+// clamp(m, +inf); its int8 batches answered the same logits for every input).
+torch::Tensor clamp_finite_bounds(const torch::Tensor& x, double min, double max) {
+  const double infinity = std::numeric_limits<double>::infinity();
+  const auto bound = [](double value, double absent) -> c10::optional<at::Scalar> {
+    return value == absent ? c10::nullopt : c10::optional<at::Scalar>(value);
+  };
+  const c10::optional<at::Scalar> low = bound(min, -infinity), high = bound(max, infinity);
+  if (!low && !high) return x;
+  return torch::clamp(x, low, high);
+}
+
 }  // namespace
 
 torch::Tensor apply_activation(const Activation& activation, const torch::Tensor& x) {
@@ -131,7 +145,7 @@ torch::Tensor apply_activation(const Activation& activation, const torch::Tensor
       if (x.is_quantized() && x.qscheme() == torch::kPerTensorAffine &&
           at::globalContext().qEngine() == at::QEngine::QNNPACK)
         return clamp_quantized_integers(x, activation.min, activation.max);
-      return torch::clamp(x, activation.min, activation.max);
+      return clamp_finite_bounds(x, activation.min, activation.max);
   }
   return x;
 }

@@ -20,6 +20,7 @@
 #include "ipj/train/checkpoint.hpp"
 #include "ipj/train/trainer.hpp"
 #include "support/test_cache.hpp"
+#include "support/user_models.hpp"
 
 namespace ipj::exporter {
 namespace {
@@ -433,6 +434,26 @@ TEST(OnnxExportErrors, UnsupportedOperatorIsNamedWithItsPlace) {
     EXPECT_EQ(result.err.find("prim::"), std::string::npos) << result.err;
     EXPECT_FALSE(std::filesystem::exists(out));
   }
+}
+
+// An in-place ReLU on a tensor a view still reads: the exporter wrote the ReLU as a new value nothing read,
+// so without --verify the file answered 0.36 off (a hostile pass). Refused, named, not written.
+TEST(OnnxExportErrors, AnInPlaceOpOnATensorAViewReadsIsRefusedNotWritten) {
+  const std::string dir = scratch().file("view_relu");
+  std::filesystem::create_directories(dir);
+  const auto made = testing::make_user_models(dir, {"view_then_inplace_relu_scripted"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const std::string out = scratch().file("view_relu.onnx");
+  const auto result = testing::run_process(
+      testing::ipj_binary() + " export --model " + dir +
+      "/view_then_inplace_relu_scripted.pt --input-shape 1,28,28 --out " + out + " --json");
+  EXPECT_EQ(result.exit_code, 5) << result.out << result.err;  // ErrorCategory::unsupported
+  EXPECT_NE(result.err.find("aten::relu_ in the model's own forward, code/__torch__.py:"), std::string::npos)
+      << result.err;
+  EXPECT_NE(result.err.find("changes a tensor in place that another value reads or is a view of"),
+            std::string::npos)
+      << result.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 TEST(OnnxExportErrors, CheckerFailuresSurface) {

@@ -381,7 +381,7 @@ TEST(Fp32Engine, UsersModelsThatTripTheCheckAreComparedFairlyAndNeverRunWrong) {
   testing::TempDir dir;
   const auto made = testing::make_user_models(
       dir.path(), {"depthwise_bn_hardswish_scripted", "negative_clamp_scripted", "inplace_input_scripted",
-                   "complex_output_scripted", "nan_output_scripted"});
+                   "complex_output_scripted", "nan_output_scripted", "tuple_output_scripted"});
   ASSERT_EQ(made.exit_code, 0) << made.err;
   const torch::Tensor pixels = torch::rand({4, 1, 28, 28});
   LoadOptions options;
@@ -426,6 +426,21 @@ TEST(Fp32Engine, UsersModelsThatTripTheCheckAreComparedFairlyAndNeverRunWrong) {
   } catch (const Error& error) {
     EXPECT_EQ(error.category(), ErrorCategory::unsupported);
     EXPECT_NE(std::string(error.what()).find("view_as_real"), std::string::npos) << error.what();
+  }
+  // A forced engine says what is wrong with the answer too, not that --input-shape may be wrong (a hostile
+  // pass: a tuple output was blamed on the input shape, exit 2 forced vs 3 auto)
+  for (const Fp32Engine forced : {Fp32Engine::xnnpack, Fp32Engine::onednn}) {
+    options.run.fp32_engine = forced;
+    try {
+      load_inference_model(dir.file("tuple_output_scripted.pt"), options);
+      ADD_FAILURE() << "a tuple output was taken by " << choice_name(forced);
+    } catch (const Error& error) {
+      const std::string message = error.what();
+      EXPECT_EQ(error.category(), ErrorCategory::invalid_input) << message;
+      EXPECT_EQ(message.rfind("--fp32-engine " + choice_name(forced) + ": ", 0), 0u) << message;
+      EXPECT_NE(message.find("returned a Tuple"), std::string::npos) << message;
+      EXPECT_EQ(message.find("--input-shape"), std::string::npos) << message;
+    }
   }
 }
 

@@ -229,21 +229,31 @@ INSTANTIATE_TEST_SUITE_P(PythonModels, Int8Graph,
                                            Int8Case{"mobilenet_v2", 0.3, 0.9}),
                          [](const auto& info) { return info.param.model; });
 
-// LibTorch 1.13's QNNPACK clamp/hardtanh scrambles channels-last quantized tensors (2.7 off on a 0.02 grid);
-// apply_activation's clamp is exact under every engine this build has, and keeps the memory format.
-TEST(QuantizedClamp, ExactOnChannelsLastTensorsUnderEveryEngine) {
+// LibTorch 1.13's QNNPACK clamp/hardtanh scrambles channels-last quantized tensors (2.7 off on a 0.02 grid),
+// and its fbgemm clamp with a max of +inf (`torch.clamp(x, min=m)` imports as clamp(m, +inf)) sends every
+// element to the lowest quantum (a hostile pass: int8 batches answered one set of logits for every input);
+// apply_activation's clamp is exact under every engine this build has, one-sided too, and keeps the memory
+// format.
+TEST(QuantizedClamp, ExactOnChannelsLastAndOneSidedClampsUnderEveryEngine) {
   torch::manual_seed(5);
-  const torch::Tensor x = torch::randn({2, 8, 5, 5}).contiguous(at::MemoryFormat::ChannelsLast);
-  const torch::Tensor q = torch::quantize_per_tensor(x, 0.02, 128, torch::kQUInt8);
-  const Activation clamp{ActivationKind::clamp, -3.0, 0.1};
-  const torch::Tensor expected = q.dequantize().clamp(-3.0, 0.1);
+  const double infinity = std::numeric_limits<double>::infinity();
+  const torch::Tensor x = torch::randn({2, 8, 5, 5});
   const at::QEngine before = at::globalContext().qEngine();
-  for (const std::string& engine : available_quantized_engines()) {
-    select_quantized_engine(engine);
-    const torch::Tensor y = apply_activation(clamp, q);
-    EXPECT_LT((y.dequantize() - expected).abs().max().item<double>(), 1e-6) << engine;
-    EXPECT_TRUE(y.is_contiguous(at::MemoryFormat::ChannelsLast)) << engine;
-    EXPECT_EQ(y.q_zero_point(), 128) << engine;
+  for (const auto format : {at::MemoryFormat::ChannelsLast, at::MemoryFormat::Contiguous}) {
+    const torch::Tensor q = torch::quantize_per_tensor(x.contiguous(format), 0.02, 128, torch::kQUInt8);
+    for (const auto& [low, high] :
+         {std::pair{-3.0, 0.1}, {-0.06, infinity}, {-infinity, 0.5}, {-infinity, infinity}}) {
+      const torch::Tensor expected = q.dequantize().clamp(low, high);
+      for (const std::string& engine : available_quantized_engines()) {
+        select_quantized_engine(engine);
+        const torch::Tensor y = apply_activation({ActivationKind::clamp, low, high}, q);
+        const std::string where =
+            engine + " clamp(" + std::to_string(low) + ", " + std::to_string(high) + ")";
+        EXPECT_LT((y.dequantize() - expected).abs().max().item<double>(), 1e-6) << where;
+        EXPECT_TRUE(y.is_contiguous(format)) << where;
+        EXPECT_EQ(y.q_zero_point(), 128) << where;
+      }
+    }
   }
   at::globalContext().setQEngine(before);
 }

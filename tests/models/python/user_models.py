@@ -232,6 +232,22 @@ class InplaceInput(nn.Module):
         return self.fc(x.flatten(1))
 
 
+class ViewThenInplaceRelu(nn.Module):
+    """ReLUs a tensor in place after taking a view of it: eager's view sees the ReLU, LibTorch 1.13's frozen
+    graph drops it (a hostile pass: ONNX export wrote that graph without a word)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 28 * 28, 10)
+
+    def forward(self, x):
+        a = self.conv(x)
+        f = a.view(a.size(0), -1)
+        a.relu_()
+        return self.fc(f)
+
+
 class ComplexOutput(nn.Module):
     def forward(self, x):
         return torch.fft.fft(x.flatten(1)[:, :10])
@@ -263,7 +279,7 @@ ARCHITECTURES = {
     "mobilenet_v2": mobilenet_v2, "wrong_classes": lambda: Mlp(classes=5), "wrong_input": lambda: Mlp(inputs=3 * 32 * 32),
     "no_parameters": NoParameters, "tuple_output": TupleOutput, "tied_residual": TiedResidual,
     "depthwise_bn_hardswish": DepthwiseBnHardswish, "negative_clamp": NegativeClamp, "shared_conv_bn": SharedConvBn,
-    "inplace_input": InplaceInput, "complex_output": ComplexOutput,
+    "inplace_input": InplaceInput, "complex_output": ComplexOutput, "view_then_inplace_relu": ViewThenInplaceRelu,
     "nan_output": NanOutput, "view_mlp": ViewMlp, "seq_mlp": seq_mlp, "dropout_mlp": DropoutMlp,
     "tied_mlp": TiedMlp, "no_bias_mlp": no_bias_mlp, "partly_frozen_mlp": partly_frozen_mlp,
     "relu_logits_mlp": ReluLogitsMlp,
