@@ -14,7 +14,9 @@
 #include <optional>
 #include <regex>
 #include <set>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "import_ops.hpp"
 #include "ipj/core/error.hpp"
@@ -39,9 +41,23 @@ bool raises(const jit::Block* block) {
   return false;
 }
 
+// Where a guard came from: "the model's own forward", or "'bn1' (torch.nn.modules.batchnorm.BatchNorm2d)"
+// (torch.nn's own checks of a module's input, e.g. BatchNorm2d's 4-D test), and its code file and line.
+std::string guard_place(const jit::Node* guard) {
+  const ModulePlace place = module_place(guard);
+  const auto location = guard->sourceRange().file_line_col();  // the TorchScript code file and line
+  const std::string file = location ? std::get<0>(*location) : "";
+  std::string text = !place.path.empty() ? "'" + place.path + "'" +
+                                               (place.class_name.empty() ? "" : " (" + place.class_name + ")")
+                     : file.find("/torch/nn/") != std::string::npos ? "torch.nn's own code"
+                                                                    : "the model's own forward";
+  if (location) text += " at " + file + ":" + std::to_string(std::get<1>(*location));
+  return text;
+}
+
 // `if <shape test>: raise ...` with no outputs: ipj checks input shapes itself, so the guard goes. Returns
-// how many went.
-std::size_t remove_shape_guards(const std::shared_ptr<jit::Graph>& graph) {
+// where each one was (guard_place).
+std::vector<std::string> remove_shape_guards(const std::shared_ptr<jit::Graph>& graph) {
   std::vector<jit::Node*> guards;
   for (jit::Node* node : graph->nodes()) {
     if (node->kind() != c10::prim::If || !node->outputs().empty()) continue;
@@ -50,10 +66,25 @@ std::size_t remove_shape_guards(const std::shared_ptr<jit::Graph>& graph) {
     const bool second_empty = blocks[1]->nodes().begin() == blocks[1]->nodes().end();
     if ((first_empty && raises(blocks[1])) || (second_empty && raises(blocks[0]))) guards.push_back(node);
   }
-  for (jit::Node* guard : guards)
+  std::vector<std::string> places;
+  for (jit::Node* guard : guards) {
+    places.push_back(guard_place(guard));
     guard->destroy();
+  }
   jit::EliminateDeadCode(graph);
-  return guards.size();
+  return places;
+}
+
+// "in 'bn1' (...), 'layer1.0.bn1' (...) and 3 more": the distinct places, the first three named.
+std::string guard_places_text(const std::vector<std::string>& places) {
+  std::vector<std::string> distinct;
+  for (const std::string& place : places)
+    if (std::find(distinct.begin(), distinct.end(), place) == distinct.end()) distinct.push_back(place);
+  std::string text = "in ";
+  for (std::size_t index = 0; index < std::min<std::size_t>(distinct.size(), 3); ++index)
+    text += (index > 0 ? ", " : "") + distinct[index];
+  if (distinct.size() > 3) text += " and " + std::to_string(distinct.size() - 3) + " more";
+  return text;
 }
 
 std::shared_ptr<jit::Graph> frozen_forward(const jit::Module& module, const std::string& where) {
@@ -69,11 +100,14 @@ std::shared_ptr<jit::Graph> frozen_forward(const jit::Module& module, const std:
   }
   jit::ConstantPropagation(graph);
   // Said, not silent: a guard may test more than the per-sample shape ipj checks (the batch size, values).
-  if (const std::size_t removed = remove_shape_guards(graph); removed > 0)
+  if (const std::vector<std::string> removed = remove_shape_guards(graph); !removed.empty())
     spdlog::info(
-        "'{}': {} input check(s) of its forward (`if ...: raise`, e.g. an assert) do not run in ipj's graph "
-        "(int8, pruning, export): ipj checks the per-sample input shape itself, not the batch size or values",
-        where, removed);
+        "'{}': {} input check(s) (`if ...: raise`: an assert, or torch.nn's own test of a layer's input) {} "
+        "do "
+        "not run in ipj's graph (int8, pruning, export): ipj checks the per-sample input shape itself, not "
+        "the "
+        "batch size or values",
+        where, removed.size(), guard_places_text(removed));
   return graph;
 }
 
