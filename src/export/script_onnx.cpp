@@ -536,6 +536,12 @@ ScriptOnnx script_to_onnx(const std::string& path, const quant::ImportOptions& i
   if (import.input_shape.empty())
     fail(ErrorCategory::usage, "'" + path + "' is TorchScript: --input-shape is required (e.g. 1,28,28)");
   Prepared prepared = prepare(path, import.input_shape);
+  const c10::TypePtr returned = prepared.graph->outputs().at(0)->type();
+  if (returned->kind() != c10::TypeKind::TensorType)
+    fail(ErrorCategory::invalid_input,
+         "'" + path + "' returns " + returned->annotation_str() +
+             ", not one tensor; ipj exports models that return one tensor of logits ([N, classes]): return "
+             "that tensor from forward (e.g. the first element of the tuple)");
   onnx::ModelProto model;
   model.set_ir_version(8);
   model.set_producer_name("ipj");

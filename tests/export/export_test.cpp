@@ -438,10 +438,11 @@ TEST(OnnxExportErrors, UnsupportedOperatorIsNamedWithItsPlace) {
 
 // An in-place ReLU on a tensor a view still reads: the exporter wrote the ReLU as a new value nothing read,
 // so without --verify the file answered 0.36 off (a hostile pass). Refused, named, not written.
-TEST(OnnxExportErrors, AnInPlaceOpOnATensorAViewReadsIsRefusedNotWritten) {
+TEST(OnnxExportErrors, InPlaceOpsThroughViewsAndTupleOutputsAreRefusedNotWritten) {
   const std::string dir = scratch().file("view_relu");
   std::filesystem::create_directories(dir);
-  const auto made = testing::make_user_models(dir, {"view_then_inplace_relu_scripted"});
+  const auto made =
+      testing::make_user_models(dir, {"view_then_inplace_relu_scripted", "tuple_output_scripted"});
   ASSERT_EQ(made.exit_code, 0) << made.err;
   const std::string out = scratch().file("view_relu.onnx");
   const auto result = testing::run_process(
@@ -453,6 +454,14 @@ TEST(OnnxExportErrors, AnInPlaceOpOnATensorAViewReadsIsRefusedNotWritten) {
   EXPECT_NE(result.err.find("changes a tensor in place that another value reads or is a view of"),
             std::string::npos)
       << result.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  // A model that returns a tuple is told so (it read "prim::TupleConstruct ... gives a value whose shape was
+  // not recorded"), with the exit code bench and serve give it.
+  const auto tuple =
+      testing::run_process(testing::ipj_binary() + " export --model " + dir +
+                           "/tuple_output_scripted.pt --input-shape 1,28,28 --out " + out + " --json");
+  EXPECT_EQ(tuple.exit_code, 3) << tuple.out << tuple.err;  // ErrorCategory::invalid_input
+  EXPECT_NE(tuple.err.find("returns Tuple[Tensor, Tensor], not one tensor"), std::string::npos) << tuple.err;
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
