@@ -103,10 +103,8 @@ std::shared_ptr<jit::Graph> frozen_forward(const jit::Module& module, const std:
   if (const std::vector<std::string> removed = remove_shape_guards(graph); !removed.empty())
     spdlog::info(
         "'{}': {} input check(s) (`if ...: raise`: an assert, or torch.nn's own test of a layer's input) {} "
-        "do "
-        "not run in ipj's graph (int8, pruning, export): ipj checks the per-sample input shape itself, not "
-        "the "
-        "batch size or values",
+        "do not run in ipj's graph (int8, pruning, export): ipj checks the per-sample input shape itself, "
+        "not the batch size or values",
         where, removed.size(), guard_places_text(removed));
   return graph;
 }
