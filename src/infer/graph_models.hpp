@@ -13,6 +13,7 @@
 
 #include "ipj/infer/inference_model.hpp"
 #include "ipj/infer/script_program.hpp"
+#include "ipj/infer/xnnpack_runtime.hpp"
 #include "ipj/quant/graph.hpp"
 
 namespace ipj::infer {
@@ -95,6 +96,31 @@ std::shared_ptr<InferenceModel> with_forced_onednn(const std::shared_ptr<Inferen
 Forward forward_on(const std::shared_ptr<const InferenceModel>& model, int threads);
 // The threads of the pool as the run sets it later (--threads, else every CPU the process may use).
 int run_pool_threads(const RunOptions& run);
+
+// The runtimes a batch route can send its batch size to.
+enum class BatchRuntimeForm {
+  xnnpack_pool,   // one XNNPACK runtime on a pthreadpool
+  xnnpack_split,  // the batch's rows split across one-thread XNNPACK runtimes
+  onednn,         // oneDNN's primitives on the calling thread's OpenMP threads
+};
+
+// A batch route's plan as its runtimes for a shrunk thread plan's fewer threads need it.
+struct FewerThreadsPlan {
+  BatchRuntimeForm form = BatchRuntimeForm::xnnpack_pool;  // the plan's runtime
+  std::int64_t batch = 1;                                  // the runtime's batch size
+  int threads = 1;                                         // the plan's
+  double runtime_ms = 0.0;      // its runtime's load-time ms per batch on them (0: not timed)
+  bool only_plan_form = false;  // --fp32-engine xnnpack: XNNPACK's pool only
+};
+// What builds a route's runtime on a shrunk plan's fewer threads (RunOptions::replanned_threads), checked
+// against `eager` as the plan's was: of the plan's form where it runs on them, else (a row split on one
+// thread) oneDNN's or XNNPACK's on a pool; where a batch on them is cheap to time (plan.runtime_ms x
+// plan.threads / threads <= 50 ms) every form that builds, the fastest timed alternating on those threads.
+// The runtime's name and note say which and why where it is not the plan's form.
+BatchRouteModels::RuntimeBuilder fewer_threads_builder(const std::shared_ptr<InferenceModel>& eager,
+                                                       const GraphIrSource& graph_ir,
+                                                       const std::vector<std::int64_t>& sample_shape,
+                                                       const FewerThreadsPlan& plan);
 
 // Whether a batch route also times the batch's rows split across `threads` one-thread runtimes: two or more
 // threads and at least two rows per thread.

@@ -429,12 +429,12 @@ torch::Tensor ScriptModel::forward(const torch::Tensor& input) const {
   torch::jit::Module& module = const_cast<torch::jit::Module&>(module_);  // forward does not mutate
   const c10::IValue output = module.forward({x});
   if (!output.isTensor())
-    fail(ErrorCategory::invalid_input, "the TorchScript model returned a " + output.tagKind() +
+    fail(ErrorCategory::invalid_input, std::string(kUnservableAnswer) + "a " + output.tagKind() +
                                            ", ipj serves models that return one tensor");
   const torch::Tensor result = output.toTensor();
   if (result.is_complex())  // .to(kFloat) would drop the imaginary part without a word
     fail(ErrorCategory::unsupported,
-         "the TorchScript model returned complex values (" +
+         std::string(kUnservableAnswer) + "complex values (" +
              std::string(c10::toString(result.scalar_type())) +
              "); ipj takes real outputs: return torch.view_as_real(y) (real and imaginary parts) or y.abs() "
              "from forward");

@@ -140,9 +140,12 @@ ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger, ServeThreads*
   try {
     output = model_->forward(torch::zeros(shape));
   } catch (const std::exception& error) {  // c10::Error, or ipj's own graph and int8 executors
-    fail(ErrorCategory::invalid_input,
-         "model '" + config_.name + "' fails on an input of the configured shape " + configured_shape_text() +
-             ": " + error_cause(error.what()) + configured_shape_hint());
+    const std::string cause = error_cause(error.what());
+    if (infer::is_unservable_answer(cause))  // it ran on that shape: the shape is not the cause
+      fail(ErrorCategory::invalid_input, "model '" + config_.name + "': " + cause);
+    fail(ErrorCategory::invalid_input, "model '" + config_.name +
+                                           "' fails on an input of the configured shape " +
+                                           configured_shape_text() + ": " + cause + configured_shape_hint());
   }
   const auto& expected = config_.output.shape;
   bool fits = output.dim() == static_cast<std::int64_t>(expected.size());

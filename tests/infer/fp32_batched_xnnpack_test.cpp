@@ -93,12 +93,12 @@ TEST(BatchedXnnpack, CallsOnFewerThreadsRunARuntimeBuiltForThemOnceItIsReady) {
              fallback = std::make_shared<MarkModel>(3.0f);
   std::atomic<int> builds{0}, built_threads{0}, builder_openmp_threads{0};
   BatchRouteModels models{chosen, runtime, fallback};
-  models.xnnpack_for_fewer_threads = [&](int threads, std::string&) -> std::shared_ptr<const InferenceModel> {
+  models.xnnpack_for_fewer_threads = [&](int threads) -> BatchRouteModels::FewerThreadsRuntime {
     builds += 1;
     built_threads = threads;
     builder_openmp_threads = device::caller_openmp_threads();
     std::this_thread::sleep_for(std::chrono::milliseconds(50));  // a build takes a while
-    return std::make_shared<MarkModel>(4.0f);
+    return {std::make_shared<MarkModel>(4.0f), "", ""};
   };
   const auto route = xnnpack_batch_route(models, {{8, 3}, 2, 8});
   const torch::Tensor batch = torch::rand({8, 3});
@@ -119,10 +119,9 @@ TEST(BatchedXnnpack, CallsOnFewerThreadsRunARuntimeBuiltForThemOnceItIsReady) {
   EXPECT_EQ(builds.load(), 1);
 
   std::atomic<int> failed_builds{0};
-  models.xnnpack_for_fewer_threads = [&](int, std::string& reason) -> std::shared_ptr<const InferenceModel> {
+  models.xnnpack_for_fewer_threads = [&](int) -> BatchRouteModels::FewerThreadsRuntime {
     failed_builds += 1;
-    reason = "a node XNNPACK cannot take";
-    return nullptr;
+    return {nullptr, "", "a node XNNPACK cannot take"};
   };
   const auto refusing = xnnpack_batch_route(models, {{8, 3}, 2, 8});
   device::set_blas_threads(1);
@@ -133,9 +132,9 @@ TEST(BatchedXnnpack, CallsOnFewerThreadsRunARuntimeBuiltForThemOnceItIsReady) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     EXPECT_EQ(failed_builds.load(), 1);
-    models.xnnpack_for_fewer_threads = [](int, std::string&) -> std::shared_ptr<const InferenceModel> {
+    models.xnnpack_for_fewer_threads = [](int) -> BatchRouteModels::FewerThreadsRuntime {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      return std::make_shared<MarkModel>(4.0f);
+      return {std::make_shared<MarkModel>(4.0f), "", ""};
     };
     auto destroyed = xnnpack_batch_route(models, {{8, 3}, 2, 8});
     EXPECT_EQ(mark_of(*destroyed, batch), 1.0f);
@@ -245,9 +244,10 @@ TEST(BatchedXnnpack, ARuntimeForFewerThreadsPadsTheRowsItsOwnTimingSays) {
   const auto chosen = std::make_shared<Sleepy>(1.0f, 20), runtime = std::make_shared<Sleepy>(2.0f, 1);
   BatchRouteModels models{chosen, runtime, chosen};
   std::atomic<int> builds{0};
-  models.xnnpack_for_fewer_threads = [&](int, std::string&) -> std::shared_ptr<const InferenceModel> {
+  models.xnnpack_for_fewer_threads = [&](int) -> BatchRouteModels::FewerThreadsRuntime {
     builds += 1;
-    return std::make_shared<Sleepy>(4.0f, 4);  // 4 ms against the chosen engine's 20: pads from 2-3 rows
+    return {std::make_shared<Sleepy>(4.0f, 4), "",
+            ""};  // 4 ms against the chosen engine's 20: pads from 2-3 rows
   };
   // the plan: 10 vs 9.5 ms per batch of 8 on two threads, too close to pad anything
   EXPECT_EQ(padded_min_rows(8, 10.0, 9.5), 8);

@@ -499,5 +499,37 @@ def forward(self, x: Tensor) -> Tensor:
   EXPECT_EQ(text.find("fails on a random"), std::string::npos) << text;
 }
 
+// A model that answers a tuple or a dict ran on the configured shape: the error says what it returned, and
+// not "check config.json's inputs shape" (a hostile pass, 2026-12-07).
+TEST(ServeTorchScript, AModelThatReturnsATupleOrADictIsRefusedForThatNotForItsShape) {
+  for (const std::string& answer : {std::string("(y, y)"), std::string("{'logits': y}")}) {
+    SCOPED_TRACE(answer);
+    testing::TempDir work;
+    std::filesystem::create_directories(work.file("repo/two/1"));
+    torch::jit::Module module("TwoAnswers");
+    module.register_parameter("fc", torch::randn({3, 4}), false);
+    const std::string type = answer[0] == '(' ? "Tuple[Tensor, Tensor]" : "Dict[str, Tensor]";
+    module.define("def forward(self, x: Tensor) -> " + type +
+                  ":\n    y = torch.linear(x, self.fc)\n    return " + answer + "\n");
+    module.save(work.file("repo/two/1/model.pt"));
+    std::ofstream(work.file("repo/two/config.json"))
+        << R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 4]}],
+              "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 3]}], "max_batch_size": 8})";
+    try {
+      log_of_server_start(work.file("repo"));
+      ADD_FAILURE() << "a server started on a model that returns " << answer;
+    } catch (const Error& error) {
+      const std::string message = error.what();
+      EXPECT_EQ(error.category(), ErrorCategory::invalid_input) << message;
+      EXPECT_NE(message.find("model 'two': the TorchScript model returned a " +
+                             std::string(answer[0] == '(' ? "Tuple" : "GenericDict") +
+                             ", ipj serves models that return one tensor"),
+                std::string::npos)
+          << message;
+      EXPECT_EQ(message.find("config.json"), std::string::npos) << message;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ipj::serve

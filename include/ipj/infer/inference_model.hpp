@@ -20,6 +20,14 @@
 
 namespace ipj::infer {
 
+// How the error of a TorchScript model whose answer ipj cannot serve (a tuple, a dict, complex values)
+// begins: the model ran on its input, so the input's shape is not the cause.
+inline constexpr const char* kUnservableAnswer = "the TorchScript model returned ";
+// Whether `message` is (or quotes) such an error.
+inline bool is_unservable_answer(const std::string& message) {
+  return message.find(kUnservableAnswer) != std::string::npos;
+}
+
 class InferenceModel {
  public:
   virtual ~InferenceModel() = default;

@@ -105,10 +105,16 @@ struct BatchRouteModels {
   std::shared_ptr<const InferenceModel> chosen;    // every other input
   std::shared_ptr<const InferenceModel> xnnpack;   // a runtime built for batch_shape
   std::shared_ptr<const InferenceModel> fallback;  // batch_shape inputs XNNPACK would tame (NaN, huge)
+  // What a RuntimeBuilder built for fewer threads: the runtime (null: none, `note` says why), and where it
+  // is not of the plan's runtime's form (a row split needs two threads), its name and how it was chosen.
+  struct FewerThreadsRuntime {
+    std::shared_ptr<const InferenceModel> runtime;
+    std::string name;  // "": BatchRoutePlan::runtime_name
+    std::string note;  // why none was built, or how this one was chosen ("" where it is the plan's form)
+  };
   // The runtime for batch_shape on a pool of fewer threads than the plan's (checked against the model like
-  // `xnnpack`), or null with `reason` saying why not. Empty: calls on fewer threads run `chosen`.
-  using RuntimeBuilder =
-      std::function<std::shared_ptr<const InferenceModel>(int threads, std::string& reason)>;
+  // `xnnpack`). Empty: calls on fewer threads run `chosen`.
+  using RuntimeBuilder = std::function<FewerThreadsRuntime(int threads)>;
   RuntimeBuilder xnnpack_for_fewer_threads = {};
 };
 
