@@ -194,9 +194,11 @@ Json export_onnx(const ExportOptions& options, const ExportableModel& model) {
         fail(ErrorCategory::runtime,
              "ONNX Runtime's output differs from ipj's by " + batch.at("max_abs_diff").dump() + " at batch " +
                  batch.at("batch").dump() + " (tolerance " + batch.at("tolerance").dump() + "); '" +
-                 options.out_path +
-                 "' not written; if the model expects normalised pixels, give --mean/--std (a file `ipj "
-                 "train` wrote records them)");
+                 options.out_path + "' not written; " +
+                 (model.int8 ? "the int8 scales come from calibration: if the model expects normalised "
+                               "pixels, give --mean/--std (a file `ipj train` wrote records them)"
+                             : "the file would not compute what the model does (an operator ONNX Runtime "
+                               "runs differently): `--format torchscript` keeps the model as it is"));
   });
   verify["status"] = !options.verify ? "not_requested" : runtime ? "passed" : "unavailable";
   if (options.verify && !runtime) verify["reason"] = unavailable;
