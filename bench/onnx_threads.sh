@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# fp32 per-core check against ONNX Runtime (issue 25, item 3): ipj bench's default fp32 variant and `--threads 1`
-# vs ORT (onnxruntime-node) at its default intra-op threads, 1 and 2, spinning on (ORT's default) and off, on the
-# cnn (trained here, 1 epoch on 6000 images) and torchvision's MobileNetV2 and ResNet-18 (TorchScript, 1x28x28),
-# alternating sides per model. Prints p50 latency and process CPU-ms per call of each setting; exits 0.
+# fp32 per-core check against ONNX Runtime (issue 25, item 3): ipj bench's default fp32 variant, `--threads 1`
+# and `--prefer latency` (batch 1 on XNNPACK's pool whatever its CPU per call) vs ORT (onnxruntime-node) at its
+# default intra-op threads, 1 and 2, spinning on (ORT's default) and off, on the cnn (trained here, 1 epoch on
+# 6000 images) and torchvision's MobileNetV2 and ResNet-18 (TorchScript, 1x28x28), alternating sides per model.
+# Prints p50 latency and process CPU-ms per call of each setting; exits 0.
 # Usage: bench/onnx_threads.sh [rounds=2] [batch=1] [seconds_per_row=2]
 #   (needs build/bin/ipj: bash scripts/build.sh; and bash scripts/install-onnxruntime.sh)
 set -euo pipefail
@@ -30,13 +31,14 @@ for round in $(seq 1 "$rounds"); do
   for model in cnn mobilenet_v2_scripted resnet18_scripted; do
     source="$work/$model.pt" flags=("${user_flags[@]}")
     [ "$model" = cnn ] && source="$work/cnn" flags=()
-    for threads in default 1; do
-      thread_flags=()
-      [ "$threads" = default ] || thread_flags=(--threads "$threads")
-      row=$("$ipj" bench --model "$source" "${flags[@]}" "${thread_flags[@]}" --variants fp32 --batch "$batch" \
+    for setting in threads=default threads=1 prefer=latency; do
+      setting_flags=()
+      [ "$setting" = threads=1 ] && setting_flags=(--threads 1)
+      [ "$setting" = prefer=latency ] && setting_flags=(--prefer latency)
+      row=$("$ipj" bench --model "$source" "${flags[@]}" "${setting_flags[@]}" --variants fp32 --batch "$batch" \
             --window-s "$seconds" --warmup-s 0.5 --max-windows 4 --no-accuracy --no-energy --json --quiet 2>/dev/null \
             | p50_and_cpu cpu_ms_per_call)
-      printf '%-5s %-22s %-26s %8s %8s\n' "$round" "$model" "ipj threads=$threads" $row
+      printf '%-5s %-22s %-26s %8s %8s\n' "$round" "$model" "ipj $setting" $row
     done
     for setting in "0 1" "1 1" "2 1" "0 0" "2 0"; do
       set -- $setting

@@ -77,6 +77,10 @@ void add_bench_data_flags(CLI::App& command, BenchFlags& flags) {
       "layouts, batch-1 linear as matrix-vector) | xnnpack (XNNPACK convolutions and linear "
       "layers, for every batch) | onednn (the frozen graph; the largest --batch up to 64 on oneDNN's "
       "runtime of ipj's graph, which auto also times)");
+  add_choice_option(command, "--prefer", flags.load.run.prefer,
+                    "What auto weighs where a faster form costs more CPU per answer: joules (batch 1 on "
+                    "XNNPACK's pool only at <= 1.2x one thread's CPU) | latency (the fastest, whatever it "
+                    "costs)");
   command.add_flag("--no-accuracy", flags.no_accuracy, "Skip the test-set accuracy of each variant");
   command.add_flag("--no-energy", flags.no_energy, "Do not measure energy");
   command.add_option("--cpu-tdp-w", flags.tdp, "CPU power at full load for the energy estimate")

@@ -231,11 +231,19 @@ int run_pool_threads(const RunOptions& run) {
   return std::max(1, run.pool_threads > 0 ? run.pool_threads : device::read_cpu_limits().available_cpus);
 }
 
+bool batch1_pool_wins(double thread_ms, double pool_ms, double cpu_ratio, Preference prefer) {
+  if (!(pool_ms > 0.0) || pool_ms * kBatch1PoolMinSpeedup > thread_ms) return false;
+  // the pool spends more CPU per call (its worker's wake-up and hand-offs): for joules it has to buy its
+  // speed for little more CPU, else the calling thread keeps batch 1
+  return prefer == Preference::latency || (cpu_ratio > 0.0 && cpu_ratio <= kBatch1PoolMaxCpuRatio);
+}
+
 std::shared_ptr<InferenceModel> with_batch1_xnnpack_pool(const std::shared_ptr<InferenceModel>& eager,
                                                          std::shared_ptr<InferenceModel> chosen,
                                                          const GraphIrSource& graph_ir,
                                                          const std::vector<std::int64_t>& sample_shape,
                                                          const RunOptions& run, Fp32EngineChoice& choice) {
+  choice.prefer = run.prefer;
   const int threads = run_pool_threads(run);
   if (choice.requested != Fp32Engine::auto_select || choice.batch1_engine != Fp32Engine::xnnpack ||
       choice.batch1_xnnpack_form != XnnpackForm::runtime || !graph_ir || sample_shape.empty() || threads < 2)
@@ -254,17 +262,15 @@ std::shared_ptr<InferenceModel> with_batch1_xnnpack_pool(const std::shared_ptr<I
   const std::vector<double> cpu_ms = cpu_ms_per_call(sides, single, fastest[1]);
   choice.batch1_pool_ms = fastest[1];
   choice.batch1_pool_cpu_ratio = cpu_ms[0] > 0.0 && std::isfinite(cpu_ms[1]) ? cpu_ms[1] / cpu_ms[0] : 0.0;
-  // the pool spends more CPU per call (its worker's wake-up and hand-offs): it has to buy speed for little
-  // more CPU (joules), else the calling thread keeps batch 1
-  const bool wins = fastest[1] * kBatch1PoolMinSpeedup <= fastest[0] && choice.batch1_pool_cpu_ratio > 0.0 &&
-                    choice.batch1_pool_cpu_ratio <= kBatch1PoolMaxCpuRatio;
+  const bool wins = batch1_pool_wins(fastest[0], fastest[1], choice.batch1_pool_cpu_ratio, run.prefer);
   choice.reason +=
       "; batch 1 on XNNPACK's pool of " + std::to_string(threads) +
       (wins ? " when calls come within " + format_number("%.1f", kBatch1PoolGapMs) + " ms of each other: "
             : " kept out: ") +
       format_number("%.3f", fastest[1]) + " ms vs " + format_number("%.3f", fastest[0]) +
       " ms on the calling thread at " + format_number("%.2f", choice.batch1_pool_cpu_ratio) +
-      "x its CPU per call";
+      "x its CPU per call" +
+      (run.prefer == Preference::latency ? " (--prefer latency: the CPU not weighed)" : "");
   if (!wins) return chosen;
   choice.batch1_pool_threads = threads;
   BatchRoutePlan plan{shape, threads, 1, fastest[0], fastest[1]};
@@ -279,6 +285,7 @@ std::shared_ptr<InferenceModel> with_batched_xnnpack(const std::shared_ptr<Infer
                                                      const std::vector<std::int64_t>& sample_shape,
                                                      const RunOptions& run, Fp32EngineChoice& choice) {
   choice.batch_engine = choice.engine;
+  choice.prefer = run.prefer;
   const std::int64_t batch = choice.batch;
   const bool forced = choice.requested == Fp32Engine::xnnpack;  // its runtime, checked (LibTorch's XNNPACK
                                                                 // graph may have differed: eager then)

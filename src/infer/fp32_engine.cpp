@@ -137,6 +137,7 @@ Json to_json(const Fp32EngineChoice& choice) {
           {"batch1_pool_ms", choice.batch1_pool_ms},
           {"batch1_pool_cpu_ratio", choice.batch1_pool_cpu_ratio},
           {"batch1_pool_threads", choice.batch1_pool_threads},
+          {"prefer", choice_name(choice.prefer)},
           {"batch_engine", choice_name(choice.batch_engine)},
           {"batch_xnnpack_ms", choice.batch_xnnpack_ms},
           {"batch_onednn_ms", choice.batch_onednn_ms},

@@ -129,6 +129,11 @@ bool row_split_worth_timing(std::int64_t batch, int threads);
 // timings, for a route's reason.
 std::string row_split_timings(int threads, double pool_ms, double split_ms);
 
+// Whether batch 1 runs on XNNPACK's pool timed `pool_ms` against the calling thread's `thread_ms`, the pool
+// at `cpu_ratio` x the calling thread's CPU per call (0: not measured): >= kBatch1PoolMinSpeedup faster and,
+// preferring joules, at a measured ratio <= kBatch1PoolMaxCpuRatio.
+bool batch1_pool_wins(double thread_ms, double pool_ms, double cpu_ratio, Preference prefer);
+
 // Where `chosen` runs batch 1 on XNNPACK's runtime on the calling thread (choice.batch1_engine xnnpack,
 // form runtime) and the run has >= 2 threads: the same runtime on a pthreadpool of the run's threads,
 // checked against `eager` and timed against `chosen` at batch 1; >= kBatch1PoolMinSpeedup faster at <=

@@ -166,6 +166,12 @@ ModelConfig parse_model_config(const Json& config, const std::string& name, cons
   batching.instances = static_cast<int>(instances);
   model.variant = string_value(config, "variant", "file", path);
   model.engine = string_value(config, "engine", "auto", path);
+  try {
+    model.prefer =
+        parse_choice<infer::Preference>(string_value(config, "prefer", "joules", path), "\"prefer\"");
+  } catch (const Error& error) {
+    bad(path, error.what());
+  }
   const std::vector<std::string> engines = quant::available_quantized_engines();
   if (model.engine != "auto" && std::find(engines.begin(), engines.end(), model.engine) == engines.end()) {
     std::string names = "\"auto\"";

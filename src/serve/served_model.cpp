@@ -109,6 +109,7 @@ ServedModel::ServedModel(ModelConfig config, EnergyLedger& ledger, ServeThreads*
   options.run.replanned_threads = threads_ && threads_->replans();
   options.inputs.std = config_.std;
   options.run.engine = config_.engine;
+  options.run.prefer = config_.prefer;
   const std::string path = config_.model_path(version_);
   try {
     options.run.variant =

@@ -134,6 +134,25 @@ TEST(CliUserModel, BenchOnAWrongInputShapePointsAtTheFlag) {
   }
 }
 
+// --prefer reaches the fp32 engine choice and its record; a bad spelling is a usage error naming both.
+TEST(CliUserModel, BenchRecordsWhatTheEngineChoicePrefers) {
+  testing::TempDir dir;
+  const auto made = testing::make_user_models(dir.path(), {"mlp_scripted"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  const std::string common = "bench --model " + dir.file("mlp_scripted.pt") +
+                             " --input-shape 1,28,28 --variants fp32 --batch 1,4 --no-energy --no-accuracy "
+                             "--window-s 0.01 --warmup-s 0 --max-windows 1 --quiet --json --prefer ";
+  for (const char* prefer : {"joules", "latency"}) {
+    const auto result = ipj(common + prefer);
+    ASSERT_EQ(result.exit_code, 0) << prefer << ": " << result.err;
+    const json report = json::parse(result.out);
+    EXPECT_EQ(report["variants"][0]["fp32_engine"]["prefer"], prefer) << result.out;
+  }
+  const auto bad = ipj(common + "speed");
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--prefer must be joules or latency, got 'speed'"), std::string::npos) << bad.err;
+}
+
 TEST(CliUserModel, CompareAndDistillTakeTorchScriptFiles) {
   testing::TempDir dir;
   const auto made = testing::make_user_models(dir.path(), {"cnn_bn_scripted", "mlp_traced"});

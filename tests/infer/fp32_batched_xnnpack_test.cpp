@@ -275,31 +275,6 @@ TEST(BatchedXnnpack, ARuntimeForFewerThreadsPadsTheRowsItsOwnTimingSays) {
   device::set_blas_threads(blas_before);
 }
 
-// What may reach an XNNPACK runtime: numbers of magnitude <= kLargestXnnpackInput, checked by a loop on
-// contiguous float tensors and by ATen's reduction on others, with the same answers.
-TEST(BatchedXnnpack, TameInputsAreFiniteAndNotHugeWhateverTheirLayout) {
-  torch::Tensor values = torch::rand({4, 3, 5});
-  for (const float odd : {NAN, INFINITY, -INFINITY, 2 * kLargestXnnpackInput, -kLargestXnnpackInput, 0.0f}) {
-    values[3][2][4] = odd;
-    const bool expected = !std::isnan(odd) && std::fabs(odd) <= kLargestXnnpackInput;
-    EXPECT_EQ(tame_for_xnnpack(values), expected) << odd;
-    EXPECT_EQ(tame_for_xnnpack(values.transpose(0, 2)), expected) << odd;  // not contiguous: ATen
-    EXPECT_EQ(tame_for_xnnpack(values.to(torch::kDouble)), expected) << odd;
-  }
-  EXPECT_TRUE(tame_for_xnnpack(torch::empty({0, 3})));
-}
-
-// The padding threshold: XNNPACK's time per full batch over 90% of the chosen engine's, as rows, in [2,
-// batch].
-TEST(BatchedXnnpack, PaddedMinRowsIsTheRowsWhereTheRuntimeStillWinsByTenPercent) {
-  EXPECT_EQ(padded_min_rows(64, 10.0, 4.5), 32);  // 64 x 4.5 / 9, exact in binary
-  EXPECT_EQ(padded_min_rows(64, 10.0, 4.6), 33);
-  EXPECT_EQ(padded_min_rows(64, 1.0, 0.01), 2);   // never one row
-  EXPECT_EQ(padded_min_rows(64, 1.0, 0.95), 64);  // no win: the full batch only (the race decides it)
-  EXPECT_EQ(padded_min_rows(64, 0.0, 0.5), 64);   // no timing
-  EXPECT_EQ(padded_min_rows(1, 1.0, 0.1), 1);
-}
-
 TEST(BatchedXnnpack, AnEngineThatKeepsWinningAndLosingIsProbedLessAndLessOften) {
   const auto chosen = std::make_shared<Sleepy>(1.0f, 40);  // as above: far from the 2-ms calls
   const auto runtime = std::make_shared<Sleepy>(2.0f, 100);
@@ -431,50 +406,6 @@ TEST(BatchedXnnpack, WithAGapOnlyBackToBackCallsReachTheRuntime) {
   EXPECT_EQ(mark_of(*route, single), 2.0f);
   EXPECT_EQ(mark_of(*route, torch::rand({2, 3})), 1.0f);  // another size: the chosen engine, and a call
   EXPECT_EQ(mark_of(*route, single), 2.0f);
-}
-
-// Auto at batch 1: where XNNPACK's runtime on the calling thread runs batch 1, the same runtime on a pool of
-// the run's threads is checked, timed (latency and CPU per call) and recorded; whichever runs, back-to-back
-// and spaced batch-1 calls answer as eager.
-TEST(BatchedXnnpack, Batch1OnAPoolIsTimedRecordedAndAnswersAsEager) {
-  if (!xnnpack_runtime_available()) GTEST_SKIP() << "built without XNNPACK";
-  testing::TempDir dir;
-  depthwise_module().save(dir.file("depthwise.pt"));
-  torch::jit::Module reference = torch::jit::load(dir.file("depthwise.pt"));
-  reference.eval();
-  LoadOptions options = depthwise_options(Fp32Engine::auto_select, 8);
-  options.run.pool_threads = 2;
-  const InferenceModelPtr model = load_inference_model(dir.file("depthwise.pt"), options);
-  ASSERT_TRUE(model->fp32_engine);
-  const Fp32EngineChoice& choice = *model->fp32_engine;
-  const Json json = to_json(choice);
-  if (choice.batch1_engine == Fp32Engine::xnnpack && choice.batch1_xnnpack_form == XnnpackForm::runtime) {
-    EXPECT_GT(choice.batch1_pool_ms, 0.0) << choice.reason;
-    EXPECT_GT(choice.batch1_pool_cpu_ratio, 0.0) << choice.reason;
-    EXPECT_NE(choice.reason.find("; batch 1 on XNNPACK's pool of 2 "), std::string::npos) << choice.reason;
-    EXPECT_TRUE(choice.batch1_pool_threads == 0 || choice.batch1_pool_threads == 2) << choice.reason;
-    if (choice.batch1_pool_threads == 2) {  // what won
-      EXPECT_LE(choice.batch1_pool_cpu_ratio, kBatch1PoolMaxCpuRatio) << choice.reason;
-    }
-  } else {
-    EXPECT_EQ(choice.batch1_pool_ms, 0.0) << choice.reason;
-    EXPECT_EQ(choice.batch1_pool_threads, 0) << choice.reason;
-  }
-  EXPECT_EQ(json["batch1_pool_threads"], choice.batch1_pool_threads);
-  EXPECT_EQ(json["batch1_pool_ms"], choice.batch1_pool_ms);
-  EXPECT_EQ(json["batch1_pool_cpu_ratio"], choice.batch1_pool_cpu_ratio);
-  torch::NoGradGuard no_grad;
-  const device::CallerOpenMpThreads two(2);
-  for (int call = 0; call < 40; ++call) {
-    if (call % 10 == 9) std::this_thread::sleep_for(std::chrono::milliseconds(3));  // past the gap
-    const torch::Tensor single = torch::rand({1, 1, 12, 12});
-    EXPECT_LT((model->forward(single) - reference.forward({single}).toTensor()).abs().max().item<double>(),
-              1e-4)
-        << "call " << call;
-  }
-  torch::Tensor with_nan = torch::rand({1, 1, 12, 12});
-  with_nan[0][0][6][6] = NAN;
-  EXPECT_TRUE(model->forward(with_nan).isnan().all().item<bool>());  // as in eager
 }
 
 // The depthwise model saved as TorchScript, a batch of 8 and PyTorch's answers for it ([8, 4]).
@@ -657,41 +588,6 @@ TEST(BatchedXnnpack, ForcedOnednnRunsTheBatchOnItsRuntimeAndAnswersAsEager) {
   EXPECT_EQ(single->fp32_engine->batch_engine, single->fp32_engine->engine) << single->fp32_engine->reason;
   EXPECT_LT((single->forward(batch.narrow(0, 2, 1)) - expected.narrow(0, 2, 1)).abs().max().item<double>(),
             1e-4);
-}
-
-// ipj bench times the largest batch it runs up to 64; where every batch run is larger, the engines are timed
-// at 64 and no XNNPACK runtime is built for a size no row uses.
-TEST(BatchedXnnpack, BenchTimesABatchItsRowsRun) {
-  testing::TempDir dir;
-  depthwise_module().save(dir.file("depthwise.pt"));
-  ModelBenchOptions options;
-  options.model_path = dir.file("depthwise.pt");
-  options.load.inputs.input_shape = {1, 12, 12};
-  options.variants = {Variant::fp32};
-  options.bench.warmup_s = 0.01;
-  options.bench.window_s = 0.02;
-  options.bench.max_windows = 1;
-  options.measure_accuracy = false;
-  options.measure_energy = false;
-  options.batches = {1, 100};
-  ModelBenchReport report = run_model_bench(options);
-  ASSERT_EQ(report.variants.size(), 1u);
-  ASSERT_TRUE(report.variants[0].fp32_engine);
-  EXPECT_EQ(report.variants[0].fp32_engine->batch, 64);
-  EXPECT_EQ(report.variants[0].fp32_engine->batch_engine, report.variants[0].fp32_engine->engine);
-  const std::string& reason = report.variants[0].fp32_engine->reason;
-  EXPECT_EQ(report.variants[0].fp32_engine->batch_xnnpack_threads, 0) << reason;
-  if (xnnpack_runtime_available()) {
-    EXPECT_NE(reason.find("no runtime for batch 64 (no row runs that size)"), std::string::npos) << reason;
-  }
-  options.batches = {1, 8, 100};
-  report = run_model_bench(options);
-  ASSERT_TRUE(report.variants[0].fp32_engine);
-  EXPECT_EQ(report.variants[0].fp32_engine->batch, 8);
-  if (xnnpack_runtime_available()) {  // built, checked and timed at 8
-    EXPECT_GT(report.variants[0].fp32_engine->batch_xnnpack_ms, 0.0)
-        << report.variants[0].fp32_engine->reason;
-  }
 }
 
 }  // namespace

@@ -248,6 +248,11 @@ TEST(ServeCli, ServeSideErrorsNameTheFlagOrFileAndAreNeverInternal) {
       bogus_engine_dir, R"({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [-1, 1, 28, 28]}],
       "outputs": [{"name": "output__0", "datatype": "FP32", "shape": [-1, 10]}], "max_batch_size": 8,
       "variant": "int8-static", "engine": "fastest"})");
+  testing::TempDir bogus_prefer_dir;
+  const std::string bogus_prefer = make_repository(
+      bogus_prefer_dir, R"({"inputs": [{"name": "input__0", "datatype": "FP32", "shape": [-1, 1, 28, 28]}],
+      "outputs": [{"name": "output__0", "datatype": "FP32", "shape": [-1, 10]}], "max_batch_size": 8,
+      "prefer": "speed"})");
   testing::TempDir variable_fp32_dir, variable_int8_dir;
   const std::string variable_fp32 = make_repository(variable_fp32_dir, variable_sizes("fp32"));
   const std::string variable_int8 = make_repository(variable_int8_dir, variable_sizes("int8-static"));
@@ -270,6 +275,8 @@ TEST(ServeCli, ServeSideErrorsNameTheFlagOrFileAndAreNeverInternal) {
        "give the sizes the model needs in config.json"},
       {"unknown int8 engine", ipj + " serve --model-repo " + bogus_engine, 3,
        "\"engine\" 'fastest' is not a quantized engine of this build: use \"auto\""},
+      {"unknown preference", ipj + " serve --model-repo " + bogus_prefer, 3,
+       "\"prefer\" must be joules or latency, got 'speed'"},
       {"load ftp url", ipj + " load --url ftp://x --model mlp", 2, "--url"},
       {"load url without host", ipj + " load --url http:// --model mlp", 2, "--url"},
       {"load huge batch", ipj + " load --url http://127.0.0.1:1 --model mlp --batch 100000000", 2, "--batch"},

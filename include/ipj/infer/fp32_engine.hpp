@@ -34,6 +34,11 @@ enum class Fp32Engine {
             // (onednn_runtime.hpp); auto times it at both sizes beside XNNPACK's
 };
 
+// What an engine choice that trades one for the other weighs: `joules` (the default: a faster form that costs
+// more CPU per answer must stay within a bound of it, e.g. batch 1 on XNNPACK's pool) or `latency` (the
+// fastest exact form, whatever CPU it spends).
+enum class Preference { joules, latency };
+
 // How XNNPACK runs batch 1 where it does: `runtime`, ipj's graph IR as one XNNPACK subgraph (one plan made at
 // load, no interpreter between operators), or `operators`, LibTorch's optimizeForMobile graph (XNNPACK's
 // prepacked convolutions and linear layers called from the TorchScript interpreter: models the graph IR does
@@ -76,9 +81,11 @@ struct Fp32EngineChoice {
   // back to back (within kBatch1PoolGapMs of the previous call) run there, raced against the calling thread
   // (it was exact, >= 1.25x faster and at most 1.2x the CPU per call back to back: batch1_pool_cpu_ratio,
   // 0: not measured).
+  // With Preference::latency the CPU per call is measured and reported but not weighed.
   double batch1_pool_ms = 0.0;
   double batch1_pool_cpu_ratio = 0.0;
   int batch1_pool_threads = 0;
+  Preference prefer = Preference::joules;  // RunOptions::prefer, as the choice weighed it
   // What runs inputs of exactly `batch` (> 1): `engine`, or xnnpack (the graph IR as one XNNPACK runtime on a
   // pthreadpool of batch_xnnpack_threads, the run's pool) when it was exact at that size and timed >= 10%
   // faster than `engine` on the same threads; it runs only while the run's plan gives ATen's pool or OpenBLAS
@@ -207,6 +214,12 @@ struct ChoiceNames<infer::XnnpackForm> {
       {{infer::XnnpackForm::none, "none"},
        {infer::XnnpackForm::runtime, "runtime"},
        {infer::XnnpackForm::operators, "operators"}}};
+};
+
+template <>
+struct ChoiceNames<infer::Preference> {
+  static constexpr std::array<std::pair<infer::Preference, const char*>, 2> names{
+      {{infer::Preference::joules, "joules"}, {infer::Preference::latency, "latency"}}};
 };
 
 template <>

@@ -80,6 +80,9 @@ struct RunOptions {
   // true: the run's thread plan may shrink while it runs (ipj serve without --threads): XNNPACK's batch
   // routes build a runtime for the fewer threads the first time a call comes on them (xnnpack_batch_route)
   bool replanned_threads = false;
+  // joules: a faster form that costs more CPU per answer runs only within a bound of it (batch 1 on
+  // XNNPACK's pool: kBatch1PoolMaxCpuRatio); latency: the fastest exact form (--prefer, config.json "prefer")
+  Preference prefer = Preference::joules;
 };
 
 struct LoadOptions {

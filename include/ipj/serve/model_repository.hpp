@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ipj/core/json_io.hpp"
+#include "ipj/infer/fp32_engine.hpp"
 #include "ipj/serve/dynamic_batcher.hpp"
 
 namespace ipj::serve {
@@ -30,6 +31,8 @@ struct ModelConfig {
   // int8: "auto" (the file's engine; static int8 may run batch 1 on XNNPACK's int8 runtime) or one of this
   // build's quantized engines, which then runs every batch size
   std::string engine = "auto";
+  // what the fp32 engine choice weighs (infer::RunOptions::prefer): "joules" (default) or "latency"
+  infer::Preference prefer = infer::Preference::joules;
   std::vector<float> mean, std;    // preprocessing for TorchScript models
   bool energy_in_response = true;  // "energy_in_response": each reply's parameters carry energy_j + source
   Json raw;                        // config.json as given
