@@ -40,8 +40,13 @@ std::optional<PlanChange> BusyReplanner::due(int busy_intervals_in_a_row, int qu
   PlanChange shrink{quiet_plan_, "shrink", other};
   shrink.to.torch_threads = torch;
   shrink.to.blas_threads = blas;
+  // what the pools give up: `leave` CPUs of the quiet plan, each pool keeping at least one thread (two
+  // CPUs of other work on two CPUs: one thread each, not none)
+  const int given = std::max(quiet_plan_.torch_threads - torch, quiet_plan_.blas_threads - blas);
   shrink.to.reason =
-      streak_reason(other, kBusyIntervalsToReplan, "leaving them " + std::to_string(leave) + " CPU(s)");
+      streak_reason(other, kBusyIntervalsToReplan,
+                    "the pools give it " + std::to_string(given) + " of the quiet plan's threads" +
+                        (given < leave ? " (each keeps at least one)" : ""));
   return shrink;
 }
 

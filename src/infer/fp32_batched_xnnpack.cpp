@@ -6,6 +6,7 @@
 #include <torch/types.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -42,7 +43,8 @@ std::shared_ptr<InferenceModel> checked_runtime(const std::shared_ptr<InferenceM
                                                 const GraphIrSource& graph_ir,
                                                 const std::vector<std::int64_t>& sample_shape,
                                                 std::int64_t batch, int threads, std::string& reason,
-                                                BatchRuntimeForm form = BatchRuntimeForm::xnnpack_pool) {
+                                                BatchRuntimeForm form = BatchRuntimeForm::xnnpack_pool,
+                                                const std::atomic<bool>* cancelled = nullptr) {
   std::shared_ptr<InferenceModel> runtime;
   double difference = INFINITY;
   try {
@@ -56,6 +58,10 @@ std::shared_ptr<InferenceModel> checked_runtime(const std::shared_ptr<InferenceM
       runtime = xnnpack_row_split_model(one_thread, batch, threads);
     } else {
       runtime = xnnpack_runtime_model(graph_ir(), batch, threads);
+    }
+    if (cancelled && *cancelled) {  // a route closing: its check (several eager batches) is not wanted
+      reason = "cancelled: the route is closing";
+      return nullptr;
     }
     const Forward reference = [&eager](const torch::Tensor& input) { return eager->forward(input); };
     const Forward candidate = [&runtime](const torch::Tensor& input) { return runtime->forward(input); };
@@ -162,7 +168,7 @@ BatchRouteModels::RuntimeBuilder fewer_threads_builder(const std::shared_ptr<Inf
                                                        const GraphIrSource& graph_ir,
                                                        const std::vector<std::int64_t>& sample_shape,
                                                        const FewerThreadsPlan& plan) {
-  return [eager, graph_ir, sample_shape, plan](int threads) {
+  return [eager, graph_ir, sample_shape, plan](int threads, const std::atomic<bool>& cancelled) {
     BatchRouteModels::FewerThreadsRuntime built;
     const std::vector<BatchRuntimeForm> forms = fewer_threads_forms(plan, threads);
     // cheap to time on them: every form that builds, the fastest kept; else the first that builds
@@ -171,8 +177,11 @@ BatchRouteModels::RuntimeBuilder fewer_threads_builder(const std::shared_ptr<Inf
     std::vector<std::pair<BatchRuntimeForm, std::shared_ptr<InferenceModel>>> runtimes;
     std::string refusals;
     for (const BatchRuntimeForm form : forms) {
+      if (cancelled)
+        return BatchRouteModels::FewerThreadsRuntime{nullptr, "", "cancelled: the route is closing"};
       std::string refused;
-      auto runtime = checked_runtime(eager, graph_ir, sample_shape, plan.batch, threads, refused, form);
+      auto runtime =
+          checked_runtime(eager, graph_ir, sample_shape, plan.batch, threads, refused, form, &cancelled);
       if (!runtime)
         refusals += std::string(refusals.empty() ? "" : "; ") + route_runtime_name(form) + ": " + refused;
       else
@@ -186,7 +195,7 @@ BatchRouteModels::RuntimeBuilder fewer_threads_builder(const std::shared_ptr<Inf
     }
     std::size_t fastest_index = 0;
     std::string timings;
-    if (runtimes.size() > 1) {
+    if (runtimes.size() > 1 && !cancelled) {
       torch::NoGradGuard no_grad;
       std::vector<Forward> sides;
       for (const auto& runtime : runtimes)

@@ -142,7 +142,7 @@ InferenceModelPtr with_batched_int8_xnnpack(InferenceModelPtr routed, const Infe
   BatchRouteModels models{routed, runtime, routed};
   if (run.replanned_threads) {
     engine.reason += "; a runtime for fewer threads is built when the plan shrinks";
-    models.xnnpack_for_fewer_threads = [int8, candidate, shape](int threads) {
+    models.xnnpack_for_fewer_threads = [int8, candidate, shape](int threads, const std::atomic<bool>&) {
       BatchRouteModels::FewerThreadsRuntime built;
       built.runtime = checked_int8_runtime(int8, candidate, shape, threads, built.note);
       return built;

@@ -55,6 +55,7 @@ class SizedBatchRoute : public InferenceModel {
     main_lane_.race = race_for(main_lane_, plan_.chosen_ms, plan_.xnnpack_ms);
   }
   ~SizedBatchRoute() override {
+    closing_ = true;                           // a build under way gives up at its next step
     if (builder_.joinable()) builder_.join();  // a runtime being built for fewer threads (no call runs now)
   }
   SizedBatchRoute(const SizedBatchRoute&) = delete;
@@ -123,13 +124,14 @@ class SizedBatchRoute : public InferenceModel {
     const Clock::time_point start = Clock::now();
     try {
       const device::CallerOpenMpThreads on_threads(threads);  // its check runs the model on them
-      built = models_.xnnpack_for_fewer_threads(threads);
+      built = models_.xnnpack_for_fewer_threads(threads, closing_);
     } catch (const std::exception& error) {
       built = {nullptr, "", error_cause(error.what())};
     }
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
     lane->runtime = std::move(built.runtime);
     lane->name = built.name.empty() ? plan_.runtime_name : built.name;
+    if (closing_) return;  // the route is going away: no timing, no log line after the server's last
     if (lane->runtime) {
       const std::string timed = time_lane(*lane);
       spdlog::info("{}batch {}: {} for {} thread(s) built in {:.0f} ms (calls on fewer than {}{}){}",
@@ -262,6 +264,7 @@ class SizedBatchRoute : public InferenceModel {
   mutable std::vector<std::unique_ptr<RuntimeLane>> fewer_thread_lanes_;
   mutable bool building_ = false;
   mutable std::thread builder_;
+  std::atomic<bool> closing_{false};  // set by the destructor: builder_ stops at its next step
 };
 
 }  // namespace

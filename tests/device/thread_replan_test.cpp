@@ -109,6 +109,10 @@ TEST(BusyReplanner, AServersReplannerHasNoBoundAndKeepsTheLastChanges) {
     EXPECT_EQ(shrink->action, "shrink");
     EXPECT_EQ(shrink->to.torch_threads, 1);
     EXPECT_EQ(shrink->to.blas_threads, 1);
+    EXPECT_EQ(
+        shrink->to.reason,
+        "1.00 CPU(s) of other work for 2 sampler intervals in a row: the pools give it 1 of the quiet plan's "
+        "threads");
     replanner.record(*shrink, -1);
     EXPECT_FALSE(replanner.due(kBusyIntervalsToReplan, 0, 1.0));  // already small
     const std::optional<PlanChange> grow = replanner.due(0, kQuietIntervalsToGrow, 0.0);
@@ -119,6 +123,15 @@ TEST(BusyReplanner, AServersReplannerHasNoBoundAndKeepsTheLastChanges) {
   }
   EXPECT_EQ(at::get_num_threads(), 2);  // due() and record() never touch the pools
   EXPECT_EQ(replanner.changes_total(), 80);
+  // two CPUs of other work on a plan of two: each pool keeps one thread (it read "leaving them 2 CPU(s)")
+  BusyReplanner crowded(plan, plan, /*allowed=*/true, /*max_changes=*/0);
+  const std::optional<PlanChange> to_one = crowded.due(kBusyIntervalsToReplan, 0, 1.97);
+  ASSERT_TRUE(to_one);
+  EXPECT_EQ(to_one->to.torch_threads, 1);
+  EXPECT_EQ(
+      to_one->to.reason,
+      "1.97 CPU(s) of other work for 2 sampler intervals in a row: the pools give it 1 of the quiet plan's "
+      "threads (each keeps at least one)");
   ASSERT_EQ(replanner.changes_json().size(), BusyReplanner::kKeptChanges);
   EXPECT_EQ(replanner.changes_json().back()["action"], "grow");
   EXPECT_TRUE(replanner.changes_json().back()["epoch"].is_null());

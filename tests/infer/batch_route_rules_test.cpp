@@ -7,6 +7,7 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -36,6 +37,10 @@ struct EveryKindCase {
   std::vector<std::int64_t> sample_shape{3, 11, 11};
 };
 
+// A builder's `cancelled` for a route that is not closing, and for one that is.
+const std::atomic<bool> kRunning{false};
+const std::atomic<bool> kClosing{true};
+
 // The built runtime answers [8, 3, 11, 11] as the graph interpreter.
 void expect_answers_as_interpreter(const InferenceModel& runtime) {
   torch::NoGradGuard no_grad;
@@ -53,7 +58,7 @@ TEST(FewerThreadsRuntime, ARowSplitsPlanOnOneThreadGetsTheFastestFormThatRunsThe
   const BatchRouteModels::RuntimeBuilder build =
       fewer_threads_builder(model.eager, model.graph_ir, model.sample_shape, plan);
   const device::CallerOpenMpThreads one(1);
-  const BatchRouteModels::FewerThreadsRuntime built = build(1);
+  const BatchRouteModels::FewerThreadsRuntime built = build(1, kRunning);
   ASSERT_TRUE(built.runtime) << built.note;
   EXPECT_TRUE(built.name == "oneDNN's runtime" || built.name == "XNNPACK's runtime") << built.name;
   EXPECT_NE(built.note.find("XNNPACK's row split needs 2 threads and 2 rows each; the fastest on them: "
@@ -63,9 +68,14 @@ TEST(FewerThreadsRuntime, ARowSplitsPlanOnOneThreadGetsTheFastestFormThatRunsThe
   EXPECT_NE(built.note.find(" ms, XNNPACK's runtime "), std::string::npos) << built.note;
   expect_answers_as_interpreter(*built.runtime);
 
+  // a route closing (a server stopping): nothing more is built
+  const BatchRouteModels::FewerThreadsRuntime cancelled = build(1, kClosing);
+  EXPECT_FALSE(cancelled.runtime);
+  EXPECT_EQ(cancelled.note, "cancelled: the route is closing");
+
   // on two threads the plan's own form, its name left to the plan's
   const device::CallerOpenMpThreads two(2);
-  const BatchRouteModels::FewerThreadsRuntime split = build(2);
+  const BatchRouteModels::FewerThreadsRuntime split = build(2, kRunning);
   ASSERT_TRUE(split.runtime) << split.note;
   EXPECT_EQ(split.name, "");
   EXPECT_EQ(split.note.find("needs 2 threads"), std::string::npos) << split.note;
@@ -79,14 +89,15 @@ TEST(FewerThreadsRuntime, TooSlowToTimeTheFirstFormThatBuildsAndAForcedPoolStays
   // 40 ms per batch on two threads is 80 on one: not timed, the preferred form that builds
   const BatchRouteModels::FewerThreadsRuntime slow =
       fewer_threads_builder(model.eager, model.graph_ir, model.sample_shape,
-                            {BatchRuntimeForm::xnnpack_split, 8, 2, 40.0, false})(1);
+                            {BatchRuntimeForm::xnnpack_split, 8, 2, 40.0, false})(1, kRunning);
   ASSERT_TRUE(slow.runtime) << slow.note;
   EXPECT_EQ(slow.name, onednn_runtime_available() ? "oneDNN's runtime" : "XNNPACK's runtime");
   EXPECT_EQ(slow.note, "XNNPACK's row split needs 2 threads and 2 rows each");
   expect_answers_as_interpreter(*slow.runtime);
 
-  const BatchRouteModels::FewerThreadsRuntime forced = fewer_threads_builder(
-      model.eager, model.graph_ir, model.sample_shape, {BatchRuntimeForm::xnnpack_pool, 8, 2, 0.0, true})(1);
+  const BatchRouteModels::FewerThreadsRuntime forced =
+      fewer_threads_builder(model.eager, model.graph_ir, model.sample_shape,
+                            {BatchRuntimeForm::xnnpack_pool, 8, 2, 0.0, true})(1, kRunning);
   ASSERT_TRUE(forced.runtime) << forced.note;
   EXPECT_EQ(forced.name, "");
   EXPECT_EQ(forced.note, "");
@@ -95,8 +106,9 @@ TEST(FewerThreadsRuntime, TooSlowToTimeTheFirstFormThatBuildsAndAForcedPoolStays
   EXPECT_EQ(xnnpack_runtime_calls() - before, 1u);
 
   // forced on a split (never made so, but a plan only of a form that cannot run there): none, said why
-  const BatchRouteModels::FewerThreadsRuntime none = fewer_threads_builder(
-      model.eager, model.graph_ir, model.sample_shape, {BatchRuntimeForm::xnnpack_split, 8, 2, 0.5, true})(1);
+  const BatchRouteModels::FewerThreadsRuntime none =
+      fewer_threads_builder(model.eager, model.graph_ir, model.sample_shape,
+                            {BatchRuntimeForm::xnnpack_split, 8, 2, 0.5, true})(1, kRunning);
   EXPECT_FALSE(none.runtime);
   EXPECT_EQ(none.note, "no runtime form runs on 1 thread(s)");
 }

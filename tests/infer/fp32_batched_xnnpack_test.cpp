@@ -83,7 +83,8 @@ float mark_once_built(const InferenceModel& route, const torch::Tensor& input, f
 // A re-planned server's shrunk plan: calls on fewer threads than the plan's runtime wants run the chosen
 // engine while a runtime for their threads is built on the route's own thread (once per thread count, on
 // that many OpenMP threads), then run on it; back on the plan's threads, the plan's runtime. A runtime that
-// cannot be built is not tried again, and a route destroyed while one is being built waits for it.
+// cannot be built is not tried again, and a route destroyed while one is being built tells the builder to
+// give up and waits for it.
 TEST(BatchedXnnpack, CallsOnFewerThreadsRunARuntimeBuiltForThemOnceItIsReady) {
   const int blas_before = device::blas_thread_count();
   const device::CallerOpenMpThreads two(2);
@@ -93,7 +94,8 @@ TEST(BatchedXnnpack, CallsOnFewerThreadsRunARuntimeBuiltForThemOnceItIsReady) {
              fallback = std::make_shared<MarkModel>(3.0f);
   std::atomic<int> builds{0}, built_threads{0}, builder_openmp_threads{0};
   BatchRouteModels models{chosen, runtime, fallback};
-  models.xnnpack_for_fewer_threads = [&](int threads) -> BatchRouteModels::FewerThreadsRuntime {
+  models.xnnpack_for_fewer_threads = [&](int threads,
+                                         const std::atomic<bool>&) -> BatchRouteModels::FewerThreadsRuntime {
     builds += 1;
     built_threads = threads;
     builder_openmp_threads = device::caller_openmp_threads();
@@ -119,7 +121,8 @@ TEST(BatchedXnnpack, CallsOnFewerThreadsRunARuntimeBuiltForThemOnceItIsReady) {
   EXPECT_EQ(builds.load(), 1);
 
   std::atomic<int> failed_builds{0};
-  models.xnnpack_for_fewer_threads = [&](int) -> BatchRouteModels::FewerThreadsRuntime {
+  models.xnnpack_for_fewer_threads = [&](int,
+                                         const std::atomic<bool>&) -> BatchRouteModels::FewerThreadsRuntime {
     failed_builds += 1;
     return {nullptr, "", "a node XNNPACK cannot take"};
   };
@@ -132,13 +135,25 @@ TEST(BatchedXnnpack, CallsOnFewerThreadsRunARuntimeBuiltForThemOnceItIsReady) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     EXPECT_EQ(failed_builds.load(), 1);
-    models.xnnpack_for_fewer_threads = [](int) -> BatchRouteModels::FewerThreadsRuntime {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      return {std::make_shared<MarkModel>(4.0f), "", ""};
+    // a build that would take 10 s, destroyed (a server stopping): the builder is told and the route waits
+    // only for its next step (a hostile pass, 12-07: `ipj serve` exited 2-9 s after "stopped")
+    std::atomic<bool> building{false}, told{false};
+    models.xnnpack_for_fewer_threads =
+        [&](int, const std::atomic<bool>& cancelled) -> BatchRouteModels::FewerThreadsRuntime {
+      building = true;
+      for (int step = 0; step < 1000 && !cancelled; ++step)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      told = cancelled.load();
+      return {nullptr, "", "cancelled"};
     };
     auto destroyed = xnnpack_batch_route(models, {{8, 3}, 2, 8});
     EXPECT_EQ(mark_of(*destroyed, batch), 1.0f);
-    destroyed.reset();  // joins its builder
+    while (!building)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const auto start = std::chrono::steady_clock::now();
+    destroyed.reset();  // tells its builder, then joins it
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0);
+    EXPECT_TRUE(told.load());
   }
   device::set_blas_threads(blas_before);
 }
@@ -244,7 +259,8 @@ TEST(BatchedXnnpack, ARuntimeForFewerThreadsPadsTheRowsItsOwnTimingSays) {
   const auto chosen = std::make_shared<Sleepy>(1.0f, 20), runtime = std::make_shared<Sleepy>(2.0f, 1);
   BatchRouteModels models{chosen, runtime, chosen};
   std::atomic<int> builds{0};
-  models.xnnpack_for_fewer_threads = [&](int) -> BatchRouteModels::FewerThreadsRuntime {
+  models.xnnpack_for_fewer_threads = [&](int,
+                                         const std::atomic<bool>&) -> BatchRouteModels::FewerThreadsRuntime {
     builds += 1;
     return {std::make_shared<Sleepy>(4.0f, 4), "",
             ""};  // 4 ms against the chosen engine's 20: pads from 2-3 rows

@@ -178,6 +178,18 @@ TEST(KserveCodec, NanAndInfAreRefusedOnTheJsonAndTheBinaryPath) {
                                 16);
   const std::string header = body.substr(0, length);
   expect_refused(header + tiny_floats, "needs the Inference-Header-Content-Length header");
+  // A right header on a request refused on its merits (9 rows, max_batch_size 8): no word about the header
+  // (a hostile pass, 12-07: it asked whether the header was right)
+  const std::string nine_rows =
+      R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [9, 2], "parameters": {"binary_data_size": 72}}]})";
+  try {
+    parse_infer_request(nine_rows + std::string(72, '\0'), nine_rows.size(), two_by_two());
+    ADD_FAILURE() << "9 rows accepted by a model of max_batch_size 8";
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("batch of 9 exceeds max_batch_size 8"), std::string::npos) << message;
+    EXPECT_EQ(message.find("Inference-Header-Content-Length"), std::string::npos) << message;
+  }
 }
 
 // The parser's own float reader (an exact fast path for short decimals, std::from_chars otherwise) must give

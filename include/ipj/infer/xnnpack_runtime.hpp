@@ -5,6 +5,7 @@
 // (IPJ_WITH_XNNPACK).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -113,8 +114,9 @@ struct BatchRouteModels {
     std::string note;  // why none was built, or how this one was chosen ("" where it is the plan's form)
   };
   // The runtime for batch_shape on a pool of fewer threads than the plan's (checked against the model like
-  // `xnnpack`). Empty: calls on fewer threads run `chosen`.
-  using RuntimeBuilder = std::function<FewerThreadsRuntime(int threads)>;
+  // `xnnpack`); `cancelled` turns true when the route is being destroyed (a server stopping): the builder
+  // should give up at its next step. Empty: calls on fewer threads run `chosen`.
+  using RuntimeBuilder = std::function<FewerThreadsRuntime(int threads, const std::atomic<bool>& cancelled)>;
   RuntimeBuilder xnnpack_for_fewer_threads = {};
 };
 
