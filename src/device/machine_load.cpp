@@ -386,8 +386,9 @@ bool static_thread_plans() {
   return environment_switch("IPJ_STATIC_THREADS");
 }
 
-LoadSampler::LoadSampler(CpuLimits limits, std::chrono::milliseconds interval)
-    : limits_(std::move(limits)), interval_(interval) {
+LoadSampler::LoadSampler(CpuLimits limits, std::chrono::milliseconds interval,
+                         IntervalCallback after_interval)
+    : limits_(std::move(limits)), interval_(interval), after_interval_(std::move(after_interval)) {
   first_ = previous_ = read_raw_load(limits_);
   thread_ = std::thread([this] { loop(); });
 }
@@ -410,6 +411,11 @@ void LoadSampler::loop() {
     if (auto load = read_loadavg()) {
       loadavg_sum_ += *load;
       ++loadavg_count_;
+    }
+    if (after_interval_) {  // unlocked: stop() may wait meanwhile, and joins after it returns
+      lock.unlock();
+      after_interval_(busy_streak_.load(), quiet_streak_.load(), other);
+      lock.lock();
     }
   }
 }

@@ -53,7 +53,10 @@ void ServeThreads::start(const std::vector<device::ThreadWorkload>& workloads) {
       plan_for_models(workloads, fixed_threads_, device::quiet_machine(machine));
   const bool allowed = replans();
   replanner_.emplace(plan_, quiet_plan, allowed, /*max_changes=*/0);
-  if (allowed) sampler_ = std::make_unique<device::LoadSampler>(machine.limits);
+  if (allowed)
+    sampler_ = std::make_unique<device::LoadSampler>(
+        machine.limits, std::chrono::milliseconds(500),
+        [this](int busy, int quiet, double other) { replan_while_idle(busy, quiet, other); });
   device::set_blas_threads(plan_.blas_threads);  // no batch runs yet
   torch_threads_ = plan_.torch_threads;
   spdlog::info("threads: ATen {} per batch, OpenBLAS {} ({}){}", plan_.torch_threads, plan_.blas_threads,
@@ -76,13 +79,24 @@ void ServeThreads::replan_if_due() {
   if (!change) return;
   changing_ = true;
   gate_.wait(lock, [this] { return running_batches_ == 0; });
-  device::set_blas_threads(change->to.blas_threads);  // no batch runs: safe for OpenBLAS
-  replanner_->record(*change, /*epoch=*/-1);
-  plan_ = replanner_->current();
-  torch_threads_ = plan_.torch_threads;
-  (change->action == "shrink" ? shrinks_ : grows_) += 1;
+  apply(*change);
   changing_ = false;
   gate_.notify_all();
+}
+
+void ServeThreads::replan_while_idle(int busy, int quiet, double other) {
+  if (busy < device::kBusyIntervalsToReplan && quiet < device::kQuietIntervalsToGrow) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (running_batches_ > 0 || changing_ || !replanner_) return;  // a batch runs: the next one re-plans
+  if (const std::optional<device::PlanChange> change = replanner_->due(busy, quiet, other)) apply(*change);
+}
+
+void ServeThreads::apply(const device::PlanChange& change) {
+  device::set_blas_threads(change.to.blas_threads);  // no batch runs: safe for OpenBLAS
+  replanner_->record(change, /*epoch=*/-1);
+  plan_ = replanner_->current();
+  torch_threads_ = plan_.torch_threads;
+  (change.action == "shrink" ? shrinks_ : grows_) += 1;
 }
 
 ServeThreads::BatchScope ServeThreads::enter_batch() {

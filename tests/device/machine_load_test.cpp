@@ -3,9 +3,11 @@
 // (CPUs, quota, load), and the background sampler on this process's own work.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "ipj/core/error.hpp"
 #include "ipj/device/machine_load.hpp"
@@ -264,6 +266,27 @@ TEST(MachineLoad, SamplerSeesThisProcesssOwnWork) {
   EXPECT_GE(during.busy_cpus, 0.0);
   EXPECT_GE(during.other_cpus_max, during.other_cpus - 1e-9);
   EXPECT_TRUE(during.loadavg_1m.has_value());
+}
+
+// The callback after each interval (an idle server's re-plan) gets the streaks as the sampler keeps them,
+// on the sampler's thread, and none comes after stop().
+TEST(MachineLoad, SamplerCallsBackAfterEachIntervalWithItsStreaks) {
+  std::atomic<int> calls{0}, streak_steps{0}, last_quiet{-1};
+  LoadSampler sampler(
+      read_cpu_limits(), std::chrono::milliseconds(20), [&](int busy, int quiet, double other) {
+        // each interval either extends the quiet streak by one or ends it
+        const int previous = last_quiet.exchange(quiet);
+        if (busy >= 0 && other >= 0.0 && (quiet == 0 || previous < 0 || quiet == previous + 1))
+          streak_steps += 1;
+        calls += 1;
+      });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  sampler.stop();
+  const int after_stop = calls.load();
+  EXPECT_GE(after_stop, 3);
+  EXPECT_EQ(streak_steps.load(), after_stop);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  EXPECT_EQ(calls.load(), after_stop);
 }
 
 // Without /proc LibTorch's thread pool cannot start (exit 70 "enforce fail at ThreadPool.cc" before): the

@@ -491,6 +491,25 @@ TEST(ServeThreads, ANeighbourArrivingBesideTheServerShrinksItsThreadPlan) {
     EXPECT_NE(server.error_output().find("threads re-planned (shrink)"), std::string::npos)
         << server.error_output();
   }
+  // No traffic now: once the machine has been quiet for four sampler intervals the plan grows back without
+  // waiting for a batch (a hostile pass, 12-07: an idle server stayed shrunk until traffic came). Asserted
+  // where the polls saw 3 s of quiet in a row (CI runs other tests beside this one).
+  const double quiet_blas = testing::sample_value(at_start, "ipj_threads{pool=\"openblas\"}");
+  if (!busy_start && quiet_blas > 1.0) {
+    int quiet_polls = 0, longest_quiet = 0;
+    std::string idle;
+    for (int poll = 0; poll < 60; ++poll) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      idle = metrics();
+      if (testing::sample_value(idle, "ipj_threads{pool=\"openblas\"}") == quiet_blas) break;
+      quiet_polls = testing::sample_value(idle, "ipj_other_cpus") < 0.25 ? quiet_polls + 1 : 0;
+      longest_quiet = std::max(longest_quiet, quiet_polls);
+    }
+    if (longest_quiet >= 12) {
+      EXPECT_EQ(testing::sample_value(idle, "ipj_threads{pool=\"openblas\"}"), quiet_blas)
+          << idle << server.error_output();
+    }
+  }
   EXPECT_EQ(server.signal_and_wait(SIGTERM, 30.0), 0) << server.error_output();
 }
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -137,10 +138,14 @@ MachineState quiet_machine(MachineState machine);
 bool static_thread_plans();
 
 // A light background thread that reads /proc/stat every `interval` while a run goes on; stop() gives the
-// average over the whole run (and the busiest interval, the mean load average).
+// average over the whole run (and the busiest interval, the mean load average). `after_interval`, where
+// given, is called on that thread after each interval with the streaks and the interval's other work (an
+// idle server's re-plan); it must not call stop().
 class LoadSampler {
  public:
-  explicit LoadSampler(CpuLimits limits, std::chrono::milliseconds interval = std::chrono::milliseconds(500));
+  using IntervalCallback = std::function<void(int busy_in_a_row, int quiet_in_a_row, double other_cpus)>;
+  explicit LoadSampler(CpuLimits limits, std::chrono::milliseconds interval = std::chrono::milliseconds(500),
+                       IntervalCallback after_interval = {});
   ~LoadSampler();
   LoadSampler(const LoadSampler&) = delete;
   LoadSampler& operator=(const LoadSampler&) = delete;
@@ -156,6 +161,7 @@ class LoadSampler {
 
   CpuLimits limits_;
   std::chrono::milliseconds interval_;
+  IntervalCallback after_interval_;
   RawLoadReading first_, previous_;
   double other_max_ = 0.0, loadavg_sum_ = 0.0;
   int loadavg_count_ = 0;

@@ -61,6 +61,11 @@ class ServeThreads {
 
  private:
   void replan_if_due();
+  // On the sampler's thread after each interval: the change due, made now where no batch runs (an idle
+  // server grows back without waiting for traffic); else the next batch makes it.
+  void replan_while_idle(int busy, int quiet, double other);
+  // Under mutex_ with no batch running: OpenBLAS's count and the plan batches read.
+  void apply(const device::PlanChange& change);
   void leave_batch();
 
   int fixed_threads_;
