@@ -252,7 +252,6 @@ std::shared_ptr<InferenceModel> with_batch1_xnnpack_pool(const std::shared_ptr<I
                                                          const GraphIrSource& graph_ir,
                                                          const std::vector<std::int64_t>& sample_shape,
                                                          const RunOptions& run, Fp32EngineChoice& choice) {
-  choice.prefer = run.prefer;
   const int threads = run_pool_threads(run);
   if (choice.requested != Fp32Engine::auto_select || choice.batch1_engine != Fp32Engine::xnnpack ||
       choice.batch1_xnnpack_form != XnnpackForm::runtime || !graph_ir || sample_shape.empty() || threads < 2)

@@ -365,16 +365,19 @@ InferRequest parse_infer_request(std::string_view body, std::optional<std::size_
     bad(std::string("request body is not valid JSON: ") + error.what());
   } catch (const Error& error) {  // where the JSON part ends is the client's header: say so
     if (error.category() != ErrorCategory::invalid_input) throw;
+    if (header_length) {
+      // the header is to blame only where its length cut the JSON wrong (not for a valid request refused on
+      // its merits: a batch above max_batch_size)
+      const std::string_view json_part = body.substr(0, json_length);
+      if (!Json::accept(json_part.begin(), json_part.end()))
+        bad(std::string(error.what()) + " (the JSON part is the body's first " + std::to_string(json_length) +
+            " bytes, as Inference-Header-Content-Length says: is that header right?)");
+      throw;
+    }
     const bool control_bytes = std::any_of(body.begin(), body.end(), [](char byte) {
       return static_cast<unsigned char>(byte) < 0x20 && byte != '\n' && byte != '\r' && byte != '\t';
     });
-    // the header is to blame only where its length cut the JSON wrong (not for a valid request refused on
-    // its merits: a batch above max_batch_size)
-    const std::string_view json_part = body.substr(0, json_length);
-    if (header_length && !Json::accept(json_part.begin(), json_part.end()))
-      bad(std::string(error.what()) + " (the JSON part is the body's first " + std::to_string(json_length) +
-          " bytes, as Inference-Header-Content-Length says: is that header right?)");
-    if (control_bytes && !header_length)
+    if (control_bytes)
       bad(std::string(error.what()) +
           " (a body with binary tensor data needs the Inference-Header-Content-Length header)");
     throw;

@@ -87,7 +87,7 @@ void ServeThreads::replan_if_due() {
 void ServeThreads::replan_while_idle(int busy, int quiet, double other) {
   if (busy < device::kBusyIntervalsToReplan && quiet < device::kQuietIntervalsToGrow) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (running_batches_ > 0 || changing_ || !replanner_) return;  // a batch runs: the next one re-plans
+  if (running_batches_ > 0 || changing_) return;  // a batch runs: the next one re-plans
   if (const std::optional<device::PlanChange> change = replanner_->due(busy, quiet, other)) apply(*change);
 }
 
